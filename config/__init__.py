@@ -1,0 +1,7 @@
+"""Sample project showing django-idempotency at work (orders, payments, accounts)."""
+
+from __future__ import annotations
+
+from config.celery import app as celery_app
+
+__all__ = ["celery_app"]

@@ -1,0 +1,53 @@
+"""DRF exception handler of the sample project: every error as RFC 9457 problem details."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from rest_framework import exceptions
+from rest_framework.response import Response
+from rest_framework.views import exception_handler, set_rollback
+
+from idempotency.problems import PROBLEM_CONTENT_TYPE, problem_body
+
+TITLES = {
+    400: "Invalid request",
+    401: "Authentication required",
+    403: "Permission denied",
+    404: "Not found",
+    405: "Method not allowed",
+    406: "Not acceptable",
+    409: "Conflict",
+    415: "Unsupported media type",
+    422: "Unprocessable content",
+    429: "Too many requests",
+}
+
+
+def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """Render DRF's exceptions (and anything mapped to one) as ``application/problem+json``."""
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    response = exception_handler(exc, context)
+    if response is None or not isinstance(exc, exceptions.APIException):
+        return response
+    status = response.status_code
+    extra: dict[str, Any] = {}
+    if isinstance(exc, exceptions.ValidationError):
+        code = "validation-error"
+        detail = "The request has invalid fields; see 'errors'."
+        extra["errors"] = exc.detail
+    else:
+        codes = exc.get_codes()
+        code = str(codes if isinstance(codes, str) else getattr(exc, "default_code", "error"))
+        code = code.replace("_", "-")
+        detail = str(exc.detail) if not isinstance(exc.detail, dict | list) else str(exc.detail)
+    title = TITLES.get(status, "Error")
+    response.data = problem_body(status, code, title, detail, **extra)
+    response.content_type = PROBLEM_CONTENT_TYPE
+    set_rollback()
+    return response

@@ -1,0 +1,107 @@
+"""django-idempotency: make Django and DRF write APIs safe to retry.
+
+Everything public is importable from here. Names are resolved lazily on first
+access, so ``import idempotency`` never imports models or touches the app
+registry (it is safe in settings modules and ``AppConfig`` code).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    # HTTP
+    "idempotent": "idempotency.decorators",
+    "idempotency_exempt": "idempotency.decorators",
+    "IdempotentMixin": "idempotency.mixins",
+    "IdempotencyMiddleware": "idempotency.middleware",
+    "recovery_point": "idempotency.recovery",
+    "get_recovery_point": "idempotency.recovery",
+    # beyond HTTP
+    "idempotent_function": "idempotency.functions",
+    "IdempotentTask": "idempotency.tasks",
+    "idempotent_task": "idempotency.tasks",
+    "issue_submit_token": "idempotency.tokens",
+    "consume_submit_token": "idempotency.tokens",
+    "require_submit_token": "idempotency.tokens",
+    "SubmitTokenPermission": "idempotency.tokens",
+    "lock": "idempotency.locks",
+    # stores
+    "get_store": "idempotency.stores",
+    "DatabaseStore": "idempotency.stores.database",
+    "RedisStore": "idempotency.stores.redis",
+    "CacheStore": "idempotency.stores.cache",
+    # errors, signals, settings
+    "IdempotencyError": "idempotency.exceptions",
+    "InvalidIdempotencyKey": "idempotency.exceptions",
+    "IdempotencyKeyRequired": "idempotency.exceptions",
+    "IdempotencyKeyMismatch": "idempotency.exceptions",
+    "IdempotencyRequestInProgress": "idempotency.exceptions",
+    "IdempotencyScopeUnavailable": "idempotency.exceptions",
+    "LockNotAcquired": "idempotency.exceptions",
+    "SubmitTokenInvalid": "idempotency.exceptions",
+    "SubmitTokenUsed": "idempotency.exceptions",
+    "ImproperlyApplied": "idempotency.exceptions",
+    "StaleOwner": "idempotency.exceptions",
+    "problem_response": "idempotency.problems",
+    "idempotency_settings": "idempotency.conf",
+    "purge_expired_records": "idempotency.purge",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'idempotency' has no attribute {name!r}")
+    value = getattr(import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
+
+if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
+    from idempotency.conf import idempotency_settings as idempotency_settings
+    from idempotency.decorators import idempotency_exempt as idempotency_exempt
+    from idempotency.decorators import idempotent as idempotent
+    from idempotency.exceptions import IdempotencyError as IdempotencyError
+    from idempotency.exceptions import IdempotencyKeyMismatch as IdempotencyKeyMismatch
+    from idempotency.exceptions import IdempotencyKeyRequired as IdempotencyKeyRequired
+    from idempotency.exceptions import (
+        IdempotencyRequestInProgress as IdempotencyRequestInProgress,
+    )
+    from idempotency.exceptions import (
+        IdempotencyScopeUnavailable as IdempotencyScopeUnavailable,
+    )
+    from idempotency.exceptions import ImproperlyApplied as ImproperlyApplied
+    from idempotency.exceptions import InvalidIdempotencyKey as InvalidIdempotencyKey
+    from idempotency.exceptions import LockNotAcquired as LockNotAcquired
+    from idempotency.exceptions import StaleOwner as StaleOwner
+    from idempotency.exceptions import SubmitTokenInvalid as SubmitTokenInvalid
+    from idempotency.exceptions import SubmitTokenUsed as SubmitTokenUsed
+    from idempotency.functions import idempotent_function as idempotent_function
+    from idempotency.locks import lock as lock
+    from idempotency.middleware import IdempotencyMiddleware as IdempotencyMiddleware
+    from idempotency.mixins import IdempotentMixin as IdempotentMixin
+    from idempotency.problems import problem_response as problem_response
+    from idempotency.purge import purge_expired_records as purge_expired_records
+    from idempotency.recovery import get_recovery_point as get_recovery_point
+    from idempotency.recovery import recovery_point as recovery_point
+    from idempotency.stores import get_store as get_store
+    from idempotency.stores.cache import CacheStore as CacheStore
+    from idempotency.stores.database import DatabaseStore as DatabaseStore
+    from idempotency.stores.redis import RedisStore as RedisStore
+    from idempotency.tasks import IdempotentTask as IdempotentTask
+    from idempotency.tasks import idempotent_task as idempotent_task
+    from idempotency.tokens import SubmitTokenPermission as SubmitTokenPermission
+    from idempotency.tokens import consume_submit_token as consume_submit_token
+    from idempotency.tokens import issue_submit_token as issue_submit_token
+    from idempotency.tokens import require_submit_token as require_submit_token

@@ -1,0 +1,157 @@
+"""``@idempotent`` for views, and ``@idempotency_exempt`` for the middleware.
+
+``@idempotent`` works on function views, on methods of Django's class-based
+views and DRF's ``APIView`` (``def post(self, request)``), on viewset
+actions, on ``@api_view`` functions (put it below ``@api_view``) and on a
+DRF view class (it mixes in :class:`~idempotency.mixins.IdempotentMixin`).
+Sync and async functions alike. Applied anywhere it cannot work, it raises
+:class:`~idempotency.exceptions.ImproperlyApplied` instead of doing nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.http import HttpRequest, HttpResponseBase
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from idempotency import handling
+from idempotency.drf import hooks, view_of
+from idempotency.exceptions import ImproperlyApplied
+from idempotency.policy import Policy
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+MARKER = "_idempotency_policy"
+
+
+def _split(args: tuple[Any, ...]) -> tuple[Any, Any]:
+    """``(view_instance_or_None, request)`` from a view's positional arguments."""
+    if args and isinstance(args[0], HttpRequest | Request):
+        return None, args[0]
+    if len(args) > 1 and isinstance(args[1], HttpRequest | Request):
+        return args[0], args[1]
+    raise ImproperlyApplied(
+        "@idempotent decorates views: the decorated callable was not called with a request "
+        "as its first argument (function view) or second argument (view method)."
+    )
+
+
+def _wrap(func: Callable[..., Any], policy: Policy) -> Callable[..., Any]:
+    if isinstance(func, type):
+        if issubclass(func, APIView):
+            from idempotency.mixins import IdempotentMixin
+
+            return type(
+                func.__name__,
+                (IdempotentMixin, func),
+                {"idempotency_policy": policy, "__module__": func.__module__,
+                 "__qualname__": func.__qualname__, "__doc__": func.__doc__},
+            )
+        raise ImproperlyApplied(
+            f"@idempotent cannot decorate the class {func.__name__}: decorate its post()/put()/"
+            "patch()/delete() methods (or use method_decorator), or use IdempotentMixin for DRF."
+        )
+    if getattr(func, "cls", None) is not None or getattr(func, "view_class", None) is not None:
+        raise ImproperlyApplied(
+            "@idempotent was applied to the result of as_view() or @api_view: it would run "
+            "before authentication. Put @idempotent below @api_view, or decorate the view's "
+            "methods, or use IdempotentMixin."
+        )
+    if not callable(func):
+        raise ImproperlyApplied(f"@idempotent needs a view callable, got {func!r}")
+
+    if iscoroutinefunction(func):
+
+        async def async_wrapper(*args: Any, **kwargs: Any) -> HttpResponseBase:
+            _view, request = _split(args)
+            return await handling.run_async(request, lambda: func(*args, **kwargs), policy)
+
+        wrapped = functools.wraps(func)(async_wrapper)
+        markcoroutinefunction(wrapped)
+    else:
+
+        def wrapper(*args: Any, **kwargs: Any) -> HttpResponseBase:
+            view, request = _split(args)
+            if not isinstance(view, APIView):
+                view = view_of(request)
+            if view is not None:
+                convert, finalize = hooks(view, request)
+                return handling.run(
+                    request, lambda: func(*args, **kwargs), policy,
+                    convert=convert, finalize=finalize,
+                )
+            return handling.run(request, lambda: func(*args, **kwargs), policy)
+
+        wrapped = functools.wraps(func)(wrapper)
+    setattr(wrapped, MARKER, policy)
+    return wrapped
+
+
+@overload
+def idempotent(view: F, /) -> F: ...
+@overload
+def idempotent(
+    view: None = None,
+    /,
+    *,
+    required: bool | None = None,
+    ttl: float | None = None,
+    lease: float | None = None,
+    scope: Any = None,
+    fingerprint: Callable[..., str] | None = None,
+    store: Any = None,
+    mode: str | None = None,
+    wait: float | None = None,
+    store_errors: bool | None = None,
+) -> Callable[[F], F]: ...
+def idempotent(view: Any = None, /, **options: Any) -> Any:
+    """Make a view honour the ``Idempotency-Key`` header.
+
+    Options (each defaults to the ``IDEMPOTENCY`` setting of the same name):
+    ``required``, ``ttl``, ``lease``, ``scope`` (a string or ``scope(request)``),
+    ``fingerprint``, ``store``, ``mode`` (``"atomic"``/``"lease"``/``"auto"``),
+    ``wait`` (seconds to wait for a concurrent first request before 409) and
+    ``store_errors`` (keep 5xx/transient answers: at-most-once).
+    """
+    unknown = set(options) - set(Policy.option_names())
+    if unknown:
+        raise TypeError(f"idempotent() got unknown options: {', '.join(sorted(unknown))}")
+    policy = Policy(**options)
+    if view is not None:
+        if not callable(view):
+            raise ImproperlyApplied(f"@idempotent needs a view callable, got {view!r}")
+        return _wrap(view, policy)
+    return lambda func: _wrap(func, policy)
+
+
+def policy_of(func: Any) -> Policy | None:
+    """The policy ``@idempotent`` attached to ``func`` (or a bound method of it)."""
+    return getattr(getattr(func, "__func__", func), MARKER, None)
+
+
+def idempotency_exempt(view: F) -> F:
+    """Leave this view alone in :class:`~idempotency.middleware.IdempotencyMiddleware`."""
+    if inspect.isclass(view):
+        view.idempotency_exempt = True  # type: ignore[attr-defined]
+        return view
+    if iscoroutinefunction(view):
+
+        async def async_exempt(*args: Any, **kwargs: Any) -> Any:
+            return await view(*args, **kwargs)
+
+        wrapped: Any = functools.wraps(view)(async_exempt)
+        markcoroutinefunction(wrapped)
+    else:
+
+        def exempt(*args: Any, **kwargs: Any) -> Any:
+            return view(*args, **kwargs)
+
+        wrapped = functools.wraps(view)(exempt)
+    wrapped.idempotency_exempt = True
+    return wrapped  # type: ignore[no-any-return]

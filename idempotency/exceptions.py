@@ -1,0 +1,136 @@
+"""Exceptions of django-idempotency, with stable names and codes.
+
+The HTTP errors subclass DRF's ``APIException`` (``status_code``,
+``default_detail``, ``default_code``) so they can be raised and caught like
+any DRF error; the library itself renders them as RFC 9457 problem details.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.http import HttpResponse
+from django.utils.translation import gettext_lazy as _
+from rest_framework import exceptions, status
+
+from idempotency.problems import problem_response
+
+
+class IdempotencyError(exceptions.APIException):
+    """Base of every HTTP error the library answers with."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = _("The idempotency key could not be used.")
+    default_code = "idempotency-error"
+    title = "Idempotency error"
+
+    def __init__(self, detail: str | None = None, **extra: Any) -> None:
+        super().__init__(detail)
+        self.extra = extra
+
+    @property
+    def code(self) -> str:
+        return self.default_code
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+    def as_response(self) -> HttpResponse:
+        return problem_response(
+            self.status_code,
+            self.code,
+            self.title,
+            str(self.detail),
+            headers=self.headers(),
+            **self.extra,
+        )
+
+
+class InvalidIdempotencyKey(IdempotencyError):
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = _("The Idempotency-Key header is malformed.")
+    default_code = "idempotency-key-invalid"
+    title = "Invalid idempotency key"
+
+
+class IdempotencyKeyRequired(IdempotencyError):
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = _("This endpoint requires an Idempotency-Key header.")
+    default_code = "idempotency-key-required"
+    title = "Idempotency key required"
+
+
+class IdempotencyKeyMismatch(IdempotencyError):
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_detail = _(
+        "This idempotency key was already used with a different request "
+        "(another body, query or endpoint)."
+    )
+    default_code = "idempotency-key-mismatch"
+    title = "Idempotency key reused with a different request"
+
+
+class IdempotencyRequestInProgress(IdempotencyError):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = _(
+        "A request with this idempotency key is still being processed; retry later."
+    )
+    default_code = "idempotency-request-in-progress"
+    title = "Request in progress"
+
+    def __init__(self, detail: str | None = None, *, retry_after: int = 1, **extra: Any) -> None:
+        super().__init__(detail, **extra)
+        self.retry_after = max(1, int(retry_after))
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
+
+
+class IdempotencyScopeUnavailable(IdempotencyError):
+    status_code = status.HTTP_403_FORBIDDEN
+    default_detail = _(
+        "Idempotency keys are only accepted from authenticated callers on this endpoint."
+    )
+    default_code = "idempotency-anonymous-not-allowed"
+    title = "Idempotency key not accepted from anonymous callers"
+
+
+class SubmitTokenInvalid(IdempotencyError):
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = _("The submit token is missing, expired, or was not issued to you.")
+    default_code = "submit-token-invalid"
+    title = "Invalid submit token"
+
+
+class SubmitTokenUsed(IdempotencyError):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = _("This submit token has already been used.")
+    default_code = "submit-token-used"
+    title = "Submit token already used"
+
+
+class LockNotAcquired(Exception):
+    """The lock stayed held by someone else for the whole wait."""
+
+    def __init__(self, name: str, waited: float) -> None:
+        super().__init__(f"Lock {name!r} not acquired within {waited:g} s")
+        self.name = name
+        self.waited = waited
+
+
+class StaleOwner(Exception):
+    """A claim was completed or released by an owner whose lease had been taken over."""
+
+
+class InProgress(Exception):
+    """A non-HTTP idempotent call (function, task) is already running under this key."""
+
+    def __init__(self, scope: str, key: str) -> None:
+        super().__init__(f"Idempotent call {scope}/{key} is already in progress")
+        self.scope = scope
+        self.key = key
+
+
+class ImproperlyApplied(ImproperlyConfigured, TypeError):
+    """A decorator or mixin was used where it cannot work (it never fails silently)."""

@@ -1,0 +1,425 @@
+"""The request flow every HTTP interface shares (decorator, mixin, middleware).
+
+1. Only unsafe methods with a key take part; the key is parsed strictly.
+2. The scope comes from the authenticated caller (this runs after DRF's
+   ``initial()``: authentication, permissions and throttles have passed).
+3. **Atomic mode** (DatabaseStore): look the key up; if absent, run the view
+   and insert the completed record inside one transaction with the view's
+   writes. A concurrent duplicate's insert waits on the unique index, fails
+   once the first commits, rolls its whole transaction back and replays.
+4. **Lease mode** (any store): claim first (committed, with a lease and a
+   fencing token), run the view, then complete or release with the token.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core.exceptions import RequestDataTooBig
+from django.db import IntegrityError, OperationalError, transaction
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+
+from idempotency import signals
+from idempotency.conf import idempotency_settings
+from idempotency.exceptions import (
+    IdempotencyError,
+    IdempotencyKeyMismatch,
+    IdempotencyKeyRequired,
+    IdempotencyRequestInProgress,
+    IdempotencyScopeUnavailable,
+    InvalidIdempotencyKey,
+)
+from idempotency.keys import header_value, parse_key
+from idempotency.policy import Policy
+from idempotency.problems import problem_response
+from idempotency.responses import StoredResponse, capture, is_storable, replay
+from idempotency.stores.base import BaseStore, Claim, ClaimStatus
+
+logger = logging.getLogger("idempotency")
+
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+Call = Callable[[], HttpResponseBase]
+Convert = Callable[[Exception], HttpResponseBase]
+Finalize = Callable[[HttpResponseBase], HttpResponseBase]
+
+
+def _identity(response: HttpResponseBase) -> HttpResponseBase:
+    return response
+
+
+class _LostRace(Exception):
+    """Atomic mode: a concurrent duplicate committed the key first."""
+
+
+@dataclass
+class IdempotencyContext:
+    """What a view can see of its key: ``request.idempotency``.
+
+    In lease mode a view with multi-step work records committed phases with
+    :meth:`save_recovery_point`; a retry after a crash or an error starts with
+    :attr:`recovery_point` set to the last one and resumes from there.
+    """
+
+    scope: str
+    key: str
+    fingerprint: str
+    mode: str
+    store: BaseStore
+    fence: int = 0
+    recovery_point: str = ""
+    recovery_data: Any = None
+    replayed: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def save_recovery_point(self, name: str, data: Any = None) -> None:
+        if self.mode != "lease":
+            raise RuntimeError("Recovery points need lease mode (atomic mode rolls back whole).")
+        if not self.store.save_recovery_point(
+            self.scope, self.key, fence=self.fence, name=name, data=data
+        ):
+            from idempotency.exceptions import StaleOwner
+
+            raise StaleOwner(f"{self.scope}/{self.key} is no longer owned by this request")
+        self.recovery_point = name
+        self.recovery_data = data
+
+
+@dataclass
+class Prepared:
+    request: HttpRequest
+    policy: Policy
+    store: BaseStore
+    mode: str
+    scope: str
+    key: str
+    fingerprint: str
+
+
+def _send(signal: Any, prepared: Prepared, **extra: Any) -> None:
+    signal.send(
+        sender=type(prepared.store),
+        request=prepared.request,
+        scope=prepared.scope,
+        key=prepared.key,
+        **extra,
+    )
+
+
+def prepare(request: HttpRequest, policy: Policy) -> Prepared | HttpResponseBase | None:
+    """Decide whether the request takes part: None to run the view plainly, a response
+    for an error, or the prepared key, scope and fingerprint."""
+    if request.method not in UNSAFE_METHODS:
+        return None
+    try:
+        key = parse_key(header_value(request, idempotency_settings.HEADER))
+        if key is None:
+            if policy.get_required():
+                raise IdempotencyKeyRequired(
+                    f"This endpoint requires an {idempotency_settings.HEADER} header."
+                )
+            return None
+        scope = policy.get_scope(request)
+        if scope is None:
+            if idempotency_settings.ANONYMOUS == "ignore":
+                return None
+            raise IdempotencyScopeUnavailable()
+        fingerprint = policy.get_fingerprint(request)
+    except (InvalidIdempotencyKey, IdempotencyKeyRequired, IdempotencyScopeUnavailable) as exc:
+        return exc.as_response()
+    except RequestDataTooBig:
+        return problem_response(
+            413,
+            "payload-too-large",
+            "Payload too large",
+            "The request body is larger than the server accepts.",
+        )
+    store = policy.get_store()
+    return Prepared(
+        request=request,
+        policy=policy,
+        store=store,
+        mode=policy.get_mode(store),
+        scope=scope,
+        key=key,
+        fingerprint=fingerprint,
+    )
+
+
+def answer(prepared: Prepared, claim: Claim) -> HttpResponseBase:
+    """The response to a request that does not own the key."""
+    if claim.status is ClaimStatus.COMPLETED and claim.response is not None:
+        _send(signals.replayed, prepared)
+        return replay(claim.response)
+    if claim.status is ClaimStatus.MISMATCH:
+        _send(signals.mismatch, prepared)
+        return IdempotencyKeyMismatch().as_response()
+    _send(signals.conflict, prepared)
+    retry_after = max(int(idempotency_settings.RETRY_AFTER), math.ceil(claim.retry_after or 0))
+    return IdempotencyRequestInProgress(retry_after=min(retry_after, 60)).as_response()
+
+
+def _poll(prepared: Prepared, wait: float) -> Claim | None:
+    """Wait up to ``wait`` seconds for an in-progress request; the final state seen."""
+    deadline = time.monotonic() + wait
+    delay = 0.02
+    claim: Claim | None = None
+    while time.monotonic() < deadline:
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 1.5, 0.25)
+        claim = prepared.store.lookup(prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
+        if claim is None or claim.status is not ClaimStatus.IN_PROGRESS:
+            return claim
+    return claim
+
+
+def _is_lock_error(exc: OperationalError) -> bool:
+    cause = exc.__cause__
+    code = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
+    if code in {"55P03", "40P01", "40001"}:  # lock_not_available, deadlock, serialization
+        return True
+    return "database is locked" in str(exc)
+
+
+def run(
+    request: HttpRequest,
+    call: Call,
+    policy: Policy,
+    *,
+    convert: Convert | None = None,
+    finalize: Finalize = _identity,
+) -> HttpResponseBase:
+    """Run ``call`` (the view) under the idempotency contract.
+
+    ``convert`` turns an exception of the view into a response (DRF's
+    ``handle_exception``) or re-raises it; ``finalize`` renders a response
+    so its bytes can be stored (DRF's ``finalize_response`` + ``render``).
+    """
+    prepared = prepare(request, policy)
+    if prepared is None:
+        return call()
+    if isinstance(prepared, HttpResponseBase):
+        return prepared
+    if prepared.mode == "atomic":
+        return _run_atomic(prepared, call, convert, finalize)
+    return _run_lease(prepared, call, convert, finalize)
+
+
+def _store_response(prepared: Prepared, response: HttpResponseBase) -> StoredResponse | None:
+    if not is_storable(response.status_code, store_errors=prepared.policy.get_store_errors()):
+        return None
+    stored = capture(response)
+    if stored is None:
+        logger.warning(
+            "idempotency: %s %s returned a streaming response; it cannot be stored, key released",
+            prepared.request.method,
+            prepared.request.path,
+        )
+    return stored
+
+
+def _run_atomic(
+    prepared: Prepared, call: Call, convert: Convert | None, finalize: Finalize
+) -> HttpResponseBase:
+    store: Any = prepared.store
+    existing = store.lookup(prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
+    if existing is not None:
+        if existing.status is ClaimStatus.IN_PROGRESS and prepared.policy.get_wait() > 0:
+            existing = _poll(prepared, prepared.policy.get_wait()) or existing
+        return answer(prepared, existing)
+    request = prepared.request
+    request.idempotency = IdempotencyContext(  # type: ignore[attr-defined]
+        prepared.scope, prepared.key, prepared.fingerprint, "atomic", store
+    )
+    ttl = prepared.policy.get_ttl()
+    try:
+        with store.atomic():
+            response = finalize(call())
+            stored = _store_response(prepared, response)
+            if stored is None:
+                # released: nothing of this attempt may stay, or a retry would double it
+                transaction.set_rollback(True, using=store.using)
+                _send(signals.released, prepared, status=response.status_code)
+            elif not store.insert_completed(
+                prepared.scope,
+                prepared.key,
+                fingerprint=prepared.fingerprint,
+                response=stored,
+                ttl=ttl,
+                method=request.method or "",
+                route=request.path,
+            ):
+                raise _LostRace
+        return response
+    except Exception as exc:
+        return _atomic_failure(prepared, exc, convert, finalize)
+
+
+def _atomic_failure(
+    prepared: Prepared, exc: Exception, convert: Convert | None, finalize: Finalize
+) -> HttpResponseBase:
+    """Atomic mode: the transaction rolled back; answer for the winner, or for the error."""
+    store: Any = prepared.store
+    lost = isinstance(exc, _LostRace | IntegrityError)
+    locked = isinstance(exc, OperationalError) and _is_lock_error(exc)
+    if lost or locked:
+        # a committed duplicate won the key (our insert, or the view's own unique insert)
+        winner = store.lookup(prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
+        if winner is not None:
+            return answer(prepared, winner)
+        if not isinstance(exc, IntegrityError):
+            return answer(prepared, Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0))
+    if isinstance(exc, IdempotencyError):
+        return exc.as_response()
+    _send(signals.released, prepared, exception=exc)
+    if convert is None:
+        raise exc
+    response = finalize(convert(exc))
+    stored = _store_response(prepared, response)
+    if stored is None:
+        return response
+    request = prepared.request
+    with store.atomic():
+        inserted = store.insert_completed(
+            prepared.scope,
+            prepared.key,
+            fingerprint=prepared.fingerprint,
+            response=stored,
+            ttl=prepared.policy.get_ttl(),
+            method=request.method or "",
+            route=request.path,
+        )
+    if not inserted:
+        winner = store.lookup(prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
+        if winner is not None:
+            return answer(prepared, winner)
+    return response
+
+
+def _claim(prepared: Prepared) -> Claim | HttpResponseBase:
+    """Lease mode: own the key, or the response for a caller that does not."""
+    policy = prepared.policy
+    request = prepared.request
+    for _attempt in range(3):
+        claim = prepared.store.claim(
+            prepared.scope,
+            prepared.key,
+            fingerprint=prepared.fingerprint,
+            lease=policy.get_lease(),
+            ttl=policy.get_ttl(),
+            method=request.method or "",
+            route=request.path,
+        )
+        if claim.owned:
+            return claim
+        if claim.status is ClaimStatus.IN_PROGRESS and policy.get_wait() > 0:
+            seen = _poll(prepared, policy.get_wait())
+            if seen is None:
+                continue  # released while we waited: try to own it
+            return answer(prepared, seen)
+        return answer(prepared, claim)
+    return answer(prepared, Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0))
+
+
+def _finish(prepared: Prepared, claim: Claim, response: HttpResponseBase) -> HttpResponseBase:
+    stored = _store_response(prepared, response)
+    store = prepared.store
+    if stored is not None:
+        if not store.complete(
+            prepared.scope,
+            prepared.key,
+            fence=claim.fence,
+            response=stored,
+            ttl=prepared.policy.get_ttl(),
+            fingerprint=prepared.fingerprint,
+        ):
+            _send(signals.stale_owner, prepared, fence=claim.fence)
+    else:
+        _abort(prepared, claim, status=response.status_code)
+    return response
+
+
+def _abort(prepared: Prepared, claim: Claim, **extra: Any) -> None:
+    if prepared.store.release(prepared.scope, prepared.key, fence=claim.fence):
+        _send(signals.released, prepared, **extra)
+    else:
+        _send(signals.stale_owner, prepared, fence=claim.fence)
+
+
+def _context(prepared: Prepared, claim: Claim) -> IdempotencyContext:
+    return IdempotencyContext(
+        prepared.scope,
+        prepared.key,
+        prepared.fingerprint,
+        "lease",
+        prepared.store,
+        fence=claim.fence,
+        recovery_point=claim.recovery_point,
+        recovery_data=claim.recovery_data,
+    )
+
+
+def _run_lease(
+    prepared: Prepared, call: Call, convert: Convert | None, finalize: Finalize
+) -> HttpResponseBase:
+    claim = _claim(prepared)
+    if isinstance(claim, HttpResponseBase):
+        return claim
+    prepared.request.idempotency = _context(prepared, claim)  # type: ignore[attr-defined]
+    try:
+        try:
+            response = finalize(call())
+        except IdempotencyError as exc:
+            response = exc.as_response()
+        except Exception as exc:
+            if convert is None:
+                raise
+            response = finalize(convert(exc))
+    except BaseException as exc:
+        _abort(prepared, claim, exception=exc)
+        raise
+    return _finish(prepared, claim, response)
+
+
+async def run_async(
+    request: HttpRequest, call: Callable[[], Awaitable[HttpResponseBase]], policy: Policy
+) -> HttpResponseBase:
+    """Async views: lease mode (a database transaction cannot span an ``await``)."""
+    if policy.mode == "atomic":
+        from idempotency.exceptions import ImproperlyApplied
+
+        raise ImproperlyApplied("Async views cannot use atomic mode; use mode='lease'.")
+    lease_policy = policy.merged(mode="lease") if policy.mode is None else policy
+    prepared = await sync_to_async(prepare)(request, lease_policy)
+    if prepared is None:
+        return await call()
+    if isinstance(prepared, HttpResponseBase):
+        return prepared
+    prepared.mode = "lease"
+    claim = await sync_to_async(_claim)(prepared)
+    if isinstance(claim, HttpResponseBase):
+        return claim
+    request.idempotency = _context(prepared, claim)  # type: ignore[attr-defined]
+    try:
+        response = await call()
+    except IdempotencyError as exc:
+        response = exc.as_response()
+    except BaseException as exc:
+        await sync_to_async(_abort)(prepared, claim, exception=exc)
+        raise
+    return await sync_to_async(_finish)(prepared, claim, response)
+
+
+__all__ = [
+    "UNSAFE_METHODS",
+    "IdempotencyContext",
+    "HttpResponse",
+    "run",
+    "run_async",
+]

@@ -1,0 +1,77 @@
+"""``IdempotentMixin`` for DRF views and viewsets.
+
+The key is handled once ``initial()`` has run, that is after authentication,
+permissions and throttling, so an unauthenticated or unauthorised caller
+never receives a stored response. Configure with class attributes or
+override the ``get_*`` hooks; a ``@idempotent`` on a method wins over both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from django.http import HttpRequest, HttpResponseBase
+from rest_framework.request import Request
+
+from idempotency import handling
+from idempotency.decorators import policy_of
+from idempotency.drf import hooks
+from idempotency.policy import Policy
+
+
+class IdempotentMixin:
+    """Honour ``Idempotency-Key`` on the unsafe actions of a DRF view or viewset."""
+
+    idempotency_policy: Policy | None = None
+    idempotency_required: bool | None = None
+    idempotency_ttl: float | None = None
+    idempotency_lease: float | None = None
+    idempotency_store: Any = None
+    idempotency_mode: str | None = None
+    idempotency_wait: float | None = None
+    idempotency_store_errors: bool | None = None
+    #: Names of the actions (viewsets) or methods that take part; None: every unsafe one.
+    idempotent_actions: Collection[str] | None = None
+
+    def get_idempotency_scope(self, request: HttpRequest) -> str | None:
+        """The scope of the caller's keys; by default the ``SCOPE`` setting (the user)."""
+        base = self.idempotency_policy or Policy()
+        return base.get_scope(request)
+
+    def get_idempotency_policy(self) -> Policy:
+        base = self.idempotency_policy or Policy()
+        return base.merged(
+            required=self.idempotency_required,
+            ttl=self.idempotency_ttl,
+            lease=self.idempotency_lease,
+            store=self.idempotency_store,
+            mode=self.idempotency_mode,
+            wait=self.idempotency_wait,
+            store_errors=self.idempotency_store_errors,
+            scope=self.get_idempotency_scope,
+        )
+
+    def is_idempotent_action(self, request: Request) -> bool:
+        if self.idempotent_actions is None:
+            return True
+        name = getattr(self, "action", None) or str(request.method).lower()
+        return name in self.idempotent_actions
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        if request.method not in handling.UNSAFE_METHODS or not self.is_idempotent_action(request):
+            return
+        method = str(request.method).lower()
+        handler = getattr(self, method, None)
+        if handler is None or policy_of(handler) is not None:
+            return  # no such method (405 follows), or @idempotent on it already applies
+        policy = self.get_idempotency_policy()
+        convert, finalize = hooks(self, request)  # type: ignore[arg-type]
+
+        def idempotent_handler(req: Request, *a: Any, **kw: Any) -> HttpResponseBase:
+            return handling.run(
+                req, lambda: handler(req, *a, **kw), policy, convert=convert, finalize=finalize
+            )
+
+        setattr(self, method, idempotent_handler)

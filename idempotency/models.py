@@ -1,0 +1,60 @@
+"""The record of one idempotency key: who claimed it, and the response to replay."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class RecordState(models.TextChoices):
+    IN_PROGRESS = "in_progress", _("in progress")
+    COMPLETED = "completed", _("completed")
+
+
+class IdempotencyRecord(models.Model):
+    """One claimed key. Never holds the request body, only what replay needs.
+
+    ``(scope, key)`` is unique: the database, not a check in Python, decides
+    which of two concurrent requests with one key wins.
+    """
+
+    scope = models.CharField(_("scope"), max_length=255)
+    key = models.CharField(_("key"), max_length=255)
+    fingerprint = models.CharField(_("request fingerprint"), max_length=64)
+    state = models.CharField(
+        _("state"), max_length=16, choices=RecordState.choices, default=RecordState.IN_PROGRESS
+    )
+    fence = models.BigIntegerField(
+        _("fencing token"),
+        default=0,
+        help_text=_("Unique per claim; completing or releasing must present it."),
+    )
+    lease_expires_at = models.DateTimeField(_("lease expires at"), null=True, blank=True)
+    method = models.CharField(_("method"), max_length=10, blank=True, default="")
+    route = models.CharField(_("route"), max_length=255, blank=True, default="")
+    status_code = models.PositiveSmallIntegerField(_("response status"), null=True, blank=True)
+    response_headers = models.JSONField(_("response headers"), default=list, blank=True)
+    response_body = models.BinaryField(_("response body"), null=True, blank=True)
+    recovery_point = models.CharField(_("recovery point"), max_length=64, blank=True, default="")
+    recovery_data = models.JSONField(_("recovery data"), null=True, blank=True)
+    created_at = models.DateTimeField(_("created at"))
+    completed_at = models.DateTimeField(_("completed at"), null=True, blank=True)
+    expires_at = models.DateTimeField(_("expires at"))
+
+    class Meta:
+        verbose_name = _("idempotency record")
+        verbose_name_plural = _("idempotency records")
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "key"], name="idempotency_record_scope_key"),
+        ]
+        indexes = [
+            models.Index(fields=["expires_at"], name="idempotency_record_expires"),
+            models.Index(fields=["created_at"], name="idempotency_record_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope} / {self.key} ({self.state})"
+
+    @property
+    def is_completed(self) -> bool:
+        return self.state == RecordState.COMPLETED

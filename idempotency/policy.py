@@ -1,0 +1,98 @@
+"""Per-view idempotency options, merged over the global settings (most specific wins)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from django.http import HttpRequest
+
+from idempotency.conf import idempotency_settings
+from idempotency.stores import get_store
+from idempotency.stores.base import BaseStore
+
+MODES = ("auto", "atomic", "lease")
+UNSET: Any = None
+
+ScopeOption = str | Callable[[HttpRequest], "str | None"] | None
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Options of one view; ``None`` means "use the global setting"."""
+
+    required: bool | None = None
+    ttl: float | None = None
+    lease: float | None = None
+    scope: ScopeOption = None
+    fingerprint: Callable[..., str] | None = None
+    store: str | BaseStore | type[BaseStore] | None = None
+    mode: str | None = None
+    wait: float | None = None
+    store_errors: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode is not None and self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, not {self.mode!r}")
+        for name in ("ttl", "lease", "wait"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int | float) or value < 0):
+                raise ValueError(f"{name} must be a non-negative number of seconds, not {value!r}")
+        if self.ttl is not None and self.ttl <= 0:
+            raise ValueError("ttl must be positive")
+        if self.lease is not None and self.lease <= 0:
+            raise ValueError("lease must be positive")
+
+    def merged(self, **overrides: Any) -> Policy:
+        """This policy with the non-None ``overrides`` taking precedence."""
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+    @classmethod
+    def option_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    # -- resolved values -----------------------------------------------------------------
+
+    def get_required(self) -> bool:
+        return bool(idempotency_settings.REQUIRED if self.required is None else self.required)
+
+    def get_ttl(self) -> float:
+        return float(idempotency_settings.TTL if self.ttl is None else self.ttl)
+
+    def get_lease(self) -> float:
+        return float(idempotency_settings.LEASE if self.lease is None else self.lease)
+
+    def get_wait(self) -> float:
+        return float(idempotency_settings.WAIT if self.wait is None else self.wait)
+
+    def get_store_errors(self) -> bool:
+        value = idempotency_settings.STORE_ERRORS if self.store_errors is None else self.store_errors
+        return bool(value)
+
+    def get_store(self) -> BaseStore:
+        return get_store(self.store)
+
+    def get_mode(self, store: BaseStore) -> str:
+        mode = self.mode or idempotency_settings.MODE
+        if mode == "auto":
+            return "atomic" if store.supports_atomic else "lease"
+        if mode == "atomic" and not store.supports_atomic:
+            from django.core.exceptions import ImproperlyConfigured
+
+            raise ImproperlyConfigured(
+                f"{type(store).__name__} cannot run atomic mode; use mode='lease' or DatabaseStore."
+            )
+        return str(mode)
+
+    def get_scope(self, request: HttpRequest) -> str | None:
+        scope = self.scope
+        if scope is None:
+            return idempotency_settings.imported("SCOPE")(request)  # type: ignore[no-any-return]
+        if callable(scope):
+            return scope(request)
+        return str(scope)
+
+    def get_fingerprint(self, request: HttpRequest) -> str:
+        func = self.fingerprint or idempotency_settings.imported("FINGERPRINT")
+        return str(func(request, idempotency_settings.FINGERPRINT_HEADERS))

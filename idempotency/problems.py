@@ -1,0 +1,42 @@
+"""RFC 9457 problem details: the one JSON shape every error of the library takes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.http import HttpResponse
+
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+
+
+def problem_body(status: int, code: str, title: str, detail: str, **extra: Any) -> dict[str, Any]:
+    """The problem document: ``type``/``code`` are stable, ``detail`` is for humans."""
+    from idempotency.conf import idempotency_settings
+
+    body: dict[str, Any] = {
+        "type": f"{idempotency_settings.PROBLEM_TYPE_BASE}{code}",
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "code": code,
+    }
+    body.update(extra)
+    return body
+
+
+def problem_response(
+    status: int,
+    code: str,
+    title: str,
+    detail: str,
+    *,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> HttpResponse:
+    """An ``application/problem+json`` response, rendered and ready to return from any view."""
+    content = json.dumps(problem_body(status, code, title, detail, **extra)).encode()
+    response = HttpResponse(content, status=status, content_type=PROBLEM_CONTENT_TYPE)
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response

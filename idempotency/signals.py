@@ -1,0 +1,18 @@
+"""Signals for metrics and audit. Every one is sent with ``scope`` and ``key``.
+
+* ``replayed``: a stored response was replayed (``request`` or ``None``).
+* ``conflict``: a duplicate arrived while the first was in progress (409).
+* ``mismatch``: a key was reused with a different request (422).
+* ``released``: a claim was released without storing (5xx, exception, transient 4xx).
+* ``stale_owner``: a completion or release came from an owner whose lease was taken over.
+"""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+replayed = Signal()
+conflict = Signal()
+mismatch = Signal()
+released = Signal()
+stale_owner = Signal()

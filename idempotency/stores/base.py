@@ -1,0 +1,98 @@
+"""The contract every store keeps.
+
+A record is identified by ``(scope, key)``. ``claim`` decides atomically which
+caller owns a new key; only the owner, proven by its fencing token, may
+``complete`` or ``release`` it. A record whose TTL has passed is treated as
+absent even before it is purged.
+"""
+
+from __future__ import annotations
+
+import enum
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from idempotency.responses import StoredResponse
+
+
+class ClaimStatus(enum.Enum):
+    CLAIMED = "claimed"  # the caller owns the key now and must complete or release it
+    COMPLETED = "completed"  # a stored response exists: replay it
+    IN_PROGRESS = "in_progress"  # someone else owns a live lease
+    MISMATCH = "mismatch"  # the key is live with another request's fingerprint
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    status: ClaimStatus
+    fence: int = 0
+    response: StoredResponse | None = None
+    recovery_point: str = ""
+    recovery_data: Any = None
+    retry_after: float = 0.0
+
+    @property
+    def owned(self) -> bool:
+        return self.status is ClaimStatus.CLAIMED
+
+
+def new_fence() -> int:
+    """A fencing token unique per claim (63 random bits: fits a signed BIGINT)."""
+    return secrets.randbits(63) or 1
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class BaseStore:
+    """Interface of a store; see the module docstring for the contract."""
+
+    #: Whether the store can claim inside the view's own database transaction.
+    supports_atomic: ClassVar[bool] = False
+
+    def claim(
+        self,
+        scope: str,
+        key: str,
+        *,
+        fingerprint: str,
+        lease: float,
+        ttl: float,
+        method: str = "",
+        route: str = "",
+    ) -> Claim:
+        raise NotImplementedError
+
+    def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
+        """The live record's state as a :class:`Claim` (never CLAIMED), or None when absent."""
+        raise NotImplementedError
+
+    def complete(
+        self,
+        scope: str,
+        key: str,
+        *,
+        fence: int,
+        response: StoredResponse,
+        ttl: float,
+        fingerprint: str = "",
+    ) -> bool:
+        """Store the response if ``fence`` still owns the key; False for a stale owner."""
+        raise NotImplementedError
+
+    def release(self, scope: str, key: str, *, fence: int) -> bool:
+        """Free the key if ``fence`` still owns it (a recorded recovery point is kept)."""
+        raise NotImplementedError
+
+    def save_recovery_point(
+        self, scope: str, key: str, *, fence: int, name: str, data: Any = None
+    ) -> bool:
+        """Record a committed phase of multi-step work; False for a stale owner."""
+        raise NotImplementedError
+
+    def delete(self, scope: str, key: str) -> bool:
+        """Remove a record whoever owns it (operators: the admin's release action)."""
+        raise NotImplementedError

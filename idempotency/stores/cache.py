@@ -1,0 +1,165 @@
+"""CacheStore: records in any Django cache, claimed with ``cache.add``.
+
+Weaker guarantees than the other stores, by nature of the cache API:
+
+* the claim is atomic only where the backend's ``add`` is (Redis and
+  Memcached: yes; LocMemCache: within one process only; the database and
+  file caches: not across processes);
+* completing and releasing read the record then write it, so a stale owner
+  racing the new owner in the same millisecond window can still overwrite it;
+* a cache may evict records before their TTL under memory pressure, which
+  lets a retry run again.
+
+Use it for tests and single-process development, or where those limits are
+acceptable. Prefer :class:`~idempotency.stores.DatabaseStore` or
+:class:`~idempotency.stores.RedisStore` in production.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+from django.core.cache import BaseCache, caches
+
+from idempotency.conf import idempotency_settings
+from idempotency.responses import StoredResponse
+from idempotency.stores import record_digest
+from idempotency.stores.base import BaseStore, Claim, ClaimStatus, new_fence
+
+
+class CacheStore(BaseStore):
+    supports_atomic: ClassVar[bool] = False
+
+    def __init__(self, alias: str | None = None) -> None:
+        self._alias = alias
+
+    @property
+    def cache(self) -> BaseCache:
+        return caches[self._alias or idempotency_settings.CACHE_ALIAS]
+
+    def record_key(self, scope: str, key: str) -> str:
+        return f"{idempotency_settings.KEY_PREFIX}:rec:{record_digest(scope, key)}"
+
+    def _as_claim(self, record: dict[str, Any], fingerprint: str) -> Claim:
+        if record["fp"] != fingerprint:
+            return Claim(ClaimStatus.MISMATCH)
+        if record["state"] == "completed":
+            return Claim(
+                ClaimStatus.COMPLETED,
+                response=StoredResponse(record["status"], record["headers"], record["body"]),
+            )
+        return Claim(
+            ClaimStatus.IN_PROGRESS,
+            retry_after=max(0.0, record["lease"] - time.time()),
+            recovery_point=record.get("rp", ""),
+            recovery_data=record.get("rd"),
+        )
+
+    def claim(
+        self,
+        scope: str,
+        key: str,
+        *,
+        fingerprint: str,
+        lease: float,
+        ttl: float,
+        method: str = "",
+        route: str = "",
+    ) -> Claim:
+        name = self.record_key(scope, key)
+        for _attempt in range(5):
+            fence = new_fence()
+            now = time.time()
+            record = {
+                "fp": fingerprint,
+                "state": "in_progress",
+                "fence": fence,
+                "lease": now + lease,
+                "expires": now + ttl,
+                "method": method,
+                "route": route,
+                "rp": "",
+                "rd": None,
+            }
+            if self.cache.add(name, record, timeout=ttl):
+                return Claim(ClaimStatus.CLAIMED, fence=fence)
+            existing = self.cache.get(name)
+            if existing is None:
+                continue  # released or evicted meanwhile: try again
+            claim = self._as_claim(existing, fingerprint)
+            if claim.status is not ClaimStatus.IN_PROGRESS or existing["lease"] > now:
+                return claim
+            # the lease is over: one taker wins the marker for this owner's fence
+            marker = f"{name}:takeover:{existing['fence']}"
+            if not self.cache.add(marker, 1, timeout=max(1, int(lease))):
+                return claim
+            taken = {**existing, "fence": fence, "lease": now + lease}
+            self.cache.set(name, taken, timeout=max(1, int(existing["expires"] - now)))
+            return Claim(
+                ClaimStatus.CLAIMED,
+                fence=fence,
+                recovery_point=existing.get("rp", ""),
+                recovery_data=existing.get("rd"),
+            )
+        return Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0)
+
+    def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
+        record = self.cache.get(self.record_key(scope, key))
+        return None if record is None else self._as_claim(record, fingerprint)
+
+    def _owned(self, scope: str, key: str, fence: int) -> dict[str, Any] | None:
+        record = self.cache.get(self.record_key(scope, key))
+        if record is None or record["state"] != "in_progress" or record["fence"] != fence:
+            return None
+        return record  # type: ignore[no-any-return]
+
+    def complete(
+        self,
+        scope: str,
+        key: str,
+        *,
+        fence: int,
+        response: StoredResponse,
+        ttl: float,
+        fingerprint: str = "",
+    ) -> bool:
+        record = self._owned(scope, key, fence)
+        if record is None:
+            return False
+        record.update(
+            state="completed",
+            status=response.status,
+            headers=response.headers,
+            body=response.body,
+            expires=time.time() + ttl,
+        )
+        self.cache.set(self.record_key(scope, key), record, timeout=ttl)
+        return True
+
+    def release(self, scope: str, key: str, *, fence: int) -> bool:
+        record = self._owned(scope, key, fence)
+        if record is None:
+            return False
+        name = self.record_key(scope, key)
+        if record.get("rp"):
+            record["lease"] = time.time()
+            self.cache.set(name, record, timeout=max(1, int(record["expires"] - time.time())))
+        else:
+            self.cache.delete(name)
+        return True
+
+    def save_recovery_point(
+        self, scope: str, key: str, *, fence: int, name: str, data: Any = None
+    ) -> bool:
+        record = self._owned(scope, key, fence)
+        if record is None:
+            return False
+        record.update(rp=name, rd=data)
+        self.cache.set(
+            self.record_key(scope, key), record, timeout=max(1, int(record["expires"] - time.time()))
+        )
+        return True
+
+    def delete(self, scope: str, key: str) -> bool:
+        return bool(self.cache.delete(self.record_key(scope, key)))

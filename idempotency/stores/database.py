@@ -1,0 +1,370 @@
+"""DatabaseStore: records in the ``IdempotencyRecord`` table (the default store).
+
+The unique constraint on ``(scope, key)`` decides every race: a claim is one
+``INSERT … ON CONFLICT`` statement (PostgreSQL and SQLite), never a read
+followed by an unguarded write. It is the only store that supports *atomic
+mode*, where the record commits in the same transaction as the view's writes.
+
+With ``RESPONSE_CACHE`` set to a cache alias (Redis recommended), completed
+responses are also written to that cache once their transaction commits and
+read from it first, so a replay costs no SQL.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
+
+from django.core.cache import BaseCache, caches
+from django.db import connections, transaction
+from django.utils import timezone
+
+from idempotency.conf import idempotency_settings
+from idempotency.responses import StoredResponse
+from idempotency.stores import record_digest
+from idempotency.stores.base import BaseStore, Claim, ClaimStatus, new_fence
+
+_COLUMNS = (
+    "scope",
+    "key",
+    "fingerprint",
+    "state",
+    "fence",
+    "lease_expires_at",
+    "method",
+    "route",
+    "status_code",
+    "response_headers",
+    "response_body",
+    "recovery_point",
+    "recovery_data",
+    "created_at",
+    "completed_at",
+    "expires_at",
+)
+_LOOKUP_FIELDS = (
+    "fingerprint",
+    "state",
+    "lease_expires_at",
+    "status_code",
+    "response_headers",
+    "response_body",
+    "recovery_point",
+    "recovery_data",
+    "expires_at",
+)
+
+
+class DatabaseStore(BaseStore):
+    supports_atomic: ClassVar[bool] = True
+
+    def __init__(self, using: str | None = None) -> None:
+        self._using = using
+
+    # -- helpers -------------------------------------------------------------------------
+
+    @property
+    def using(self) -> str:
+        return self._using or str(idempotency_settings.DATABASE_ALIAS)
+
+    @property
+    def model(self) -> Any:
+        from idempotency.models import IdempotencyRecord
+
+        return IdempotencyRecord
+
+    def _records(self) -> Any:
+        return self.model.objects.using(self.using)
+
+    @property
+    def response_cache(self) -> BaseCache | None:
+        alias = idempotency_settings.RESPONSE_CACHE
+        return caches[alias] if alias else None
+
+    def _cache_key(self, scope: str, key: str) -> str:
+        return f"{idempotency_settings.KEY_PREFIX}:resp:{record_digest(scope, key)}"
+
+    def atomic(self) -> Any:
+        """The transaction atomic-mode views run in (the record commits with their writes)."""
+        return transaction.atomic(using=self.using)
+
+    def _upsert_sql(self, *, takeover: bool) -> str:
+        connection = connections[self.using]
+        qn = connection.ops.quote_name
+        table = qn(self.model._meta.db_table)
+        columns = ", ".join(qn(c) for c in _COLUMNS)
+        placeholders = ", ".join(["%s"] * len(_COLUMNS))
+        assignments = ", ".join(f"{qn(c)} = excluded.{qn(c)}" for c in _COLUMNS[2:])
+        condition = f"{table}.{qn('expires_at')} <= %s"
+        if takeover:
+            condition += (
+                f" OR ({table}.{qn('state')} = 'in_progress'"
+                f" AND {table}.{qn('lease_expires_at')} <= %s"
+                f" AND {table}.{qn('fingerprint')} = excluded.{qn('fingerprint')})"
+            )
+            # a takeover keeps the recovery point the previous owner reached
+            keep = (
+                f"CASE WHEN {table}.{qn('expires_at')} <= %s THEN excluded.{{c}}"
+                f" ELSE {table}.{{c}} END"
+            )
+            assignments = ", ".join(
+                f"{qn(c)} = " + keep.format(c=qn(c))
+                if c in ("recovery_point", "recovery_data")
+                else f"{qn(c)} = excluded.{qn(c)}"
+                for c in _COLUMNS[2:]
+            )
+        return (
+            f"INSERT INTO {table} ({columns}) VALUES ({placeholders}) "
+            f"ON CONFLICT ({qn('scope')}, {qn('key')}) DO UPDATE SET {assignments} "
+            f"WHERE {condition} RETURNING {qn('recovery_point')}, {qn('recovery_data')}"
+        )
+
+    def _row(
+        self,
+        scope: str,
+        key: str,
+        *,
+        fingerprint: str,
+        state: str,
+        fence: int,
+        lease_expires_at: datetime | None,
+        method: str,
+        route: str,
+        response: StoredResponse | None,
+        now: datetime,
+        ttl: float,
+    ) -> list[Any]:
+        ops = connections[self.using].ops
+
+        def dt(value: datetime | None) -> Any:
+            return ops.adapt_datetimefield_value(value)
+
+        return [
+            scope,
+            key,
+            fingerprint,
+            state,
+            fence,
+            dt(lease_expires_at),
+            method[:10],
+            route[:255],
+            response.status if response else None,
+            response.headers_json() if response else "[]",
+            response.body if response else None,
+            "",
+            None,
+            dt(now),
+            dt(now) if response else None,
+            dt(now + timedelta(seconds=ttl)),
+        ]
+
+    # -- the contract --------------------------------------------------------------------
+
+    def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
+        cache = self.response_cache
+        if cache is not None:
+            cached = cache.get(self._cache_key(scope, key))
+            if cached is not None:
+                if cached["fingerprint"] != fingerprint:
+                    return Claim(ClaimStatus.MISMATCH)
+                return Claim(
+                    ClaimStatus.COMPLETED,
+                    response=StoredResponse(cached["status"], cached["headers"], cached["body"]),
+                )
+        now = timezone.now()
+        row = (
+            self._records()
+            .filter(scope=scope, key=key, expires_at__gt=now)
+            .values_list(*_LOOKUP_FIELDS)[:1]
+        )
+        found = next(iter(row), None)
+        if found is None:
+            return None
+        (fp, state, lease_expires_at, status, headers, body, point, data, expires) = found
+        if fp != fingerprint:
+            return Claim(ClaimStatus.MISMATCH)
+        if state == "completed":
+            response = StoredResponse.from_parts(status, headers, body)
+            if cache is not None:
+                self._cache_response(scope, key, fingerprint, response, expires)
+            return Claim(ClaimStatus.COMPLETED, response=response)
+        if lease_expires_at is not None and lease_expires_at <= now:
+            # an abandoned lease: the next claim takes it over
+            return Claim(ClaimStatus.IN_PROGRESS, recovery_point=point, recovery_data=data)
+        retry = (lease_expires_at - now).total_seconds() if lease_expires_at else 1.0
+        return Claim(
+            ClaimStatus.IN_PROGRESS,
+            recovery_point=point,
+            recovery_data=data,
+            retry_after=retry,
+        )
+
+    def claim(
+        self,
+        scope: str,
+        key: str,
+        *,
+        fingerprint: str,
+        lease: float,
+        ttl: float,
+        method: str = "",
+        route: str = "",
+    ) -> Claim:
+        for _attempt in range(5):
+            now = timezone.now()
+            fence = new_fence()
+            params = self._row(
+                scope,
+                key,
+                fingerprint=fingerprint,
+                state="in_progress",
+                fence=fence,
+                lease_expires_at=now + timedelta(seconds=lease),
+                method=method,
+                route=route,
+                response=None,
+                now=now,
+                ttl=ttl,
+            )
+            ops = connections[self.using].ops
+            at = ops.adapt_datetimefield_value(now)
+            with connections[self.using].cursor() as cursor:
+                cursor.execute(self._upsert_sql(takeover=True), [*params, at, at, at, at])
+                returned = cursor.fetchone()
+            if returned is not None:
+                point, data = returned
+                if isinstance(data, str):
+                    data = json.loads(data)
+                return Claim(
+                    ClaimStatus.CLAIMED, fence=fence, recovery_point=point or "",
+                    recovery_data=data,
+                )
+            existing = self.lookup(scope, key, fingerprint=fingerprint)
+            if existing is not None:
+                return existing
+            # released between our insert and our read: try again
+        return Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0)
+
+    def insert_completed(
+        self,
+        scope: str,
+        key: str,
+        *,
+        fingerprint: str,
+        response: StoredResponse,
+        ttl: float,
+        method: str = "",
+        route: str = "",
+    ) -> bool:
+        """Atomic mode: insert the completed record inside the caller's transaction.
+
+        False when a live record already holds the key (a concurrent duplicate
+        committed first); the caller then rolls its transaction back and replays.
+        On PostgreSQL the insert waits for a concurrent uncommitted one to finish.
+        """
+        now = timezone.now()
+        params = self._row(
+            scope,
+            key,
+            fingerprint=fingerprint,
+            state="completed",
+            fence=0,
+            lease_expires_at=None,
+            method=method,
+            route=route,
+            response=response,
+            now=now,
+            ttl=ttl,
+        )
+        at = connections[self.using].ops.adapt_datetimefield_value(now)
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(self._upsert_sql(takeover=False), [*params, at])
+            inserted = cursor.fetchone() is not None
+        if inserted and self.response_cache is not None:
+            expires = now + timedelta(seconds=ttl)
+            transaction.on_commit(
+                lambda: self._cache_response(scope, key, fingerprint, response, expires),
+                using=self.using,
+            )
+        return inserted
+
+    def complete(
+        self,
+        scope: str,
+        key: str,
+        *,
+        fence: int,
+        response: StoredResponse,
+        ttl: float,
+        fingerprint: str = "",
+    ) -> bool:
+        now = timezone.now()
+        expires = now + timedelta(seconds=ttl)
+        updated = (
+            self._records()
+            .filter(scope=scope, key=key, fence=fence, state="in_progress")
+            .update(
+                state="completed",
+                status_code=response.status,
+                response_headers=response.headers,
+                response_body=response.body,
+                completed_at=now,
+                lease_expires_at=None,
+                expires_at=expires,
+            )
+        )
+        if updated and fingerprint and self.response_cache is not None:
+            transaction.on_commit(
+                lambda: self._cache_response(scope, key, fingerprint, response, expires),
+                using=self.using,
+            )
+        return bool(updated)
+
+    def release(self, scope: str, key: str, *, fence: int) -> bool:
+        records = self._records().filter(scope=scope, key=key, fence=fence, state="in_progress")
+        deleted, _ = records.filter(recovery_point="").delete()
+        if deleted:
+            return True
+        # a recovery point was recorded: keep it, end the lease so a retry resumes at once
+        return bool(records.update(lease_expires_at=timezone.now()))
+
+    def save_recovery_point(
+        self, scope: str, key: str, *, fence: int, name: str, data: Any = None
+    ) -> bool:
+        return bool(
+            self._records()
+            .filter(scope=scope, key=key, fence=fence, state="in_progress")
+            .update(recovery_point=name, recovery_data=data)
+        )
+
+    def delete(self, scope: str, key: str) -> bool:
+        deleted, _ = self._records().filter(scope=scope, key=key).delete()
+        self.forget_cached(scope, key)
+        return bool(deleted)
+
+    def forget_cached(self, scope: str, key: str) -> None:
+        cache = self.response_cache
+        if cache is not None:
+            cache.delete(self._cache_key(scope, key))
+
+    def _cache_response(
+        self, scope: str, key: str, fingerprint: str, response: StoredResponse, expires: datetime
+    ) -> None:
+        cache = self.response_cache
+        ttl = int((expires - timezone.now()).total_seconds())
+        if cache is None or ttl <= 0:
+            return
+        try:
+            cache.set(
+                self._cache_key(scope, key),
+                {
+                    "fingerprint": fingerprint,
+                    "status": response.status,
+                    "headers": response.headers,
+                    "body": response.body,
+                },
+                timeout=ttl,
+            )
+        except Exception:  # noqa: BLE001 - the cache only accelerates replays, never decides
+            return
