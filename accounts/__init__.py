@@ -1,0 +1,1 @@
+"""Sample app: accounts with a balance, an optimistic version and a ledger."""

@@ -1,0 +1,14 @@
+"""URLs of the accounts API (mounted at ``api/accounts/``)."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from accounts.apis import AccountDepositApi, AccountMeApi
+
+app_name = "accounts"
+
+urlpatterns = [
+    path("me/", AccountMeApi.as_view(), name="me"),
+    path("me/deposit/", AccountDepositApi.as_view(), name="deposit"),
+]

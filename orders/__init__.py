@@ -1,0 +1,1 @@
+"""Sample app: orders created once per request id, moved through a status table."""

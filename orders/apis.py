@@ -1,0 +1,147 @@
+"""HTTP API of the orders app: thin views over the services and selectors."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from django.utils.translation import gettext_lazy as _
+from rest_framework import serializers, status
+from rest_framework.exceptions import APIException, NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.apis import request_user
+from accounts.money import MIN_AMOUNT
+from orders.errors import (
+    IllegalTransition,
+    InvalidRequestId,
+    OrderError,
+    OrderNotFound,
+    OrderRequestConflict,
+)
+from orders.models import Order, OrderStatus
+from orders.selectors import order_get, order_list
+from orders.services import REQUEST_ID_PATTERN, order_create, order_transition
+
+
+class OrderRequestConflictError(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "order_request_conflict"
+    default_detail = _("This request id already names a different order.")
+
+
+class IllegalTransitionError(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "illegal_transition"
+    default_detail = _("The order cannot move to that status from its current one.")
+
+
+class InvalidRequestIdError(APIException):
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_code = "invalid_request_id"
+    default_detail = _("The request id is not 1-64 characters of letters, digits and '_.:-'.")
+
+
+_API_ERRORS: dict[type[OrderError], type[APIException]] = {
+    OrderRequestConflict: OrderRequestConflictError,
+    IllegalTransition: IllegalTransitionError,
+    InvalidRequestId: InvalidRequestIdError,
+    OrderNotFound: NotFound,
+}
+
+
+def order_api_error(exc: OrderError) -> APIException:
+    """The API error (problem+json with a stable code) that answers a domain error."""
+    for cls in type(exc).__mro__:
+        api_error = _API_ERRORS.get(cls)
+        if api_error is not None:
+            return api_error(detail=str(exc))
+    return APIException(detail=str(exc))
+
+
+def get_order_or_404(request: Request, order_id: int) -> Order:
+    order = order_get(user=request_user(request), order_id=order_id)
+    if order is None:
+        raise NotFound(_("No such order."))
+    return order
+
+
+class OrderOutputSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    request_id = serializers.CharField()
+    amount = serializers.DecimalField(max_digits=12, decimal_places=2)
+    status = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    paid_at = serializers.DateTimeField(allow_null=True)
+
+
+class OrderListCreateApi(APIView):
+    """``GET /api/orders/``: the caller's orders, newest first.
+
+    ``POST /api/orders/`` ``{request_id, amount}``: create an order once per
+    request id. The first request and every repeat (same user and amount)
+    answer ``201 Created`` with a byte-identical body: the order as it is now.
+    A request id reused with another amount is a ``409 order-request-conflict``.
+    """
+
+    class InputSerializer(serializers.Serializer[Any]):
+        request_id = serializers.RegexField(REQUEST_ID_PATTERN, max_length=64)
+        amount = serializers.DecimalField(max_digits=12, decimal_places=2, min_value=MIN_AMOUNT)
+
+    OutputSerializer = OrderOutputSerializer
+
+    def get(self, request: Request) -> Response:
+        orders = order_list(user=request_user(request))
+        return Response(self.OutputSerializer(orders, many=True).data)
+
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            order, _created = order_create(user=request_user(request), **serializer.validated_data)
+        except OrderError as exc:
+            raise order_api_error(exc) from exc
+        return Response(self.OutputSerializer(order).data, status=status.HTTP_201_CREATED)
+
+
+class OrderDetailApi(APIView):
+    """``GET /api/orders/{id}/``: one of the caller's orders (404 for anyone else's)."""
+
+    OutputSerializer = OrderOutputSerializer
+
+    def get(self, request: Request, pk: int) -> Response:
+        order = get_order_or_404(request, pk)
+        return Response(self.OutputSerializer(order).data)
+
+
+class OrderTransitionApi(APIView):
+    """``POST /api/orders/{id}/<action>/``: move the order to :attr:`target`.
+
+    ``200 OK`` with the order; repeating a move that is done answers the same.
+    A move the status table forbids is a ``409 illegal-transition``.
+    """
+
+    target: ClassVar[str]
+    OutputSerializer = OrderOutputSerializer
+
+    def post(self, request: Request, pk: int) -> Response:
+        order = get_order_or_404(request, pk)
+        try:
+            order = order_transition(order_id=order.pk, to=self.target)
+        except OrderError as exc:
+            raise order_api_error(exc) from exc
+        return Response(self.OutputSerializer(order).data)
+
+
+class OrderCancelApi(OrderTransitionApi):
+    target = OrderStatus.CANCELLED
+
+
+class OrderShipApi(OrderTransitionApi):
+    target = OrderStatus.SHIPPED
+
+
+class OrderCompleteApi(OrderTransitionApi):
+    target = OrderStatus.COMPLETED

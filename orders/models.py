@@ -1,0 +1,77 @@
+"""Orders: created once per client request id, moved along a fixed status table."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class OrderStatus(models.TextChoices):
+    CREATED = "CREATED", _("Created")
+    PAID = "PAID", _("Paid")
+    SHIPPED = "SHIPPED", _("Shipped")
+    COMPLETED = "COMPLETED", _("Completed")
+    CANCELLED = "CANCELLED", _("Cancelled")
+
+
+#: The allowed moves: status -> the statuses it may move to.
+ORDER_TRANSITIONS: dict[str, frozenset[str]] = {
+    OrderStatus.CREATED: frozenset({OrderStatus.PAID, OrderStatus.CANCELLED}),
+    OrderStatus.PAID: frozenset({OrderStatus.SHIPPED, OrderStatus.CANCELLED}),
+    OrderStatus.SHIPPED: frozenset({OrderStatus.COMPLETED}),
+    OrderStatus.COMPLETED: frozenset(),
+    OrderStatus.CANCELLED: frozenset(),
+}
+
+
+def can_transition(from_status: str, to_status: str) -> bool:
+    """Whether an order in ``from_status`` may move to ``to_status``."""
+    return to_status in ORDER_TRANSITIONS.get(from_status, frozenset())
+
+
+def transition_sources(to_status: str) -> frozenset[str]:
+    """Every status from which an order may move to ``to_status``."""
+    return frozenset(s for s, targets in ORDER_TRANSITIONS.items() if to_status in targets)
+
+
+class Order(models.Model):
+    request_id = models.CharField(
+        _("request id"),
+        max_length=64,
+        unique=True,
+        help_text=_("Chosen by the client; a repeat with the same id returns the same order."),
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        related_name="orders",
+        verbose_name=_("user"),
+    )
+    amount = models.DecimalField(_("amount"), max_digits=12, decimal_places=2)
+    status = models.CharField(
+        _("status"),
+        max_length=16,
+        choices=OrderStatus.choices,
+        default=OrderStatus.CREATED,
+        db_index=True,
+    )
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
+    paid_at = models.DateTimeField(_("paid at"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("order")
+        verbose_name_plural = _("orders")
+        ordering = ["-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(amount__gt=Decimal("0")),
+                name="orders_order_amount_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Order {self.pk} ({self.request_id}): {self.amount} {self.status}"

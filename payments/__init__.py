@@ -1,0 +1,1 @@
+"""Sample app: payments recorded once per pay number, paying an order from an account."""

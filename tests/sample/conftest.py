@@ -1,0 +1,40 @@
+"""Fixtures of the sample project's tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from tests.sample.factories import UserFactory
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hasher(settings: Any) -> None:
+    """Hash test passwords cheaply; PBKDF2's deliberate slowness only slows the suite."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def user(db: None) -> User:
+    return UserFactory(username="alice")
+
+
+@pytest.fixture
+def other_user(db: None) -> User:
+    return UserFactory(username="mallory")
+
+
+@pytest.fixture
+def api_client(user: User) -> APIClient:
+    """A client authenticated as ``user``; unexpected server errors become 500 responses."""
+    client = APIClient(raise_request_exception=False)
+    client.force_authenticate(user=user)
+    return client
+
+
+@pytest.fixture
+def anon_client() -> APIClient:
+    return APIClient(raise_request_exception=False)

@@ -1,0 +1,88 @@
+"""Naive read-modify-write versions of the sample services, for the concurrency tests only.
+
+Each looks right and passes every single-threaded test, and each is wrong
+under concurrency: it reads a row, decides in Python, and writes later. The
+concurrency tests run them next to the real services and assert that they
+break the invariants the real ones keep, so a concurrency test that stops
+catching races (too few threads, no overlap, ...) turns the suite red.
+
+``RACE_WINDOW`` (a short sleep between the read and the write) stands for
+the work a real request does in between; it makes the races show reliably on
+a small machine. The real services have no such pause.
+"""
+
+from __future__ import annotations
+
+import time
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.errors import InsufficientFunds
+from accounts.models import Account, LedgerEntry, LedgerEntryKind
+from orders.models import Order, OrderStatus
+from payments.errors import OrderNotPayable
+from payments.models import PaymentRecord, PaymentStatus
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+RACE_WINDOW = 0.01
+
+
+def naive_order_create(*, user: User, request_id: str, amount: Decimal) -> tuple[Order, bool]:
+    """Check, then insert, with no fallback: the losers of the race get an IntegrityError."""
+    existing = Order.objects.filter(request_id=request_id).first()
+    if existing is not None:
+        return existing, False
+    time.sleep(RACE_WINDOW)
+    return Order.objects.create(request_id=request_id, user=user, amount=amount), True
+
+
+def naive_account_deduct(*, account_id: int, amount: Decimal, reference: str) -> LedgerEntry:
+    """Read the balance, check it in Python, ``save()`` the result: no version check."""
+    with transaction.atomic():
+        account = Account.objects.get(pk=account_id)
+        if account.balance < amount:
+            raise InsufficientFunds(account_id, account.balance, amount)
+        time.sleep(RACE_WINDOW)
+        account.balance -= amount
+        account.version += 1
+        account.save()
+        return LedgerEntry.objects.create(
+            account=account,
+            amount=-amount,
+            balance_after=account.balance,
+            reference=reference,
+            kind=LedgerEntryKind.DEDUCTION,
+        )
+
+
+def naive_payment_pay(*, user: User, order_id: int, pay_no: str) -> tuple[PaymentRecord, bool]:
+    """Read the order's status in Python, then ``save()`` it as PAID: no conditional update."""
+    with transaction.atomic():
+        existing = PaymentRecord.objects.filter(pay_no=pay_no).first()
+        if existing is not None:
+            return existing, False
+        order = Order.objects.get(pk=order_id, user=user)
+        if order.status != OrderStatus.CREATED:
+            raise OrderNotPayable(order.pk, order.status)
+        time.sleep(RACE_WINDOW)
+        order.status = OrderStatus.PAID
+        order.paid_at = timezone.now()
+        order.save()
+        record = PaymentRecord.objects.create(
+            pay_no=pay_no,
+            order=order,
+            user=user,
+            amount=order.amount,
+            status=PaymentStatus.SUCCEEDED,
+            ledger_reference=f"pay_{pay_no}",
+        )
+        account = Account.objects.get(user=user)
+        naive_account_deduct(
+            account_id=account.pk, amount=order.amount, reference=record.ledger_reference
+        )
+        return record, True
