@@ -22,6 +22,7 @@ from accounts.errors import (
 )
 from accounts.money import MIN_AMOUNT
 from accounts.services import REFERENCE_PATTERN, account_deposit, account_get_or_create_for_user
+from idempotency import idempotent
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -140,6 +141,7 @@ class AccountDepositApi(APIView):
 
     OutputSerializer = LedgerEntryOutputSerializer
 
+    @idempotent(required=True)
     def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from accounts.apis import request_user
 from accounts.money import MIN_AMOUNT
+from idempotency import idempotent
 from orders.errors import (
     IllegalTransition,
     InvalidRequestId,
@@ -96,6 +97,7 @@ class OrderListCreateApi(APIView):
         orders = order_list(user=request_user(request))
         return Response(self.OutputSerializer(orders, many=True).data)
 
+    @idempotent
     def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from accounts.apis import account_api_error, request_user
 from accounts.errors import AccountError
+from idempotency import idempotent
 from orders.apis import order_api_error
 from orders.errors import OrderError
 from payments.errors import InvalidPayNo, OrderNotPayable, PaymentConflict, PaymentError
@@ -81,6 +82,7 @@ class OrderPayApi(APIView):
 
     OutputSerializer = PaymentOutputSerializer
 
+    @idempotent(required=True)
     def post(self, request: Request, pk: int) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

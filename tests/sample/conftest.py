@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -27,10 +28,21 @@ def other_user(db: None) -> User:
     return UserFactory(username="mallory")
 
 
+class KeyedAPIClient(APIClient):
+    """Sends a fresh ``Idempotency-Key`` with every POST that names none, as a well-behaved
+    client does (pay and deposit require one). Pass ``HTTP_IDEMPOTENCY_KEY=None`` to send none."""
+
+    def post(self, path: str, data: Any = None, format: Any = None, **extra: Any) -> Any:  # noqa: A002
+        extra.setdefault("HTTP_IDEMPOTENCY_KEY", str(uuid.uuid4()))
+        if extra["HTTP_IDEMPOTENCY_KEY"] is None:
+            del extra["HTTP_IDEMPOTENCY_KEY"]
+        return super().post(path, data, format, **extra)
+
+
 @pytest.fixture
 def api_client(user: User) -> APIClient:
     """A client authenticated as ``user``; unexpected server errors become 500 responses."""
-    client = APIClient(raise_request_exception=False)
+    client = KeyedAPIClient(raise_request_exception=False)
     client.force_authenticate(user=user)
     return client
 
