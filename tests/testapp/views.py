@@ -23,8 +23,11 @@ from tests.testapp.models import Effect, Wallet
 
 def _effect(request: Any) -> Effect:
     """The side effect: one Effect row, and the wallet debited (in one transaction)."""
-    data = request.data if isinstance(request, Request) else json.loads(request.body or b"{}")
-    amount = int(data.get("amount", 1)) if isinstance(data, dict) else 1
+    try:
+        data = request.data if isinstance(request, Request) else json.loads(request.body or b"{}")
+        amount = int(data.get("amount", 1))
+    except (ValueError, TypeError, AttributeError):
+        data, amount = {}, 1
     delay = float(request.GET.get("sleep", "0"))
     with transaction.atomic():
         effect = Effect.objects.create(label=str(data.get("label", "x")), amount=amount)

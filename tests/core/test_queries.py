@@ -1,0 +1,84 @@
+"""SQL statements the layer adds to a request, counted, not guessed.
+
+Baseline: the same view without a key. The layer's statements are told apart
+by the table they touch (``idempotency_idempotencyrecord``) and by the
+savepoint the view's own ``atomic()`` turns into inside the layer's transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client, override_settings
+from django.test.utils import CaptureQueriesContext
+
+from tests.testapp.models import Wallet
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TABLE = "idempotency_idempotencyrecord"
+
+
+def run(client: Client, key: str | None) -> list[str]:
+    extra = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.post("/t/api/", data='{"amount": 1}', content_type="application/json", **extra)
+        assert response.status_code == 201
+    return [q["sql"] for q in ctx.captured_queries]
+
+
+def layer(queries: list[str]) -> list[str]:
+    return [q for q in queries if TABLE in q]
+
+
+def test_database_store_atomic_adds_one_lookup_and_one_insert(client_a: Client, wallet: Wallet) -> None:
+    with override_settings(IDEMPOTENCY={"MODE": "atomic"}):
+        baseline = run(client_a, None)
+        key = str(uuid.uuid4())
+        first = run(client_a, key)
+        replay = run(client_a, key)
+    first_layer = layer(first)
+    assert [q.split()[0] for q in first_layer] == ["SELECT", "INSERT"]
+    # beyond its two statements the layer only turns the view's atomic() into a savepoint
+    others = [q for q in first if TABLE not in q]
+    savepoints = [q for q in others if "SAVEPOINT" in q]
+    assert len(others) - len(savepoints) == len(baseline) - len([q for q in baseline if "SAVEPOINT" in q])
+    assert len(savepoints) <= 2
+    # a replay: authentication, then one lookup; the view's own statements never run
+    assert [q.split()[0] for q in layer(replay)] == ["SELECT"]
+    assert len(replay) == 2
+
+
+def test_database_store_lease_adds_claim_and_completion(client_a: Client, wallet: Wallet) -> None:
+    with override_settings(IDEMPOTENCY={"MODE": "lease"}):
+        key = str(uuid.uuid4())
+        first = run(client_a, key)
+        replay = run(client_a, key)
+    assert [q.split()[0] for q in layer(first)] == ["INSERT", "UPDATE"]
+    assert [q.split()[0] for q in layer(replay)] == ["INSERT", "SELECT"]
+
+
+@pytest.mark.redis
+def test_response_cache_makes_replays_sql_free(client_a: Client, wallet: Wallet) -> None:
+    with override_settings(IDEMPOTENCY={"MODE": "atomic", "RESPONSE_CACHE": "default"}):
+        key = str(uuid.uuid4())
+        first = run(client_a, key)
+        replay = run(client_a, key)
+    assert [q.split()[0] for q in layer(first)] == ["SELECT", "INSERT"]
+    assert layer(replay) == []
+    assert len(replay) == 1  # the token lookup of authentication, nothing else
+
+
+@pytest.mark.redis
+def test_redis_store_adds_no_sql(client_a: Client, wallet: Any) -> None:
+    with override_settings(IDEMPOTENCY={"STORE": "idempotency.stores.RedisStore"}):
+        baseline = run(client_a, None)
+        key = str(uuid.uuid4())
+        first = run(client_a, key)
+        replay = run(client_a, key)
+    assert layer(first) == layer(replay) == []
+    assert len(first) == len(baseline)
+    assert len(replay) == 1
