@@ -50,7 +50,9 @@ def database_from_url(url: str) -> dict[str, Any]:
 
 SECRET_KEY = os.environ.get("SECRET_KEY", "dev-only-insecure-secret-key-change-me")
 DEBUG = env_bool("DEBUG", True)
-ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
+ALLOWED_HOSTS = [
+    h for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h
+]
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -50,8 +50,12 @@ def _wrap(func: Callable[..., Any], policy: Policy) -> Callable[..., Any]:
             return type(
                 func.__name__,
                 (IdempotentMixin, func),
-                {"idempotency_policy": policy, "__module__": func.__module__,
-                 "__qualname__": func.__qualname__, "__doc__": func.__doc__},
+                {
+                    "idempotency_policy": policy,
+                    "__module__": func.__module__,
+                    "__qualname__": func.__qualname__,
+                    "__doc__": func.__doc__,
+                },
             )
         raise ImproperlyApplied(
             f"@idempotent cannot decorate the class {func.__name__}: decorate its post()/put()/"
@@ -72,7 +76,7 @@ def _wrap(func: Callable[..., Any], policy: Policy) -> Callable[..., Any]:
             _view, request = _split(args)
             return await handling.run_async(request, lambda: func(*args, **kwargs), policy)
 
-        wrapped = functools.wraps(func)(async_wrapper)
+        wrapped: Callable[..., Any] = functools.wraps(func)(async_wrapper)
         markcoroutinefunction(wrapped)
     else:
 
@@ -83,8 +87,11 @@ def _wrap(func: Callable[..., Any], policy: Policy) -> Callable[..., Any]:
             if view is not None:
                 convert, finalize = hooks(view, request)
                 return handling.run(
-                    request, lambda: func(*args, **kwargs), policy,
-                    convert=convert, finalize=finalize,
+                    request,
+                    lambda: func(*args, **kwargs),
+                    policy,
+                    convert=convert,
+                    finalize=finalize,
                 )
             return handling.run(request, lambda: func(*args, **kwargs), policy)
 
@@ -138,7 +145,7 @@ def policy_of(func: Any) -> Policy | None:
 def idempotency_exempt(view: F) -> F:
     """Leave this view alone in :class:`~idempotency.middleware.IdempotencyMiddleware`."""
     if inspect.isclass(view):
-        view.idempotency_exempt = True  # type: ignore[attr-defined]
+        view.idempotency_exempt = True
         return view
     if iscoroutinefunction(view):
 

@@ -20,7 +20,7 @@ from idempotency.problems import problem_response
 class IdempotencyError(exceptions.APIException):
     """Base of every HTTP error the library answers with."""
 
-    status_code = status.HTTP_400_BAD_REQUEST
+    status_code: int = status.HTTP_400_BAD_REQUEST
     default_detail = _("The idempotency key could not be used.")
     default_code = "idempotency-error"
     title = "Idempotency error"
@@ -73,9 +73,7 @@ class IdempotencyKeyMismatch(IdempotencyError):
 
 class IdempotencyRequestInProgress(IdempotencyError):
     status_code = status.HTTP_409_CONFLICT
-    default_detail = _(
-        "A request with this idempotency key is still being processed; retry later."
-    )
+    default_detail = _("A request with this idempotency key is still being processed; retry later.")
     default_code = "idempotency-request-in-progress"
     title = "Request in progress"
 

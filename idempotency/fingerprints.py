@@ -66,9 +66,7 @@ def request_fingerprint(request: HttpRequest, headers: Iterable[str] = ()) -> st
     digest.update(b"\x00")
     query = request.META.get("QUERY_STRING", "")
     if query:
-        digest.update(
-            json.dumps(sorted(parse_qsl(query, keep_blank_values=True))).encode()
-        )
+        digest.update(json.dumps(sorted(parse_qsl(query, keep_blank_values=True))).encode())
     digest.update(b"\x00")
     digest.update(canonical_body(request))
     for name in headers:

@@ -173,7 +173,9 @@ def _poll(prepared: Prepared, wait: float) -> Claim | None:
     while time.monotonic() < deadline:
         time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
         delay = min(delay * 1.5, 0.25)
-        claim = prepared.store.lookup(prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
+        claim = prepared.store.lookup(
+            prepared.scope, prepared.key, fingerprint=prepared.fingerprint
+        )
         if claim is None or claim.status is not ClaimStatus.IN_PROGRESS:
             return claim
     return claim

@@ -44,11 +44,13 @@ class IdempotencyMiddleware:
         if isinstance(cls, type) and issubclass(cls, APIView):
             if issubclass(cls, IdempotentMixin):
                 return None
-            subclass = type(cls.__name__, (IdempotentMixin, cls), {"__module__": cls.__module__})
+            subclass: Any = type(
+                cls.__name__, (IdempotentMixin, cls), {"__module__": cls.__module__}
+            )
             initkwargs = getattr(view_func, "initkwargs", {}) or {}
             actions = getattr(view_func, "actions", None)
             if actions is not None:
-                wrapped = subclass.as_view(actions, **initkwargs)  # type: ignore[attr-defined]
+                wrapped: Callable[..., Any] = subclass.as_view(actions, **initkwargs)
             else:
                 wrapped = subclass.as_view(**initkwargs)
         elif policy_of(view_func) is not None:

@@ -67,7 +67,9 @@ class Policy:
         return float(idempotency_settings.WAIT if self.wait is None else self.wait)
 
     def get_store_errors(self) -> bool:
-        value = idempotency_settings.STORE_ERRORS if self.store_errors is None else self.store_errors
+        value = (
+            idempotency_settings.STORE_ERRORS if self.store_errors is None else self.store_errors
+        )
         return bool(value)
 
     def get_store(self) -> BaseStore:

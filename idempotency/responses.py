@@ -30,7 +30,9 @@ class StoredResponse:
         return json.dumps(self.headers)
 
     @classmethod
-    def from_parts(cls, status: int, headers: Any, body: bytes | memoryview | None) -> StoredResponse:
+    def from_parts(
+        cls, status: int, headers: Any, body: bytes | memoryview | None
+    ) -> StoredResponse:
         if isinstance(headers, str):
             headers = json.loads(headers)
         return cls(

@@ -31,16 +31,15 @@ def get_store(store: str | type[BaseStore] | BaseStore | None = None) -> BaseSto
         return store
     if store is None:
         store = idempotency_settings.STORE
-    if isinstance(store, type):
-        path = f"{store.__module__}.{store.__qualname__}"
-    else:
-        path = store
+    if isinstance(store, BaseStore):  # an instance given in settings
+        return store
+    path = f"{store.__module__}.{store.__qualname__}" if isinstance(store, type) else str(store)
     try:
         return _stores[path]
     except KeyError:
         pass
-    cls = store if isinstance(store, type) else import_string(store)
-    instance = cls()
+    cls = store if isinstance(store, type) else import_string(path)
+    instance: BaseStore = cls()
     _stores[path] = instance
     return instance
 

@@ -157,7 +157,9 @@ class CacheStore(BaseStore):
             return False
         record.update(rp=name, rd=data)
         self.cache.set(
-            self.record_key(scope, key), record, timeout=max(1, int(record["expires"] - time.time()))
+            self.record_key(scope, key),
+            record,
+            timeout=max(1, int(record["expires"] - time.time())),
         )
         return True
 

@@ -237,7 +237,9 @@ class DatabaseStore(BaseStore):
                 if isinstance(data, str):
                     data = json.loads(data)
                 return Claim(
-                    ClaimStatus.CLAIMED, fence=fence, recovery_point=point or "",
+                    ClaimStatus.CLAIMED,
+                    fence=fence,
+                    recovery_point=point or "",
                     recovery_data=data,
                 )
             existing = self.lookup(scope, key, fingerprint=fingerprint)

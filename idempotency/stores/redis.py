@@ -25,7 +25,8 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 CLAIM = (
     _NOW
     + """
-local rec = redis.call('HMGET', KEYS[1], 'state', 'fp', 'lease', 'status', 'headers', 'body', 'rp', 'rd')
+local rec = redis.call('HMGET', KEYS[1], 'state', 'fp', 'lease', 'status', 'headers', 'body',
+  'rp', 'rd')
 if rec[1] then
   if rec[2] ~= ARGV[1] then return {'mismatch'} end
   if rec[1] == 'c' then return {'completed', rec[4], rec[5], rec[6]} end
@@ -202,7 +203,9 @@ class RedisStore(BaseStore):
         return bool(done)
 
     def release(self, scope: str, key: str, *, fence: int) -> bool:
-        return bool(self._script("release", RELEASE)(keys=[self.record_key(scope, key)], args=[fence]))
+        return bool(
+            self._script("release", RELEASE)(keys=[self.record_key(scope, key)], args=[fence])
+        )
 
     def save_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None

@@ -30,7 +30,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 STORM = 50
 
 
-def storm(client_factory: Any, url: str, key: str, body: dict[str, Any], n: int = STORM) -> list[Any]:
+def storm(
+    client_factory: Any, url: str, key: str, body: dict[str, Any], n: int = STORM
+) -> list[Any]:
     barrier = threading.Barrier(n)
     responses: list[Any] = [None] * n
 
@@ -40,7 +42,9 @@ def storm(client_factory: Any, url: str, key: str, body: dict[str, Any], n: int 
         try:
             barrier.wait()
             responses[i] = client.post(
-                url, data=json.dumps(body), content_type="application/json",
+                url,
+                data=json.dumps(body),
+                content_type="application/json",
                 HTTP_IDEMPOTENCY_KEY=key,
             )
         finally:
@@ -56,7 +60,9 @@ def storm(client_factory: Any, url: str, key: str, body: dict[str, Any], n: int 
 
 @pytest.mark.parametrize("variant", variant_params())
 @pytest.mark.parametrize("url", ["/t/api/", "/t/function/"])
-def test_storm_of_duplicates_has_exactly_one_effect(user: Any, wallet: Wallet, variant: str, url: str) -> None:
+def test_storm_of_duplicates_has_exactly_one_effect(
+    user: Any, wallet: Wallet, variant: str, url: str
+) -> None:
     key = str(uuid.uuid4())
     with override_settings(IDEMPOTENCY=STORE_VARIANTS[variant]):
         responses = storm(lambda: _client(user), url + "?sleep=0.05", key, {"amount": 7})
@@ -87,8 +93,12 @@ def test_storm_of_different_keys_runs_each_once(user: Any, wallet: Wallet) -> No
         client = _client(user)
         try:
             barrier.wait()
-            r = client.post("/t/api/", data='{"amount": 1}', content_type="application/json",
-                            HTTP_IDEMPOTENCY_KEY=f"k-{i}")
+            r = client.post(
+                "/t/api/",
+                data='{"amount": 1}',
+                content_type="application/json",
+                HTTP_IDEMPOTENCY_KEY=f"k-{i}",
+            )
             statuses.append(r.status_code)
         finally:
             connection.close()
@@ -147,7 +157,9 @@ def _crash_midway(url: str, key: str, mode: str) -> None:
     }
     proc = subprocess.Popen(
         [sys.executable, "-c", CRASH_SCRIPT, url, key, mode],
-        env=env, stdout=subprocess.PIPE, text=True,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "started"
@@ -169,8 +181,12 @@ def test_atomic_mode_crash_leaves_no_record_and_no_effect(user: Any, wallet: Wal
 
     assert not IdempotencyRecord.objects.filter(key=key).exists()
     with override_settings(IDEMPOTENCY={"MODE": "atomic"}):
-        retry = _client(user).post("/t/api/?sleep=5", data='{"amount": 3}',
-                                   content_type="application/json", HTTP_IDEMPOTENCY_KEY=key)
+        retry = _client(user).post(
+            "/t/api/?sleep=5",
+            data='{"amount": 3}',
+            content_type="application/json",
+            HTTP_IDEMPOTENCY_KEY=key,
+        )
     assert retry.status_code == 201
     assert Effect.objects.count() == 1
 
@@ -183,12 +199,14 @@ def test_lease_mode_dead_owner_blocks_until_lease_ends_then_retry_takes_over(
     _crash_midway(url, key, "lease")
     client = _client(user)
     with override_settings(IDEMPOTENCY={"MODE": "lease", "LEASE": 2}):
-        blocked = client.post(url, data='{"amount": 3}', content_type="application/json",
-                              HTTP_IDEMPOTENCY_KEY=key)
+        blocked = client.post(
+            url, data='{"amount": 3}', content_type="application/json", HTTP_IDEMPOTENCY_KEY=key
+        )
         assert blocked.status_code == 409
         time.sleep(2.1)  # the dead owner's 2 s lease runs out
-        retry = client.post(url, data='{"amount": 3}',
-                            content_type="application/json", HTTP_IDEMPOTENCY_KEY=key)
+        retry = client.post(
+            url, data='{"amount": 3}', content_type="application/json", HTTP_IDEMPOTENCY_KEY=key
+        )
     assert retry.status_code == 201
     # lease mode cannot undo what the dead owner committed before dying: that is what
     # recovery points are for; the retry ran once, and replays from now on
@@ -197,13 +215,18 @@ def test_lease_mode_dead_owner_blocks_until_lease_ends_then_retry_takes_over(
     record = IdempotencyRecord.objects.get(key=key)
     assert record.state == "completed"
     with override_settings(IDEMPOTENCY={"MODE": "lease"}):
-        again = client.post(url, data='{"amount": 3}', content_type="application/json",
-                            HTTP_IDEMPOTENCY_KEY=key)
+        again = client.post(
+            url, data='{"amount": 3}', content_type="application/json", HTTP_IDEMPOTENCY_KEY=key
+        )
     assert again["Idempotent-Replayed"] == "true"
 
 
-@pytest.mark.parametrize("variant", ["db-lease", pytest.param("redis", marks=pytest.mark.redis), "cache"])
-def test_stale_owner_completion_is_fenced_off_over_http(user: Any, wallet: Wallet, variant: str) -> None:
+@pytest.mark.parametrize(
+    "variant", ["db-lease", pytest.param("redis", marks=pytest.mark.redis), "cache"]
+)
+def test_stale_owner_completion_is_fenced_off_over_http(
+    user: Any, wallet: Wallet, variant: str
+) -> None:
     """A slow first request outlives its lease; a retry takes over; the slow one's late
     completion must not overwrite the retry's stored response."""
     key = str(uuid.uuid4())
@@ -215,8 +238,10 @@ def test_stale_owner_completion_is_fenced_off_over_http(user: Any, wallet: Walle
         def slow() -> None:
             try:
                 results["slow"] = _client(user).post(
-                    "/t/lease-function/?sleep=1.5", data='{"amount": 3}',
-                    content_type="application/json", HTTP_IDEMPOTENCY_KEY=key,
+                    "/t/lease-function/?sleep=1.5",
+                    data='{"amount": 3}',
+                    content_type="application/json",
+                    HTTP_IDEMPOTENCY_KEY=key,
                 )
             finally:
                 connection.close()
@@ -224,11 +249,19 @@ def test_stale_owner_completion_is_fenced_off_over_http(user: Any, wallet: Walle
         thread = threading.Thread(target=slow)
         thread.start()
         time.sleep(0.9)  # lease over, slow request still running
-        results["retry"] = client.post("/t/lease-function/?sleep=1.5", data='{"amount": 3}',
-                                       content_type="application/json", HTTP_IDEMPOTENCY_KEY=key)
+        results["retry"] = client.post(
+            "/t/lease-function/?sleep=1.5",
+            data='{"amount": 3}',
+            content_type="application/json",
+            HTTP_IDEMPOTENCY_KEY=key,
+        )
         thread.join()
-        replay = client.post("/t/lease-function/?sleep=1.5", data='{"amount": 3}',
-                             content_type="application/json", HTTP_IDEMPOTENCY_KEY=key)
+        replay = client.post(
+            "/t/lease-function/?sleep=1.5",
+            data='{"amount": 3}',
+            content_type="application/json",
+            HTTP_IDEMPOTENCY_KEY=key,
+        )
     assert results["retry"].status_code == 201
     assert replay["Idempotent-Replayed"] == "true"
     assert replay.content == results["retry"].content

@@ -26,7 +26,9 @@ def new_key() -> str:
 def post(client: Client, url: str, body: Any = None, key: str | None = None, **extra: Any) -> Any:
     if key is not None:
         extra[H] = key
-    return client.post(url, data=json.dumps(body or {"amount": 5}), content_type="application/json", **extra)
+    return client.post(
+        url, data=json.dumps(body or {"amount": 5}), content_type="application/json", **extra
+    )
 
 
 def problem(response: Any) -> dict[str, Any]:
@@ -41,7 +43,9 @@ URLS = ["/t/function/", "/t/api/", "/t/viewset/", "/t/api-view/", "/t/django-cbv
 
 
 @pytest.mark.parametrize("url", URLS)
-def test_first_call_runs_and_repeat_replays(store_variant: str, client_a: Client, wallet: Wallet, url: str) -> None:
+def test_first_call_runs_and_repeat_replays(
+    store_variant: str, client_a: Client, wallet: Wallet, url: str
+) -> None:
     key = new_key()
     first = post(client_a, url, {"amount": 5, "label": "x"}, key)
     assert first.status_code == 201, first.content
@@ -95,7 +99,9 @@ def test_key_on_safe_method_is_ignored(client_a: Client, wallet: Wallet) -> None
     assert response.status_code == 200
 
 
-def test_other_body_with_same_key_is_422(store_variant: str, client_a: Client, wallet: Wallet) -> None:
+def test_other_body_with_same_key_is_422(
+    store_variant: str, client_a: Client, wallet: Wallet
+) -> None:
     key = new_key()
     post(client_a, "/t/api/", {"amount": 5}, key)
     response = post(client_a, "/t/api/", {"amount": 6}, key)
@@ -199,7 +205,9 @@ def test_401_is_never_stored_even_with_store_errors(client_a: Client, wallet: Wa
     assert "Idempotent-Replayed" not in again
 
 
-def test_exception_releases_and_leaves_no_record(store_variant: str, client_a: Client, wallet: Wallet) -> None:
+def test_exception_releases_and_leaves_no_record(
+    store_variant: str, client_a: Client, wallet: Wallet
+) -> None:
     key = new_key()
     client_a.raise_request_exception = False
     first = post(client_a, "/t/outcome/?raise=1", key=key)
@@ -213,7 +221,9 @@ def test_exception_releases_and_leaves_no_record(store_variant: str, client_a: C
     assert ok.status_code == 201
 
 
-def test_drf_validation_error_is_stored_as_problem(store_variant: str, client_a: Client, wallet: Wallet) -> None:
+def test_drf_validation_error_is_stored_as_problem(
+    store_variant: str, client_a: Client, wallet: Wallet
+) -> None:
     key = new_key()
     first = post(client_a, "/t/api/", {"invalid": True}, key)
     assert first.status_code == 400
@@ -290,7 +300,9 @@ def test_wait_replays_once_the_first_completes(client_a: Client, wallet: Wallet)
     assert Effect.objects.count() == 1
 
 
-def test_viewset_update_destroy_and_action(store_variant: str, client_a: Client, wallet: Wallet) -> None:
+def test_viewset_update_destroy_and_action(
+    store_variant: str, client_a: Client, wallet: Wallet
+) -> None:
     created = post(client_a, "/t/viewset/", {"label": "a", "amount": 1}, new_key()).json()
     url = f"/t/viewset/{created['id']}/"
     key = new_key()

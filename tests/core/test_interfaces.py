@@ -31,8 +31,9 @@ MIDDLEWARE_SETTINGS = {
 
 
 def post(client: Client, url: str, key: str) -> Any:
-    return client.post(url, data='{"amount": 2}', content_type="application/json",
-                       HTTP_IDEMPOTENCY_KEY=key)
+    return client.post(
+        url, data='{"amount": 2}', content_type="application/json", HTTP_IDEMPOTENCY_KEY=key
+    )
 
 
 def test_package_import_is_lazy_and_complete() -> None:
@@ -86,12 +87,16 @@ def test_unknown_and_invalid_options_are_refused() -> None:
         idempotent(ttl=-1)
 
 
-def test_atomic_mode_on_a_store_without_it_is_a_configuration_error(client_a: Client, wallet: Wallet) -> None:
+def test_atomic_mode_on_a_store_without_it_is_a_configuration_error(
+    client_a: Client, wallet: Wallet
+) -> None:
     from django.core.exceptions import ImproperlyConfigured
 
     client_a.raise_request_exception = True
-    with override_settings(IDEMPOTENCY={"STORE": "idempotency.stores.CacheStore", "MODE": "atomic"}), \
-            pytest.raises(ImproperlyConfigured):
+    with (
+        override_settings(IDEMPOTENCY={"STORE": "idempotency.stores.CacheStore", "MODE": "atomic"}),
+        pytest.raises(ImproperlyConfigured),
+    ):
         post(client_a, "/t/api/", str(uuid.uuid4()))
 
 
@@ -127,16 +132,21 @@ def test_middleware_leaves_exempt_views_alone(client_a: Client, wallet: Wallet) 
     assert Effect.objects.count() == 2
 
 
-def test_middleware_does_not_double_handle_decorated_views(client_a: Client, wallet: Wallet) -> None:
+def test_middleware_does_not_double_handle_decorated_views(
+    client_a: Client, wallet: Wallet
+) -> None:
     key = str(uuid.uuid4())
     with override_settings(**MIDDLEWARE_SETTINGS):
         post(client_a, "/t/api/", key)
         again = post(client_a, "/t/api/", key)
         vkey = key + "v"
         body = '{"label": "v", "amount": 2}'
-        client_a.post("/t/viewset/", data=body, content_type="application/json", HTTP_IDEMPOTENCY_KEY=vkey)
-        view_again = client_a.post("/t/viewset/", data=body, content_type="application/json",
-                                   HTTP_IDEMPOTENCY_KEY=vkey)
+        client_a.post(
+            "/t/viewset/", data=body, content_type="application/json", HTTP_IDEMPOTENCY_KEY=vkey
+        )
+        view_again = client_a.post(
+            "/t/viewset/", data=body, content_type="application/json", HTTP_IDEMPOTENCY_KEY=vkey
+        )
     assert again["Idempotent-Replayed"] == "true"
     assert view_again.status_code == 201
     assert view_again["Idempotent-Replayed"] == "true"
@@ -163,7 +173,9 @@ def test_mixin_limits_actions_and_takes_class_attributes(client_a: Client, walle
 
     def call(method: str, key: str | None) -> Any:
         extra = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
-        request: HttpRequest = getattr(rf, method)("/x/", data="{}", content_type="application/json", **extra)
+        request: HttpRequest = getattr(rf, method)(
+            "/x/", data="{}", content_type="application/json", **extra
+        )
         from rest_framework.test import force_authenticate
 
         force_authenticate(request, user=user)

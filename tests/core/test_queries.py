@@ -25,7 +25,9 @@ TABLE = "idempotency_idempotencyrecord"
 def run(client: Client, key: str | None) -> list[str]:
     extra = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
     with CaptureQueriesContext(connection) as ctx:
-        response = client.post("/t/api/", data='{"amount": 1}', content_type="application/json", **extra)
+        response = client.post(
+            "/t/api/", data='{"amount": 1}', content_type="application/json", **extra
+        )
         assert response.status_code == 201
     return [q["sql"] for q in ctx.captured_queries]
 
@@ -34,7 +36,9 @@ def layer(queries: list[str]) -> list[str]:
     return [q for q in queries if TABLE in q]
 
 
-def test_database_store_atomic_adds_one_lookup_and_one_insert(client_a: Client, wallet: Wallet) -> None:
+def test_database_store_atomic_adds_one_lookup_and_one_insert(
+    client_a: Client, wallet: Wallet
+) -> None:
     with override_settings(IDEMPOTENCY={"MODE": "atomic"}):
         baseline = run(client_a, None)
         key = str(uuid.uuid4())
@@ -45,7 +49,9 @@ def test_database_store_atomic_adds_one_lookup_and_one_insert(client_a: Client, 
     # beyond its two statements the layer only turns the view's atomic() into a savepoint
     others = [q for q in first if TABLE not in q]
     savepoints = [q for q in others if "SAVEPOINT" in q]
-    assert len(others) - len(savepoints) == len(baseline) - len([q for q in baseline if "SAVEPOINT" in q])
+    assert len(others) - len(savepoints) == len(baseline) - len(
+        [q for q in baseline if "SAVEPOINT" in q]
+    )
     assert len(savepoints) <= 2
     # a replay: authentication, then one lookup; the view's own statements never run
     assert [q.split()[0] for q in layer(replay)] == ["SELECT"]

@@ -20,20 +20,34 @@ header_values = st.one_of(
 )
 bodies = st.one_of(st.binary(max_size=300), st.text(max_size=200).map(str.encode))
 content_types = st.sampled_from(
-    ["application/json", "application/x-www-form-urlencoded", "text/plain", "application/octet-stream",
-     "application/merge-patch+json", ""]
+    [
+        "application/json",
+        "application/x-www-form-urlencoded",
+        "text/plain",
+        "application/octet-stream",
+        "application/merge-patch+json",
+        "",
+    ]
 )
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(key=header_values, body=bodies, content_type=content_types,
-       url=st.sampled_from(["/t/api/", "/t/function/", "/t/viewset/", "/t/lease-function/"]))
-def test_never_a_server_error(client_a: Client, wallet: Wallet, key: str, body: bytes,
-                              content_type: str, url: str) -> None:
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    key=header_values,
+    body=bodies,
+    content_type=content_types,
+    url=st.sampled_from(["/t/api/", "/t/function/", "/t/viewset/", "/t/lease-function/"]),
+)
+def test_never_a_server_error(
+    client_a: Client, wallet: Wallet, key: str, body: bytes, content_type: str, url: str
+) -> None:
     client_a.raise_request_exception = False
     try:
-        response: Any = client_a.generic("POST", url, data=body, content_type=content_type,
-                                         HTTP_IDEMPOTENCY_KEY=key)
+        response: Any = client_a.generic(
+            "POST", url, data=body, content_type=content_type, HTTP_IDEMPOTENCY_KEY=key
+        )
     except (ValueError, UnicodeError):
         return  # the test client itself cannot encode this header: no request was made
     assert response.status_code < 500, response.content

@@ -43,8 +43,12 @@ def key() -> str:
     return f"key-{uuid.uuid4()}"
 
 
-def claim(store: BaseStore, key: str, fp: str = "fp1", *, lease: float = 30, ttl: float = 60) -> Any:
-    return store.claim("user:1", key, fingerprint=fp, lease=lease, ttl=ttl, method="POST", route="/x/")
+def claim(
+    store: BaseStore, key: str, fp: str = "fp1", *, lease: float = 30, ttl: float = 60
+) -> Any:
+    return store.claim(
+        "user:1", key, fingerprint=fp, lease=lease, ttl=ttl, method="POST", route="/x/"
+    )
 
 
 def test_first_claim_owns_the_key(store: BaseStore, key: str) -> None:
@@ -62,7 +66,9 @@ def test_second_claim_sees_in_progress(store: BaseStore, key: str) -> None:
 
 def test_completed_record_replays_bytes(store: BaseStore, key: str) -> None:
     first = claim(store, key)
-    assert store.complete("user:1", key, fence=first.fence, response=RESPONSE, ttl=60, fingerprint="fp1")
+    assert store.complete(
+        "user:1", key, fence=first.fence, response=RESPONSE, ttl=60, fingerprint="fp1"
+    )
     again = claim(store, key)
     assert again.status is ClaimStatus.COMPLETED
     assert again.response == RESPONSE
@@ -134,7 +140,9 @@ def test_recovery_point_survives_release_and_is_handed_to_the_next_owner(
     store: BaseStore, key: str
 ) -> None:
     first = claim(store, key)
-    assert store.save_recovery_point("user:1", key, fence=first.fence, name="charged", data={"c": 7})
+    assert store.save_recovery_point(
+        "user:1", key, fence=first.fence, name="charged", data={"c": 7}
+    )
     assert store.release("user:1", key, fence=first.fence)
     second = claim(store, key)
     assert second.status is ClaimStatus.CLAIMED
@@ -153,7 +161,9 @@ def test_database_atomic_insert_refuses_a_live_key(db: Any, key: str) -> None:
     with store.atomic():
         assert store.insert_completed("user:1", key, fingerprint="fp1", response=RESPONSE, ttl=60)
     with store.atomic():
-        assert not store.insert_completed("user:1", key, fingerprint="fp1", response=RESPONSE, ttl=60)
+        assert not store.insert_completed(
+            "user:1", key, fingerprint="fp1", response=RESPONSE, ttl=60
+        )
     assert store.lookup("user:1", key, fingerprint="fp1").response == RESPONSE  # type: ignore[union-attr]
 
 

@@ -86,7 +86,10 @@ def phases_view(request: HttpRequest) -> HttpResponse:
         if request.GET.get("fail"):
             raise RuntimeError("shipping failed")
         steps.append("ship")
-    return JsonResponse({"effect": data["effect"], "steps": steps, "resumed": not steps[:1] == ["charge"]}, status=201)
+    return JsonResponse(
+        {"effect": data["effect"], "steps": steps, "resumed": steps[:1] != ["charge"]},
+        status=201,
+    )
 
 
 @idempotent(mode="lease")
