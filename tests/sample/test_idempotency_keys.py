@@ -31,10 +31,12 @@ def problem_code(response: Any) -> str:
 def test_pay_and_deposit_require_a_key(api_client: APIClient, user: Any) -> None:
     funded_account(user=user, balance=Decimal("100.00"))
     order = OrderFactory(user=user, amount=Decimal("10.00"))
-    pay = api_client.post(f"/api/orders/{order.pk}/pay/", {"pay_no": "p1"}, format="json",
-                          HTTP_IDEMPOTENCY_KEY=None)
-    deposit = api_client.post("/api/accounts/me/deposit/", {"amount": "5.00"}, format="json",
-                              HTTP_IDEMPOTENCY_KEY=None)
+    pay = api_client.post(
+        f"/api/orders/{order.pk}/pay/", {"pay_no": "p1"}, format="json", HTTP_IDEMPOTENCY_KEY=None
+    )
+    deposit = api_client.post(
+        "/api/accounts/me/deposit/", {"amount": "5.00"}, format="json", HTTP_IDEMPOTENCY_KEY=None
+    )
     assert pay.status_code == deposit.status_code == 400
     assert problem_code(pay) == problem_code(deposit) == "idempotency-key-required"
     assert not PaymentRecord.objects.exists()
@@ -42,23 +44,30 @@ def test_pay_and_deposit_require_a_key(api_client: APIClient, user: Any) -> None
 
 
 def test_order_create_takes_an_optional_key(api_client: APIClient) -> None:
-    response = api_client.post("/api/orders/", {"request_id": "r1", "amount": "3.00"},
-                               format="json", HTTP_IDEMPOTENCY_KEY=None)
+    response = api_client.post(
+        "/api/orders/",
+        {"request_id": "r1", "amount": "3.00"},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY=None,
+    )
     assert response.status_code == 201
 
 
 def test_deposit_without_reference_happens_once_per_key(api_client: APIClient, user: Any) -> None:
     k = key()
-    first = api_client.post("/api/accounts/me/deposit/", {"amount": "5.00"}, format="json",
-                            HTTP_IDEMPOTENCY_KEY=k)
-    again = api_client.post("/api/accounts/me/deposit/", {"amount": "5.00"}, format="json",
-                            HTTP_IDEMPOTENCY_KEY=k)
+    first = api_client.post(
+        "/api/accounts/me/deposit/", {"amount": "5.00"}, format="json", HTTP_IDEMPOTENCY_KEY=k
+    )
+    again = api_client.post(
+        "/api/accounts/me/deposit/", {"amount": "5.00"}, format="json", HTTP_IDEMPOTENCY_KEY=k
+    )
     assert first.status_code == again.status_code == 201
     assert again["Idempotent-Replayed"] == "true"
     assert again.content == first.content
     assert Account.objects.get(user=user).balance == Decimal("5.00")
-    other = api_client.post("/api/accounts/me/deposit/", {"amount": "6.00"}, format="json",
-                            HTTP_IDEMPOTENCY_KEY=k)
+    other = api_client.post(
+        "/api/accounts/me/deposit/", {"amount": "6.00"}, format="json", HTTP_IDEMPOTENCY_KEY=k
+    )
     assert other.status_code == 422
     assert problem_code(other) == "idempotency-key-mismatch"
 
@@ -67,25 +76,31 @@ def test_pay_replay_answers_identically(api_client: APIClient, user: Any) -> Non
     funded_account(user=user, balance=Decimal("100.00"))
     order = OrderFactory(user=user, amount=Decimal("10.00"))
     k = key()
-    first = api_client.post(f"/api/orders/{order.pk}/pay/", {"pay_no": "p1"}, format="json",
-                            HTTP_IDEMPOTENCY_KEY=k)
-    again = api_client.post(f"/api/orders/{order.pk}/pay/", {"pay_no": "p1"}, format="json",
-                            HTTP_IDEMPOTENCY_KEY=k)
+    first = api_client.post(
+        f"/api/orders/{order.pk}/pay/", {"pay_no": "p1"}, format="json", HTTP_IDEMPOTENCY_KEY=k
+    )
+    again = api_client.post(
+        f"/api/orders/{order.pk}/pay/", {"pay_no": "p1"}, format="json", HTTP_IDEMPOTENCY_KEY=k
+    )
     assert first.status_code == 201
     assert again.content == first.content
     assert again["Idempotent-Replayed"] == "true"
     assert Account.objects.get(user=user).balance == Decimal("90.00")
 
 
-def test_insufficient_funds_is_not_stored_so_a_retry_can_succeed(api_client: APIClient, user: Any) -> None:
+def test_insufficient_funds_is_not_stored_so_a_retry_can_succeed(
+    api_client: APIClient, user: Any
+) -> None:
     order = OrderFactory(user=user, amount=Decimal("10.00"))
     k = key()
-    poor = api_client.post(f"/api/orders/{order.pk}/pay/", {"pay_no": "p1"}, format="json",
-                           HTTP_IDEMPOTENCY_KEY=k)
+    poor = api_client.post(
+        f"/api/orders/{order.pk}/pay/", {"pay_no": "p1"}, format="json", HTTP_IDEMPOTENCY_KEY=k
+    )
     assert poor.status_code == 409
     api_client.post("/api/accounts/me/deposit/", {"amount": "50.00"}, format="json")
-    paid = api_client.post(f"/api/orders/{order.pk}/pay/", {"pay_no": "p1"}, format="json",
-                           HTTP_IDEMPOTENCY_KEY=k)
+    paid = api_client.post(
+        f"/api/orders/{order.pk}/pay/", {"pay_no": "p1"}, format="json", HTTP_IDEMPOTENCY_KEY=k
+    )
     assert paid.status_code == 201
     assert Order.objects.get().status == "PAID"
 
@@ -98,8 +113,9 @@ def test_concurrent_deposits_with_one_key_deposit_once(user: Any) -> None:
     def deposit(_: int) -> Any:
         client = APIClient(raise_request_exception=False)
         client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-        return client.post("/api/accounts/me/deposit/", {"amount": "5.00"}, format="json",
-                           HTTP_IDEMPOTENCY_KEY=k)
+        return client.post(
+            "/api/accounts/me/deposit/", {"amount": "5.00"}, format="json", HTTP_IDEMPOTENCY_KEY=k
+        )
 
     responses = run_in_threads(20, deposit)
     statuses = sorted(getattr(r, "status_code", 0) for r in responses)
