@@ -29,8 +29,6 @@ DEFAULTS: dict[str, Any] = {
     "LEASE": 60,
     # Seconds a request waits for a concurrent first request before answering 409.
     "WAIT": 0.0,
-    # Seconds an atomic-mode duplicate may wait on the record's row lock (PostgreSQL).
-    "LOCK_TIMEOUT": 5.0,
     # Value of Retry-After on a 409 for a request still in progress.
     "RETRY_AFTER": 1,
     # Whether views reject unsafe requests that carry no key (400).
