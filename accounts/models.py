@@ -8,6 +8,8 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from accounts.constraints import check_constraint
+
 
 class Account(models.Model):
     """One account per user.
@@ -34,7 +36,7 @@ class Account(models.Model):
         verbose_name = _("account")
         verbose_name_plural = _("accounts")
         constraints = [
-            models.CheckConstraint(
+            check_constraint(
                 condition=models.Q(balance__gte=0),
                 name="accounts_account_balance_not_negative",
             ),

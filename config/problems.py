@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler, set_rollback
 
-from idempotency.problems import PROBLEM_CONTENT_TYPE, problem_body
+from idempotency.problems import PROBLEM_CONTENT_TYPE, problem_body, problem_response
 
 TITLES = {
     400: "Invalid request",
@@ -51,3 +51,15 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
     response.content_type = PROBLEM_CONTENT_TYPE
     set_rollback()
     return response
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """``handler404``: URLs that match no route answer problem+json too."""
+    return problem_response(404, "not-found", "Not found", "No such resource.")
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """``handler500``: an unexpected error, as problem+json and without a stack trace."""
+    return problem_response(
+        500, "server-error", "Server error", "The server failed to handle this request."
+    )

@@ -13,3 +13,6 @@ urlpatterns = [
     path("api/orders/", include("orders.urls")),
     path("api/payments/", include("payments.urls")),
 ]
+
+handler404 = "config.problems.not_found"
+handler500 = "config.problems.server_error"

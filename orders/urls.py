@@ -6,7 +6,7 @@ URL reads ``/api/orders/{id}/pay/``.
 
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, register_converter
 
 from orders.apis import (
     OrderCancelApi,
@@ -17,13 +17,31 @@ from orders.apis import (
 )
 from payments.apis import OrderPayApi
 
+
+class OrderIdConverter:
+    """A positive 64-bit id; anything larger names no order (404, not a database overflow)."""
+
+    regex = "[0-9]{1,19}"
+
+    def to_python(self, value: str) -> int:
+        number = int(value)
+        if not 0 < number < 2**63:
+            raise ValueError(value)
+        return number
+
+    def to_url(self, value: int) -> str:
+        return str(value)
+
+
+register_converter(OrderIdConverter, "order_id")
+
 app_name = "orders"
 
 urlpatterns = [
     path("", OrderListCreateApi.as_view(), name="list"),
-    path("<int:pk>/", OrderDetailApi.as_view(), name="detail"),
-    path("<int:pk>/cancel/", OrderCancelApi.as_view(), name="cancel"),
-    path("<int:pk>/ship/", OrderShipApi.as_view(), name="ship"),
-    path("<int:pk>/complete/", OrderCompleteApi.as_view(), name="complete"),
-    path("<int:pk>/pay/", OrderPayApi.as_view(), name="pay"),
+    path("<order_id:pk>/", OrderDetailApi.as_view(), name="detail"),
+    path("<order_id:pk>/cancel/", OrderCancelApi.as_view(), name="cancel"),
+    path("<order_id:pk>/ship/", OrderShipApi.as_view(), name="ship"),
+    path("<order_id:pk>/complete/", OrderCompleteApi.as_view(), name="complete"),
+    path("<order_id:pk>/pay/", OrderPayApi.as_view(), name="pay"),
 ]

@@ -5,6 +5,8 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import migrations, models
 
+from accounts.constraints import check_constraint
+
 
 class Migration(migrations.Migration):
 
@@ -49,7 +51,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddConstraint(
             model_name='account',
-            constraint=models.CheckConstraint(condition=models.Q(('balance__gte', 0)), name='accounts_account_balance_not_negative'),
+            constraint=check_constraint(condition=models.Q(('balance__gte', 0)), name='accounts_account_balance_not_negative'),
         ),
         migrations.AddConstraint(
             model_name='ledgerentry',

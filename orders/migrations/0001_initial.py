@@ -5,6 +5,8 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import migrations, models
 
+from accounts.constraints import check_constraint
+
 
 class Migration(migrations.Migration):
 
@@ -31,7 +33,7 @@ class Migration(migrations.Migration):
                 'verbose_name': 'order',
                 'verbose_name_plural': 'orders',
                 'ordering': ['-id'],
-                'constraints': [models.CheckConstraint(condition=models.Q(('amount__gt', Decimal('0'))), name='orders_order_amount_positive')],
+                'constraints': [check_constraint(condition=models.Q(('amount__gt', Decimal('0'))), name='orders_order_amount_positive')],
             },
         ),
     ]
