@@ -12,4 +12,5 @@ def check_constraint(*, condition: Any, name: str) -> models.CheckConstraint:
     """A ``CheckConstraint``: Django 5.1 renamed ``check=`` to ``condition=``."""
     if django.VERSION >= (5, 1):
         return models.CheckConstraint(condition=condition, name=name)
-    return models.CheckConstraint(check=condition, name=name)  # type: ignore[call-arg]
+    legacy: dict[str, Any] = {"check": condition}
+    return models.CheckConstraint(name=name, **legacy)

@@ -1,12 +1,408 @@
-"""System checks of django-idempotency (ids ``idempotency.E0xx`` / ``W0xx``)."""
+"""System checks of django-idempotency (ids ``idempotency.E0xx`` / ``W0xx``).
+
+Every message lives in :data:`MESSAGES`, so each id is used for one problem
+only. The checks read ``settings.IDEMPOTENCY`` as written (not the cached
+settings object), never connect to a database or cache, and never raise.
+"""
 
 from __future__ import annotations
 
+import difflib
+import importlib.util
+import math
+import re
+from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.core import checks
+from django.utils.module_loading import import_string
+
+from idempotency.conf import DEFAULTS
+
+
+@dataclass(frozen=True)
+class _Message:
+    msg: str
+    hint: str
+
+
+#: Every message of every check, by id. ``{placeholders}`` are filled per message.
+#: W002 is retired: a CacheStore on DummyCache stores nothing, which is an error (E012).
+MESSAGES: dict[str, _Message] = {
+    "E001": _Message(
+        "The IDEMPOTENCY setting must be a dict, not {type}.",
+        "Write IDEMPOTENCY = {{...}} with the settings to change, or remove it.",
+    ),
+    "E002": _Message(
+        "Unknown key {key!r} in the IDEMPOTENCY setting.",
+        "{suggestion}Valid keys: {valid}.",
+    ),
+    "E003": _Message(
+        "IDEMPOTENCY['MODE'] is {value!r}; it must be 'auto', 'atomic' or 'lease'.",
+        "'auto' uses atomic mode where the store supports it and lease mode elsewhere.",
+    ),
+    "E004": _Message(
+        "IDEMPOTENCY[{name!r}] is {value!r}; it must be {expected}.",
+        "Give a number of seconds (or of rows for PURGE_BATCH_SIZE).",
+    ),
+    "E005": _Message(
+        "IDEMPOTENCY[{name!r}] = {value!r} cannot be imported: {error}",
+        "Give the dotted path of an importable object, such as {default!r}.",
+    ),
+    "E006": _Message(
+        "IDEMPOTENCY['MODE'] is 'atomic', but the store {store} does not support atomic mode.",
+        "Use DatabaseStore for atomic mode, or set MODE to 'lease' or 'auto'.",
+    ),
+    "E007": _Message(
+        "{what} needs django-redis, but {reason}.",
+        "Install django-redis and point IDEMPOTENCY['REDIS_ALIAS'] (now {alias!r}) at a "
+        "CACHES entry whose BACKEND is 'django_redis.cache.RedisCache'.",
+    ),
+    "E008": _Message(
+        "IDEMPOTENCY[{name!r}] names the cache {alias!r}, which is not in CACHES.",
+        "Add that alias to CACHES or name one of: {aliases}.",
+    ),
+    "E009": _Message(
+        "IDEMPOTENCY['ANONYMOUS'] is {value!r}; it must be 'reject' or 'ignore'.",
+        "'reject' answers 403 to anonymous requests with a key; 'ignore' runs them "
+        "without idempotency. Anonymous callers never share stored responses.",
+    ),
+    "E010": _Message(
+        "IDEMPOTENCY[{name!r}] = {value!r} is not a valid HTTP header name.",
+        "A header name is one or more letters, digits or !#$%&'*+-.^_`|~ (RFC 9110 token).",
+    ),
+    "E011": _Message(
+        "IDEMPOTENCY['REPLAY_HEADERS'] {problem}.",
+        "Give a list of response header names. Set-Cookie and hop-by-hop headers "
+        "(Connection, Transfer-Encoding, ...) are never replayed.",
+    ),
+    "E012": _Message(
+        "The idempotency store is a CacheStore on the cache {alias!r}, a DummyCache: "
+        "nothing is stored, so no request is deduplicated.",
+        "Point IDEMPOTENCY['CACHE_ALIAS'] at a real cache (Redis), or use DatabaseStore.",
+    ),
+    "E013": _Message(
+        "IDEMPOTENCY['STORE'] = {value!r} is not a store class.",
+        "Name a subclass of idempotency.stores.base.BaseStore, such as "
+        "'idempotency.stores.DatabaseStore'.",
+    ),
+    "E014": _Message(
+        "IDEMPOTENCY[{name!r}] is {value!r}; it must be one of {choices}.",
+        "See the configuration section of the README.",
+    ),
+    "E015": _Message(
+        "IDEMPOTENCY['DATABASE_ALIAS'] names the database {alias!r}, which is not in DATABASES.",
+        "Add that alias to DATABASES or name one of: {aliases}.",
+    ),
+    "W001": _Message(
+        "The idempotency store is a CacheStore on the cache {alias!r}, a LocMemCache: "
+        "each process has its own, so a key is only deduplicated within one process.",
+        "With several worker processes (gunicorn, uWSGI, Celery), point "
+        "IDEMPOTENCY['CACHE_ALIAS'] at a shared cache (Redis), or use DatabaseStore.",
+    ),
+    "W003": _Message(
+        "IDEMPOTENCY['RESPONSE_CACHE'] is the cache {alias!r}, a LocMemCache: it is not "
+        "shared, so replays in other processes still query the database.",
+        "Use a shared cache (Redis) as RESPONSE_CACHE, or set it to None.",
+    ),
+    "W004": _Message(
+        "DATABASES[{alias!r}] has ATOMIC_REQUESTS=True and IDEMPOTENCY['MODE'] is 'lease': "
+        "a lease claim commits only with the view's transaction, so concurrent requests "
+        "cannot see it and may run the same key twice.",
+        "Use MODE 'atomic' or 'auto' with DatabaseStore, a Redis store for lease mode, or "
+        "exclude idempotent views from ATOMIC_REQUESTS with transaction.non_atomic_requests.",
+    ),
+    "W005": _Message(
+        "IDEMPOTENCY['RESPONSE_CACHE'] is set, but the store {store} does not use it.",
+        "RESPONSE_CACHE only fronts DatabaseStore; remove it or use DatabaseStore.",
+    ),
+}
+
+_NUMBERS: dict[str, tuple[bool, bool]] = {
+    # name: (integer only, zero allowed)
+    "TTL": (False, False),
+    "LEASE": (False, False),
+    "WAIT": (False, True),
+    "RETRY_AFTER": (False, False),
+    "SUBMIT_TOKEN_TTL": (False, False),
+    "PURGE_BATCH_SIZE": (True, False),
+}
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "LOCK_BACKEND": ("redis", "postgres"),
+    "SUBMIT_TOKEN_BACKEND": ("database", "redis"),
+}
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+#: Response headers that must never be replayed.
+NEVER_REPLAYED = frozenset(
+    {
+        "set-cookie",
+        "set-cookie2",
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+_LOCMEM = "django.core.cache.backends.locmem.LocMemCache"
+_DUMMY = "django.core.cache.backends.dummy.DummyCache"
+
+
+def _message(code: str, **values: Any) -> checks.CheckMessage:
+    entry = MESSAGES[code]
+    level = checks.Error if code.startswith("E") else checks.Warning
+    return level(
+        entry.msg.format(**values),
+        hint=entry.hint.format(**values),
+        id=f"idempotency.{code}",
+    )
 
 
 @checks.register()
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    return []
+    """Validate ``settings.IDEMPOTENCY`` and how it fits the rest of the settings."""
+    raw = getattr(settings, "IDEMPOTENCY", None)
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        return [_message("E001", type=type(raw).__name__)]
+    values = {**DEFAULTS, **raw}
+    errors: list[checks.CheckMessage] = []
+    errors += _check_keys(raw)
+    errors += _check_values(values)
+    store = _check_imports(values, errors)
+    errors += _check_store(values, raw, store)
+    errors += _check_aliases(values)
+    return errors
+
+
+def _check_keys(raw: dict[Any, Any]) -> list[checks.CheckMessage]:
+    errors = []
+    valid = sorted(DEFAULTS)
+    for key in raw:
+        if key in DEFAULTS:
+            continue
+        close = difflib.get_close_matches(str(key).upper(), valid, n=1)
+        suggestion = f"Did you mean {close[0]!r}? " if close else ""
+        errors.append(
+            _message("E002", key=key, suggestion=suggestion, valid=", ".join(valid))
+        )
+    return errors
+
+
+def _is_number(value: Any, *, integer: bool, zero: bool) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if integer and not isinstance(value, int):
+        return False
+    if not math.isfinite(value):
+        return False
+    return bool(value >= 0) if zero else bool(value > 0)
+
+
+def _check_values(values: dict[str, Any]) -> list[checks.CheckMessage]:
+    errors = []
+    if values["MODE"] not in ("auto", "atomic", "lease"):
+        errors.append(_message("E003", value=values["MODE"]))
+    for name, (integer, zero) in _NUMBERS.items():
+        value = values[name]
+        if not _is_number(value, integer=integer, zero=zero):
+            kind = "an integer" if integer else "a number"
+            expected = f"{kind} {'>= 0' if zero else '> 0'}"
+            errors.append(_message("E004", name=name, value=value, expected=expected))
+    if values["ANONYMOUS"] not in ("reject", "ignore"):
+        errors.append(_message("E009", value=values["ANONYMOUS"]))
+    for name in ("HEADER", "SUBMIT_TOKEN_HEADER"):
+        if not _is_header_name(values[name]):
+            errors.append(_message("E010", name=name, value=values[name]))
+    fingerprint_headers = values["FINGERPRINT_HEADERS"]
+    if isinstance(fingerprint_headers, list | tuple):
+        errors += [
+            _message("E010", name="FINGERPRINT_HEADERS", value=header)
+            for header in fingerprint_headers
+            if not _is_header_name(header)
+        ]
+    else:
+        errors.append(_message("E010", name="FINGERPRINT_HEADERS", value=fingerprint_headers))
+    errors += _check_replay_headers(values["REPLAY_HEADERS"])
+    for name, choices in _CHOICES.items():
+        if values[name] not in choices:
+            errors.append(
+                _message("E014", name=name, value=values[name], choices=", ".join(choices))
+            )
+    return errors
+
+
+def _is_header_name(value: Any) -> bool:
+    return isinstance(value, str) and bool(_TOKEN.match(value))
+
+
+def _check_replay_headers(value: Any) -> list[checks.CheckMessage]:
+    if not isinstance(value, list | tuple) or not all(isinstance(h, str) for h in value):
+        return [_message("E011", problem=f"must be a list of header names, not {value!r}")]
+    return [
+        _message("E011", problem=f"contains {header!r}, which is never replayable")
+        for header in value
+        if header.lower() in NEVER_REPLAYED
+    ]
+
+
+def _check_imports(values: dict[str, Any], errors: list[checks.CheckMessage]) -> type | None:
+    """Import the dotted-path settings (E005); the store class, if it imported."""
+    store: type | None = None
+    for name in ("STORE", "SCOPE", "FINGERPRINT"):
+        value = values[name]
+        if not isinstance(value, str):
+            if name == "STORE" and isinstance(value, type):
+                store = value
+            elif not callable(value):
+                errors.append(
+                    _message(
+                        "E005",
+                        name=name,
+                        value=value,
+                        error="not a dotted path",
+                        default=DEFAULTS[name],
+                    )
+                )
+            continue
+        try:
+            imported = import_string(value)
+        except Exception as exc:  # noqa: BLE001 - any failure to import is reported
+            errors.append(
+                _message("E005", name=name, value=value, error=str(exc), default=DEFAULTS[name])
+            )
+            continue
+        if name == "STORE":
+            store = imported if isinstance(imported, type) else None
+    if store is not None:
+        from idempotency.stores.base import BaseStore
+
+        if not issubclass(store, BaseStore):
+            errors.append(_message("E013", value=values["STORE"]))
+            store = None
+    return store
+
+
+def _subclass(store: type | None, path: str) -> bool:
+    if store is None:
+        return False
+    cls = import_string(path)
+    return isinstance(cls, type) and issubclass(store, cls)
+
+
+def _cache_backend(alias: Any) -> str | None:
+    """The BACKEND of the cache ``alias``, or None when there is no such cache."""
+    caches: dict[str, Any] = getattr(settings, "CACHES", {}) or {}
+    if not isinstance(alias, str):
+        return None
+    config = caches.get(alias)
+    if not isinstance(config, dict):
+        return None
+    return str(config.get("BACKEND", ""))
+
+
+def _backend_is(backend: str | None, path: str) -> bool:
+    if not backend:
+        return False
+    if backend == path:
+        return True
+    try:
+        cls = import_string(backend)
+        base = import_string(path)
+    except Exception:  # noqa: BLE001 - an unimportable backend is Django's own check
+        return False
+    return isinstance(cls, type) and isinstance(base, type) and issubclass(cls, base)
+
+
+def _check_store(
+    values: dict[str, Any], raw: dict[Any, Any], store: type | None
+) -> list[checks.CheckMessage]:
+    errors: list[checks.CheckMessage] = []
+    store_name = getattr(store, "__qualname__", "?")
+    if store is not None and values["MODE"] == "atomic" and not getattr(
+        store, "supports_atomic", False
+    ):
+        errors.append(_message("E006", store=store_name))
+
+    is_database = _subclass(store, "idempotency.stores.database.DatabaseStore")
+    is_cache = _subclass(store, "idempotency.stores.cache.CacheStore")
+    if is_cache:
+        alias = values["CACHE_ALIAS"]
+        backend = _cache_backend(alias)
+        if backend is None:
+            errors.append(_message("E008", name="CACHE_ALIAS", alias=alias, aliases=_aliases()))
+        elif _backend_is(backend, _DUMMY):
+            errors.append(_message("E012", alias=alias))
+        elif _backend_is(backend, _LOCMEM):
+            errors.append(_message("W001", alias=alias))
+
+    redis_users = []
+    if _subclass(store, "idempotency.stores.redis.RedisStore"):
+        redis_users.append(f"The store {store_name}")
+    # LOCK_BACKEND defaults to "redis" but is inert until a lock is taken: check it when set
+    if raw.get("LOCK_BACKEND") == "redis":
+        redis_users.append("LOCK_BACKEND 'redis'")
+    if values["SUBMIT_TOKEN_BACKEND"] == "redis":
+        redis_users.append("SUBMIT_TOKEN_BACKEND 'redis'")
+    if redis_users:
+        reason = _redis_unavailable(values["REDIS_ALIAS"])
+        if reason:
+            errors.append(
+                _message(
+                    "E007",
+                    what=" and ".join(redis_users),
+                    reason=reason,
+                    alias=values["REDIS_ALIAS"],
+                )
+            )
+
+    if values["RESPONSE_CACHE"] is not None and store is not None and not is_database:
+        errors.append(_message("W005", store=store_name))
+
+    if values["MODE"] == "lease" and is_database:
+        alias = values["DATABASE_ALIAS"]
+        databases: dict[str, Any] = getattr(settings, "DATABASES", {}) or {}
+        if isinstance(alias, str) and (databases.get(alias) or {}).get("ATOMIC_REQUESTS"):
+            errors.append(_message("W004", alias=alias))
+    return errors
+
+
+def _redis_unavailable(alias: Any) -> str:
+    """Why the django-redis connection of ``alias`` cannot be had, or "" when it can."""
+    if importlib.util.find_spec("django_redis") is None:
+        return "django_redis is not installed"
+    backend = _cache_backend(alias)
+    if backend is None:
+        return f"the cache {alias!r} (REDIS_ALIAS) is not in CACHES"
+    if not _backend_is(backend, "django_redis.cache.RedisCache"):
+        return f"the cache {alias!r} (REDIS_ALIAS) uses {backend!r}, not django_redis"
+    return ""
+
+
+def _aliases() -> str:
+    return ", ".join(sorted(getattr(settings, "CACHES", {}) or {})) or "(none)"
+
+
+def _check_aliases(values: dict[str, Any]) -> list[checks.CheckMessage]:
+    errors = []
+    response_cache = values["RESPONSE_CACHE"]
+    if response_cache is not None:
+        backend = _cache_backend(response_cache)
+        if backend is None:
+            errors.append(
+                _message("E008", name="RESPONSE_CACHE", alias=response_cache, aliases=_aliases())
+            )
+        elif _backend_is(backend, _LOCMEM):
+            errors.append(_message("W003", alias=response_cache))
+    alias = values["DATABASE_ALIAS"]
+    databases = getattr(settings, "DATABASES", {}) or {}
+    if not isinstance(alias, str) or alias not in databases:
+        errors.append(
+            _message("E015", alias=alias, aliases=", ".join(sorted(databases)) or "(none)")
+        )
+    return errors

@@ -1,0 +1,301 @@
+"""Admin for idempotency records: a read-only audit view with release and purge actions.
+
+Records are written by the stores only, so the admin never adds or edits one.
+Superusers may *release* records (delete them through the store, so a cached
+response is forgotten too) and purge the expired ones. Subclass
+:class:`IdempotencyRecordAdmin` to change it::
+
+    admin.site.unregister(IdempotencyRecord)
+
+    @admin.register(IdempotencyRecord)
+    class MyRecordAdmin(IdempotencyRecordAdmin):
+        preview_limit = 16384
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
+
+from idempotency.models import IdempotencyRecord
+from idempotency.purge import purge_expired_records
+from idempotency.stores.database import DatabaseStore
+
+if TYPE_CHECKING:
+    _ModelAdmin = admin.ModelAdmin[IdempotencyRecord]
+else:
+    _ModelAdmin = admin.ModelAdmin
+
+__all__ = ["ExpiredListFilter", "IdempotencyRecordAdmin", "body_preview"]
+
+
+class ExpiredListFilter(admin.SimpleListFilter):
+    """Records past their TTL (treated as absent, waiting for the purge) or still live."""
+
+    title = _("expiry")
+    parameter_name = "expiry"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [("live", _("live")), ("expired", _("expired"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value == "expired":
+            return queryset.filter(expires_at__lte=timezone.now())
+        if value == "live":
+            return queryset.filter(expires_at__gt=timezone.now())
+        return queryset
+
+
+def body_preview(body: bytes, *, limit: int = 4096, hex_bytes: int = 64) -> str:
+    """A readable, bounded rendering of a stored response body (plain text, not escaped).
+
+    JSON is pretty-printed, other UTF-8 text is shown as is, anything else as a
+    byte count and a hex dump of its first ``hex_bytes`` bytes. Text longer than
+    ``limit`` characters is cut with a note of the body's full size.
+    """
+    size = len(body)
+    if not body:
+        return gettext("(empty body)")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and not _is_text(text):
+        text = None
+    if text is None:
+        head = body[:hex_bytes]
+        lines = [
+            f"{offset:08x}  {head[offset : offset + 16].hex(' ')}"
+            for offset in range(0, len(head), 16)
+        ]
+        more = "\n…" if size > hex_bytes else ""
+        label = ngettext("<%(n)d byte of binary data>", "<%(n)d bytes of binary data>", size)
+        return label % {"n": size} + "\n" + "\n".join(lines) + more
+    with contextlib.suppress(ValueError):
+        text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    if len(text) > limit:
+        note = gettext("… (truncated, %(n)d bytes)") % {"n": size}
+        text = text[:limit] + "\n" + note
+    return text
+
+
+def _is_text(text: str) -> bool:
+    """Whether decoded UTF-8 is printable text rather than binary that happens to decode."""
+    return all(char.isprintable() or char in "\t\n\r" for char in text[:4096])
+
+
+@admin.register(IdempotencyRecord)
+class IdempotencyRecordAdmin(_ModelAdmin):
+    """Read-only view of idempotency records; subclass it to customise."""
+
+    #: Characters of a response body shown on the detail page.
+    preview_limit = 4096
+    #: Bytes of a binary response body shown as hex.
+    hex_preview_bytes = 64
+    #: Actions that act on all records, so they run even with nothing selected.
+    selection_free_actions: tuple[str, ...] = ("purge_expired",)
+
+    list_display = (
+        "key",
+        "scope",
+        "state",
+        "status_code",
+        "method",
+        "route",
+        "created_at",
+        "expires_at",
+        "expired",
+    )
+    list_filter = ("state", "status_code", "method", ExpiredListFilter)
+    search_fields = ("^key", "^scope")
+    date_hierarchy = "created_at"
+    ordering = ("-created_at",)
+    # the table can hold millions of rows: never count them all on every page view
+    show_full_result_count = False
+    actions = ("release_records", "purge_expired")
+    fieldsets = (
+        (
+            None,
+            {"fields": ("scope", "key", "state", "expired", "method", "route", "fingerprint")},
+        ),
+        (
+            _("Response"),
+            {"fields": ("status_code", "headers_table", "response_preview")},
+        ),
+        (
+            _("Lifetime"),
+            {"fields": ("created_at", "completed_at", "expires_at", "lease_expires_at")},
+        ),
+        (
+            _("Ownership and recovery"),
+            {
+                "classes": ("collapse",),
+                "fields": ("fence", "recovery_point", "recovery_data"),
+            },
+        ),
+    )
+    readonly_fields = (
+        "scope",
+        "key",
+        "state",
+        "expired",
+        "method",
+        "route",
+        "fingerprint",
+        "status_code",
+        "headers_table",
+        "response_preview",
+        "created_at",
+        "completed_at",
+        "expires_at",
+        "lease_expires_at",
+        "fence",
+        "recovery_point",
+        "recovery_data",
+    )
+
+    # -- permissions: view for staff with the view permission, release for superusers --
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(
+        self, request: HttpRequest, obj: IdempotencyRecord | None = None
+    ) -> bool:
+        return False
+
+    def has_delete_permission(
+        self, request: HttpRequest, obj: IdempotencyRecord | None = None
+    ) -> bool:
+        # deleting goes through the actions only (they use the store), never the detail page
+        return obj is None and bool(getattr(request.user, "is_superuser", False))
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        # "Release selected records" deletes through the store; the generic delete would not
+        actions.pop("delete_selected", None)
+        return actions
+
+    # -- columns and detail fields ----------------------------------------------------
+
+    @admin.display(boolean=True, description=_("expired"))
+    def expired(self, obj: IdempotencyRecord) -> bool:
+        return obj.expires_at <= timezone.now()
+
+    @admin.display(description=_("response headers"))
+    def headers_table(self, obj: IdempotencyRecord) -> SafeString | str:
+        headers = obj.response_headers or []
+        rows: Iterable[tuple[str, str]] = [
+            (str(pair[0]), str(pair[1]))
+            for pair in headers
+            if isinstance(pair, list | tuple) and len(pair) == 2
+        ]
+        if not rows:
+            return self.get_empty_value_display()
+        return format_html(
+            "<table><tbody>{}</tbody></table>",
+            format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows),
+        )
+
+    @admin.display(description=_("response body"))
+    def response_preview(self, obj: IdempotencyRecord) -> SafeString | str:
+        if obj.response_body is None:
+            return self.get_empty_value_display()
+        preview = body_preview(
+            bytes(obj.response_body), limit=self.preview_limit, hex_bytes=self.hex_preview_bytes
+        )
+        return format_html(
+            '<pre class="idempotency-response-preview" style="white-space: pre-wrap; '
+            'max-height: 40em; overflow: auto; margin: 0">{}</pre>',
+            preview,
+        )
+
+    # -- deleting: always through the store, so the response cache forgets the record --
+
+    def delete_model(self, request: HttpRequest, obj: IdempotencyRecord) -> None:
+        DatabaseStore(using=obj._state.db).delete(obj.scope, obj.key)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[IdempotencyRecord]) -> None:
+        store = DatabaseStore(using=queryset.db)
+        for scope, key in queryset.values_list("scope", "key").iterator():
+            store.delete(scope, key)
+
+    # -- actions ----------------------------------------------------------------------
+
+    @admin.action(
+        permissions=["delete"],
+        description=_("Release selected records"),
+    )
+    def release_records(
+        self, request: HttpRequest, queryset: QuerySet[IdempotencyRecord]
+    ) -> None:
+        store = DatabaseStore(using=queryset.db)
+        released = 0
+        for scope, key in queryset.values_list("scope", "key").iterator():
+            released += store.delete(scope, key)
+        self.message_user(
+            request,
+            ngettext("Released %(n)d record.", "Released %(n)d records.", released)
+            % {"n": released},
+            messages.SUCCESS,
+        )
+
+    @admin.action(
+        permissions=["delete"],
+        description=_("Purge expired records"),
+    )
+    def purge_expired(self, request: HttpRequest, queryset: QuerySet[IdempotencyRecord]) -> None:
+        result = purge_expired_records(using=queryset.db)
+        self.message_user(
+            request,
+            ngettext(
+                "Purged %(n)d expired record in %(s).2f s.",
+                "Purged %(n)d expired records in %(s).2f s.",
+                result.deleted,
+            )
+            % {"n": result.deleted, "s": result.seconds},
+            messages.SUCCESS,
+        )
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # Django runs an action only on a selection; purge acts on every expired record,
+        # so let it run with nothing selected as if "select all" had been chosen.
+        if (
+            request.method == "POST"
+            and "index" in request.POST
+            and not request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+            and self._posted_action(request) in self.selection_free_actions
+        ):
+            post = request.POST.copy()
+            post["select_across"] = "1"
+            request.POST = post  # type: ignore[assignment]
+            response = self.response_action(request, queryset=self.get_queryset(request))
+            if response is not None:
+                return response
+            return HttpResponseRedirect(request.get_full_path())
+        return super().changelist_view(request, extra_context)
+
+    @staticmethod
+    def _posted_action(request: HttpRequest) -> str:
+        """The action named by the button that was pushed (the admin has one per form)."""
+        try:
+            index = int(request.POST.get("index", 0))
+        except ValueError:
+            index = 0
+        chosen = request.POST.getlist("action")
+        return chosen[index] if 0 <= index < len(chosen) else ""

@@ -1,0 +1,160 @@
+"""Delete expired idempotency records in bounded batches.
+
+An expired record is already treated as absent by every store, so purging only
+reclaims space; it never changes behaviour. Only :class:`DatabaseStore` needs
+it: Redis and cache records expire by themselves.
+
+Each batch is its own short transaction over at most ``batch_size`` rows, found
+through the ``expires_at`` index, so a purge of millions of rows never holds
+locks for long and can be stopped (``max_batches``) and resumed at any time.
+On PostgreSQL a batch is one ``DELETE … WHERE id IN (SELECT … FOR UPDATE SKIP
+LOCKED)`` statement, so concurrent purges share the work instead of queueing;
+elsewhere a batch selects the primary keys, then deletes them.
+
+Expired records are never held in the response cache past their TTL, so there
+is nothing else to invalidate.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.db import connections, transaction
+from django.utils import timezone
+
+from idempotency.conf import idempotency_settings
+
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+__all__ = ["PurgeResult", "purge_expired_records"]
+
+logger = logging.getLogger("idempotency.purge")
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeResult:
+    """What one purge did (or, for a dry run, would do)."""
+
+    #: Records deleted (dry run: records that would be deleted).
+    deleted: int
+    #: Batches that deleted at least one record (dry run: batches that would).
+    batches: int
+    #: Wall-clock seconds of the whole purge.
+    seconds: float
+    #: Wall-clock seconds of the slowest batch: how long its locks were held at most.
+    longest_batch_seconds: float
+
+
+def _model() -> Any:
+    from idempotency.models import IdempotencyRecord
+
+    return IdempotencyRecord
+
+
+def purge_expired_records(
+    *,
+    batch_size: int | None = None,
+    dry_run: bool = False,
+    now: datetime | None = None,
+    max_batches: int | None = None,
+    using: str | None = None,
+) -> PurgeResult:
+    """Delete the records whose ``expires_at`` is at or before ``now``.
+
+    :param batch_size: rows per batch (default: ``PURGE_BATCH_SIZE``).
+    :param dry_run: count what would be deleted, delete nothing.
+    :param now: the cut-off (default: the current time).
+    :param max_batches: stop after this many batches (default: until none are left).
+    :param using: database alias (default: ``DATABASE_ALIAS``).
+    """
+    size = int(idempotency_settings.PURGE_BATCH_SIZE if batch_size is None else batch_size)
+    if size < 1:
+        raise ValueError(f"batch_size must be a positive integer, not {batch_size!r}")
+    if max_batches is not None and max_batches < 1:
+        raise ValueError(f"max_batches must be a positive integer, not {max_batches!r}")
+    alias = using or str(idempotency_settings.DATABASE_ALIAS)
+    cutoff = now or timezone.now()
+    started = time.perf_counter()
+
+    if dry_run:
+        expired = _model().objects.using(alias).filter(expires_at__lte=cutoff).count()
+        if max_batches is not None:
+            expired = min(expired, size * max_batches)
+        result = PurgeResult(
+            deleted=expired,
+            batches=math.ceil(expired / size),
+            seconds=time.perf_counter() - started,
+            longest_batch_seconds=0.0,
+        )
+        logger.info("Would purge %d expired idempotency records.", result.deleted)
+        return result
+
+    connection = connections[alias]
+    delete_batch = _delete_batch_postgresql if connection.vendor == "postgresql" else _delete_batch
+    deleted = batches = 0
+    longest = 0.0
+    while max_batches is None or batches < max_batches:
+        batch_started = time.perf_counter()
+        count = delete_batch(connection, cutoff, size)
+        if count:
+            batches += 1
+            deleted += count
+            longest = max(longest, time.perf_counter() - batch_started)
+        if count < size:
+            # none left, or the rest is locked by a concurrent purge that will delete it
+            break
+    result = PurgeResult(
+        deleted=deleted,
+        batches=batches,
+        seconds=time.perf_counter() - started,
+        longest_batch_seconds=longest,
+    )
+    logger.info(
+        "Purged %d expired idempotency records in %d batches (%.2f s, longest batch %.3f s).",
+        result.deleted,
+        result.batches,
+        result.seconds,
+        result.longest_batch_seconds,
+    )
+    return result
+
+
+def _delete_batch(connection: BaseDatabaseWrapper, cutoff: datetime, size: int) -> int:
+    """One batch on any database: select up to ``size`` primary keys, delete them."""
+    records = _model().objects.using(connection.alias)
+    with transaction.atomic(using=connection.alias):
+        pks = list(
+            records.filter(expires_at__lte=cutoff)
+            .order_by("expires_at")
+            .values_list("pk", flat=True)[:size]
+        )
+        chunk = connection.features.max_query_params or len(pks) or 1
+        deleted = 0
+        for start in range(0, len(pks), chunk):
+            # expires_at again: a record claimed anew since the select is live and stays
+            count, _ = records.filter(
+                pk__in=pks[start : start + chunk], expires_at__lte=cutoff
+            ).delete()
+            deleted += count
+    return deleted
+
+
+def _delete_batch_postgresql(connection: BaseDatabaseWrapper, cutoff: datetime, size: int) -> int:
+    """One batch on PostgreSQL: a single statement; rows another purge holds are skipped."""
+    qn = connection.ops.quote_name
+    meta = _model()._meta
+    table, pk = qn(meta.db_table), qn(meta.pk.column)
+    sql = (
+        f"DELETE FROM {table} WHERE {pk} IN ("
+        f"SELECT {pk} FROM {table} WHERE {qn('expires_at')} <= %s "
+        f"ORDER BY {qn('expires_at')} LIMIT %s FOR UPDATE SKIP LOCKED)"
+    )
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        cursor.execute(sql, [cutoff, size])
+        return int(cursor.rowcount)
