@@ -58,3 +58,31 @@ class IdempotencyRecord(models.Model):
     @property
     def is_completed(self) -> bool:
         return self.state == RecordState.COMPLETED
+
+
+class SubmitToken(models.Model):
+    """A one-time submit token of the database backend (``SUBMIT_TOKEN_BACKEND = "database"``).
+
+    Only the SHA-256 hash of the token is stored, bound to the scope it was issued to
+    (``user:<pk>``) and its purpose. Consuming it is one conditional ``UPDATE`` that sets
+    ``consumed_at``; the consumed row stays behind as a tombstone, so a second use is told
+    apart from a token that never existed.
+    """
+
+    token_hash = models.CharField(_("token hash"), max_length=64, unique=True)
+    scope = models.CharField(_("scope"), max_length=255)
+    purpose = models.CharField(_("purpose"), max_length=100)
+    created_at = models.DateTimeField(_("created at"))
+    expires_at = models.DateTimeField(_("expires at"))
+    consumed_at = models.DateTimeField(_("consumed at"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("submit token")
+        verbose_name_plural = _("submit tokens")
+        indexes = [
+            models.Index(fields=["expires_at"], name="idempotency_token_expires"),
+        ]
+
+    def __str__(self) -> str:
+        state = "consumed" if self.consumed_at else "open"
+        return f"{self.scope} / {self.purpose} ({state})"

@@ -1,0 +1,547 @@
+"""``@idempotent_function``: run a plain callable at most once per key.
+
+For work that does not arrive as an HTTP request with an ``Idempotency-Key``:
+payment-gateway callbacks, message handlers, management scripts run twice::
+
+    from idempotency import idempotent_function
+
+    @idempotent_function(key="pay_callback:{trade_no}")
+    def handle_payment_callback(trade_no: str, amount: str) -> dict[str, str]:
+        ...  # charge, ship, e-mail: runs once per trade_no
+        return {"status": "paid"}
+
+The flow is the lease mode of the HTTP layer (:mod:`idempotency.handling`) over
+the store contract (:mod:`idempotency.stores.base`):
+
+1. the key is built from the call's arguments (a format string formatted with
+   the bound arguments, defaults applied, or a callable of the arguments);
+2. the key is **claimed** in ``scope`` with a lease and a fencing token. The
+   record's fingerprint is the SHA-256 of the function's qualified name, so the
+   same key claimed by two different functions raises
+   :class:`FunctionKeyMismatch` instead of silently returning the other
+   function's result;
+3. the key is already **completed**: the stored result is returned, the body
+   does not run. Results are stored as JSON, so falsy results (``0``,
+   ``False``, ``{}``, ``[]``, ``None``) are replayed like any other;
+4. the key is **in progress** elsewhere: wait up to ``wait`` seconds for it to
+   finish (then return its result), else raise
+   :class:`~idempotency.exceptions.InProgress`. A lease that ran out (the owner
+   crashed) is taken over;
+5. the key is **claimed**: the body runs. An exception releases the key (a later
+   call runs again) and propagates; a result is JSON-encoded and stored with the
+   fencing token. A result that is not JSON-serialisable releases the key and
+   raises :class:`TypeError` before anything is stored. An owner whose lease was
+   taken over cannot overwrite the new owner's result: its completion is
+   refused and logged as a warning (signal ``stale_owner``).
+
+**The first call returns what every repeat returns**: the result after a JSON
+round trip (a tuple comes back as a list, dict keys as strings). A caller can
+never depend on something only the first call would give it.
+
+Sync and async callables both work; an async one runs the store calls through
+:func:`asgiref.sync.sync_to_async` and waits with :func:`asyncio.sleep`.
+
+Inside ``transaction.atomic()`` the claim is part of the caller's transaction:
+other processes cannot see it before the commit (a concurrent duplicate waits on
+the database's unique index instead) and a rollback takes it back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import inspect
+import json
+import logging
+import string
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, ParamSpec, Protocol, TypeVar, cast
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+
+from idempotency import signals
+from idempotency.conf import idempotency_settings
+from idempotency.exceptions import IdempotencyKeyMismatch, InProgress
+from idempotency.responses import StoredResponse
+from idempotency.stores import get_store
+from idempotency.stores.base import BaseStore, Claim, ClaimStatus
+
+__all__ = [
+    "FunctionKeyMismatch",
+    "IdempotentCallable",
+    "idempotent_function",
+]
+
+logger = logging.getLogger("idempotency")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+#: A key: a format string of the call's arguments, or a callable of them.
+KeySpec = str | Callable[..., Any]
+
+#: Longest key a store accepts (``IdempotencyRecord.key``).
+MAX_KEY_LENGTH = 255
+#: ``method`` recorded for the admin: which kind of caller claimed a record.
+FUNCTION_METHOD = "FUNCTION"
+#: How a stored result is tagged.
+JSON_CONTENT_TYPE = "application/json"
+
+
+class FunctionKeyMismatch(IdempotencyKeyMismatch, ValueError):
+    """The key is live for a *different* function (or Celery task) in the same scope.
+
+    Two callables share a key only by mistake (a key template too broad, such as
+    ``"{order_id}"`` used by both "pay" and "refund"): instead of returning the
+    other callable's result, the call fails. Make the key name its purpose
+    (``"pay:{order_id}"``) or give each callable its own ``scope``.
+
+    It is a :class:`ValueError` (the key argument is wrong) and an
+    :class:`~idempotency.exceptions.IdempotencyKeyMismatch`, so code that already
+    catches the HTTP layer's mismatch catches this one too (DRF renders it 422).
+    """
+
+    default_code = "idempotency-key-reused-by-another-function"
+    title = "Idempotency key reused by another function"
+
+    def __init__(self, scope: str, key: str, name: str) -> None:
+        super().__init__(
+            f"Idempotency key {key!r} in scope {scope!r} is already used by another "
+            f"function or task than {name}; give each one keys of its own."
+        )
+        self.scope = scope
+        self.key = key
+        self.name = name
+
+
+class IdempotentCallable(Protocol[P, R_co]):
+    """What :func:`idempotent_function` returns: the callable plus its key helpers."""
+
+    idempotency_scope: str
+
+    @property
+    def __wrapped__(self) -> Callable[P, R_co]: ...
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R_co: ...
+
+    def key_for(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        """The idempotency key of a call with these arguments."""
+        ...
+
+    def forget(self, *args: P.args, **kwargs: P.kwargs) -> bool:
+        """Delete the record of a call with these arguments, so it runs again."""
+        ...
+
+    async def aforget(self, *args: P.args, **kwargs: P.kwargs) -> bool:
+        """:meth:`forget` for async code."""
+        ...
+
+
+# -- keys and fingerprints ---------------------------------------------------------------
+
+
+def qualified_name(func: Callable[..., Any]) -> str:
+    module = getattr(func, "__module__", None) or "?"
+    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
+    return f"{module}.{name}"
+
+
+def fingerprint_of(kind: str, name: str) -> str:
+    """SHA-256 hex of what owns a key: ``kind`` ("function", "task") and its name."""
+    return hashlib.sha256(f"{kind}:{name}".encode()).hexdigest()
+
+
+def check_key(value: Any, *, owner: str) -> str:
+    """``value`` as a key: a non-empty string of at most :data:`MAX_KEY_LENGTH` characters."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise TypeError(
+            f"The idempotency key of {owner} must be a string, got {type(value).__name__}"
+        )
+    if not value:
+        raise ValueError(f"The idempotency key of {owner} is empty")
+    if len(value) > MAX_KEY_LENGTH:
+        raise ValueError(
+            f"The idempotency key of {owner} is {len(value)} characters long; "
+            f"at most {MAX_KEY_LENGTH} are allowed"
+        )
+    return value
+
+
+def _template_fields(template: str) -> set[str]:
+    """Root names of the replacement fields of ``template`` ("{order.pk}" -> "order")."""
+    names: set[str] = set()
+    for _text, field, _spec, _conversion in string.Formatter().parse(template):
+        if field is None:
+            continue
+        root = field.split(".", 1)[0].split("[", 1)[0]
+        if not root or root.isdigit():
+            raise ValueError(
+                f"Idempotency key template {template!r}: use named fields such as "
+                "'{order_id}', not positional ones"
+            )
+        names.add(root)
+    return names
+
+
+def key_builder(
+    key: KeySpec, func: Callable[..., Any], *, owner: str
+) -> Callable[[tuple[Any, ...], dict[str, Any]], str]:
+    """A function of a call's ``(args, kwargs)`` giving its key (see :func:`idempotent_function`).
+
+    A template is checked against ``func``'s signature at once, so a typo in a field
+    name fails at import time rather than on the first call.
+    """
+    if isinstance(key, str):
+        signature = inspect.signature(func)
+        parameters = signature.parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+        unknown = _template_fields(key) - set(parameters)
+        if unknown and not takes_any:
+            raise ValueError(
+                f"Idempotency key template {key!r} of {owner} names "
+                f"{', '.join(sorted(unknown))}, which {owner} has no parameter for "
+                f"(parameters: {', '.join(parameters) or 'none'})"
+            )
+        template = key
+
+        def from_template(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise TypeError(f"{owner}: {exc}") from exc
+            bound.apply_defaults()
+            values = dict(bound.arguments)
+            for name, parameter in parameters.items():
+                if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+                    # "{tag}" and "{kwargs[tag]}" both reach a **kwargs argument
+                    for extra, value in values.get(name, {}).items():
+                        values.setdefault(extra, value)
+            try:
+                value = template.format(**values)
+            except (KeyError, AttributeError, IndexError, TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"Idempotency key template {template!r} of {owner} could not be "
+                    f"formatted with the call's arguments: {exc!r}"
+                ) from exc
+            return check_key(value, owner=owner)
+
+        return from_template
+    if callable(key):
+        make = key
+
+        def from_callable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+            return check_key(make(*args, **kwargs), owner=owner)
+
+        return from_callable
+    raise TypeError(
+        f"key must be a format string such as 'pay:{{trade_no}}' or a callable of the "
+        f"arguments, got {key!r}"
+    )
+
+
+# -- results -----------------------------------------------------------------------------
+
+
+def encode_result(value: Any, *, owner: str) -> bytes:
+    """``value`` as stored JSON bytes; :class:`TypeError` when it is not JSON data."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"{owner} returned a {type(value).__name__} that is not JSON-serialisable "
+            f"({exc}); the result of an idempotent function or task is stored as JSON "
+            "so repeats can return it. Return plain data (dict, list, str, int, float, "
+            "bool or None). The key was released; nothing was stored."
+        ) from exc
+
+
+def decode_result(response: StoredResponse | None) -> Any:
+    if response is None or not response.body:
+        return None
+    return json.loads(response.body)
+
+
+# -- the flow over the store contract ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedCall:
+    """One call under a key: what the store is asked, and how long to wait."""
+
+    store: BaseStore
+    scope: str
+    key: str
+    fingerprint: str
+    owner: str
+    lease: float
+    ttl: float
+    wait: float
+    method: str = FUNCTION_METHOD
+
+    def claim(self) -> Claim:
+        return self.store.claim(
+            self.scope,
+            self.key,
+            fingerprint=self.fingerprint,
+            lease=self.lease,
+            ttl=self.ttl,
+            method=self.method,
+            route=self.owner,
+        )
+
+    def lookup(self) -> Claim | None:
+        return self.store.lookup(self.scope, self.key, fingerprint=self.fingerprint)
+
+    def in_progress(self) -> InProgress:
+        signals.conflict.send(sender=type(self.store), request=None, scope=self.scope, key=self.key)
+        return InProgress(self.scope, self.key)
+
+    def mismatch(self) -> FunctionKeyMismatch:
+        signals.mismatch.send(sender=type(self.store), request=None, scope=self.scope, key=self.key)
+        return FunctionKeyMismatch(self.scope, self.key, self.owner)
+
+    def complete(self, claim: Claim, body: bytes) -> bool:
+        response = StoredResponse(200, [("Content-Type", JSON_CONTENT_TYPE)], body)
+        done = self.store.complete(
+            self.scope,
+            self.key,
+            fence=claim.fence,
+            response=response,
+            ttl=self.ttl,
+            fingerprint=self.fingerprint,
+        )
+        if not done:
+            self._stale(claim, "completion")
+        return done
+
+    def release(self, claim: Claim, reason: BaseException | None = None) -> bool:
+        try:
+            released = self.store.release(self.scope, self.key, fence=claim.fence)
+        except Exception:
+            # the caller re-raises its own error; a store outage must not hide it
+            logger.exception("idempotency: could not release %s/%s", self.scope, self.key)
+            return False
+        if released:
+            signals.released.send(
+                sender=type(self.store),
+                request=None,
+                scope=self.scope,
+                key=self.key,
+                exception=reason,
+            )
+        else:
+            self._stale(claim, "release")
+        return released
+
+    def _stale(self, claim: Claim, what: str) -> None:
+        logger.warning(
+            "idempotency: the %s of %s/%s by %s was refused: its lease ran out and another "
+            "caller took the key over (fence %s). Raise the lease above the work's longest "
+            "run time.",
+            what,
+            self.scope,
+            self.key,
+            self.owner,
+            claim.fence,
+        )
+        signals.stale_owner.send(
+            sender=type(self.store),
+            request=None,
+            scope=self.scope,
+            key=self.key,
+            fence=claim.fence,
+        )
+
+
+def _free(seen: Claim | None) -> bool:
+    """Whether a looked-up state means the key can be claimed (released, or lease over)."""
+    if seen is None:
+        return True
+    return seen.status is ClaimStatus.IN_PROGRESS and seen.retry_after <= 0
+
+
+def _next_delay(delay: float) -> float:
+    return min(delay * 1.5, 0.25)
+
+
+def acquire(call: KeyedCall) -> Claim:
+    """Claim ``call``'s key, waiting up to ``call.wait`` seconds for a running owner.
+
+    Returns a CLAIMED, COMPLETED or (the wait ran out) IN_PROGRESS claim; raises
+    :class:`FunctionKeyMismatch` for a key owned by another function.
+    """
+    deadline = time.monotonic() + max(0.0, call.wait)
+    delay = 0.02
+    claim = call.claim()
+    while True:
+        if claim.status is ClaimStatus.MISMATCH:
+            raise call.mismatch()
+        remaining = deadline - time.monotonic()
+        if claim.status is not ClaimStatus.IN_PROGRESS or remaining <= 0:
+            return claim
+        time.sleep(min(delay, remaining))
+        delay = _next_delay(delay)
+        seen = call.lookup()
+        # released, or its owner's lease ran out: try to own it; else keep watching
+        claim = call.claim() if _free(seen) else cast(Claim, seen)
+
+
+async def aacquire(call: KeyedCall) -> Claim:
+    """:func:`acquire` for async callers: store calls in a thread, waits on the event loop."""
+    claim_async = sync_to_async(call.claim)
+    lookup_async = sync_to_async(call.lookup)
+    deadline = time.monotonic() + max(0.0, call.wait)
+    delay = 0.02
+    claim = await claim_async()
+    while True:
+        if claim.status is ClaimStatus.MISMATCH:
+            raise call.mismatch()
+        remaining = deadline - time.monotonic()
+        if claim.status is not ClaimStatus.IN_PROGRESS or remaining <= 0:
+            return claim
+        await asyncio.sleep(min(delay, remaining))
+        delay = _next_delay(delay)
+        seen = await lookup_async()
+        claim = await claim_async() if _free(seen) else cast(Claim, seen)
+
+
+def replayed(call: KeyedCall, claim: Claim) -> Any:
+    """The stored result of a completed key."""
+    signals.replayed.send(sender=type(call.store), request=None, scope=call.scope, key=call.key)
+    logger.debug(
+        "idempotency: %s/%s already done; returning its stored result", call.scope, call.key
+    )
+    return decode_result(claim.response)
+
+
+def finish(call: KeyedCall, claim: Claim, result: Any) -> Any:
+    """Store ``result`` under the claimed key and return its JSON round trip."""
+    try:
+        body = encode_result(result, owner=call.owner)
+    except TypeError as exc:
+        call.release(claim, exc)
+        raise
+    call.complete(claim, body)
+    return json.loads(body)
+
+
+# -- the decorator -----------------------------------------------------------------------
+
+
+def idempotent_function(
+    *,
+    key: KeySpec,
+    scope: str = "functions",
+    ttl: float | None = None,
+    lease: float | None = None,
+    store: Any = None,
+    wait: float | None = None,
+) -> Callable[[Callable[P, R]], IdempotentCallable[P, R]]:
+    """Make a callable run at most once per key; repeats return the stored result.
+
+    ``key``
+        A format string formatted with the call's bound arguments (defaults applied;
+        attribute and index access work: ``"refund:{order.pk}"``), or a callable
+        receiving the same arguments as the function and returning the key. Keys are
+        1 to 255 characters. Name the operation in them (``"pay_callback:{trade_no}"``,
+        ``"msg_{message_id}_{consumer}"``); never a timestamp or a bare user id.
+    ``scope``
+        Namespace of the keys (default ``"functions"``); a key is unique per scope.
+    ``ttl``
+        Seconds a result is kept and returned to repeats (default: the ``TTL`` setting).
+    ``lease``
+        Seconds a claim is owned before a repeat may take it over, for when the owner
+        crashed (default: the ``LEASE`` setting). Keep it above the longest run time.
+    ``store``
+        A store instance, class or dotted path (default: the ``STORE`` setting).
+    ``wait``
+        Seconds a repeat waits for a running first call before raising
+        :class:`~idempotency.exceptions.InProgress` (default: the ``WAIT`` setting).
+
+    The wrapper has ``key_for(*args, **kwargs)`` (the key of a call) and
+    ``forget(*args, **kwargs)`` / ``aforget`` (delete that record so it runs again).
+    Raises :class:`FunctionKeyMismatch` when the key belongs to another function.
+    """
+    if callable(key) and isinstance(key, type):
+        raise TypeError("key must be a format string or a function of the arguments")
+
+    def decorate(func: Callable[P, R]) -> IdempotentCallable[P, R]:
+        if not callable(func):
+            raise TypeError(f"@idempotent_function decorates callables, got {func!r}")
+        owner = qualified_name(func)
+        build = key_builder(key, func, owner=owner)
+        fingerprint = fingerprint_of("function", owner)
+
+        def keyed(args: tuple[Any, ...], kwargs: dict[str, Any]) -> KeyedCall:
+            settings = idempotency_settings
+            return KeyedCall(
+                store=get_store(store),
+                scope=scope,
+                key=build(args, kwargs),
+                fingerprint=fingerprint,
+                owner=owner,
+                lease=float(settings.LEASE if lease is None else lease),
+                ttl=float(settings.TTL if ttl is None else ttl),
+                wait=float(settings.WAIT if wait is None else wait),
+            )
+
+        wrapper: Any
+        if iscoroutinefunction(func):
+            async_func = cast(Callable[..., Awaitable[Any]], func)
+
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                call = keyed(args, kwargs)
+                claim = await aacquire(call)
+                if claim.status is ClaimStatus.COMPLETED:
+                    return replayed(call, claim)
+                if claim.status is not ClaimStatus.CLAIMED:
+                    raise call.in_progress()
+                try:
+                    result = await async_func(*args, **kwargs)
+                except BaseException as exc:
+                    await sync_to_async(call.release)(claim, exc)
+                    raise
+                return await sync_to_async(finish)(call, claim, result)
+
+            wrapper = functools.wraps(func)(async_wrapper)
+            markcoroutinefunction(wrapper)
+        else:
+
+            def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
+                call = keyed(args, kwargs)
+                claim = acquire(call)
+                if claim.status is ClaimStatus.COMPLETED:
+                    return replayed(call, claim)
+                if claim.status is not ClaimStatus.CLAIMED:
+                    raise call.in_progress()
+                try:
+                    result = func(*args, **kwargs)
+                except BaseException as exc:
+                    call.release(claim, exc)
+                    raise
+                return finish(call, claim, result)
+
+            wrapper = functools.wraps(func)(sync_wrapper)
+
+        def key_for(*args: Any, **kwargs: Any) -> str:
+            return build(args, kwargs)
+
+        def forget(*args: Any, **kwargs: Any) -> bool:
+            return get_store(store).delete(scope, build(args, kwargs))
+
+        async def aforget(*args: Any, **kwargs: Any) -> bool:
+            return await sync_to_async(forget)(*args, **kwargs)
+
+        wrapper.key_for = key_for
+        wrapper.forget = forget
+        wrapper.aforget = aforget
+        wrapper.idempotency_scope = scope
+        return cast("IdempotentCallable[P, R]", wrapper)
+
+    return decorate

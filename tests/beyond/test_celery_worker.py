@@ -1,0 +1,156 @@
+"""IdempotentTask under a REAL Celery worker process (Redis broker, PostgreSQL test database).
+
+Each test starts ``celery worker --pool=solo`` subprocesses on a queue of its own,
+with ``DATABASE_URL`` pointing at pytest-django's test database, so the worker's
+DatabaseStore records are the ones the test reads.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from idempotency.models import IdempotencyRecord
+from tests.beyond import celery_app
+from tests.beyond.support import Worker, unique, wait_until
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.redis,
+    pytest.mark.celery_worker,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.timeout(120),
+]
+
+
+def postruns(counters: Any, task_id: str) -> list[dict[str, Any]]:
+    return [json.loads(entry) for entry in counters.lrange(f"beyond:postrun:{task_id}", 0, -1)]
+
+
+def effects(counters: Any, label: str) -> int:
+    return int(counters.get(celery_app.key(label, "effects")) or 0)
+
+
+def record(key: str) -> IdempotencyRecord | None:
+    return IdempotencyRecord.objects.filter(scope="tasks", key=key).first()
+
+
+def test_same_task_id_published_twice_runs_once(
+    start_worker: Callable[..., Worker], counters: Any
+) -> None:
+    worker = start_worker()
+    label = unique("dup")
+    task_id = str(uuid.uuid4())
+    for _ in range(2):
+        celery_app.record_effect.apply_async((label,), task_id=task_id, queue=worker.queue)
+
+    runs = wait_until(
+        lambda: len(postruns(counters, task_id)) >= 2 and postruns(counters, task_id), timeout=30
+    )
+    assert runs, worker.output()
+    assert [run["state"] for run in runs] == ["SUCCESS", "SUCCESS"]
+    # the duplicate was acknowledged and answered with the first run's stored result
+    assert runs[0]["retval"] == runs[1]["retval"] == {"label": label, "pid": worker.pid}
+    assert effects(counters, label) == 1
+    stored = record(task_id)
+    assert stored is not None and stored.is_completed
+    assert json.loads(bytes(stored.response_body)) == runs[0]["retval"]
+
+
+def test_same_message_id_under_new_task_ids_runs_once_per_consumer(
+    start_worker: Callable[..., Worker], counters: Any
+) -> None:
+    worker = start_worker()
+    label = unique("msg")
+    message_id = uuid.uuid4().hex
+    task_ids = [str(uuid.uuid4()) for _ in range(3)]
+    consumers = ["billing", "billing", "shipping"]
+    for task_id, consumer in zip(task_ids, consumers, strict=True):
+        celery_app.consume_message.apply_async(
+            (message_id, consumer, label), task_id=task_id, queue=worker.queue
+        )
+
+    assert wait_until(lambda: all(postruns(counters, t) for t in task_ids), timeout=30), (
+        worker.output()
+    )
+    assert [postruns(counters, t)[0]["state"] for t in task_ids] == ["SUCCESS"] * 3
+    # billing ran once (its redelivery got the stored result), shipping once
+    assert effects(counters, label) == 2
+    assert postruns(counters, task_ids[1])[0]["retval"] == {
+        "message_id": message_id,
+        "consumer": "billing",
+    }
+    assert record(f"msg_{message_id}_billing") is not None
+    assert record(f"msg_{message_id}_shipping") is not None
+
+
+@pytest.mark.parametrize("task_name", ["flaky_autoretry", "flaky_manual"])
+def test_failed_task_is_retried_by_celery_and_completes_once(
+    start_worker: Callable[..., Worker], counters: Any, task_name: str
+) -> None:
+    worker = start_worker()
+    task = getattr(celery_app, task_name)
+    label = unique("flaky")
+    task_id = str(uuid.uuid4())
+    task.apply_async((label, 2), task_id=task_id, queue=worker.queue)
+
+    assert wait_until(
+        lambda: any(run["state"] == "SUCCESS" for run in postruns(counters, task_id)),
+        timeout=30,
+    ), worker.output()
+    states = [run["state"] for run in postruns(counters, task_id)]
+    assert states == ["RETRY", "RETRY", "SUCCESS"]
+    assert int(counters.get(celery_app.key(label, "attempts"))) == 3
+    assert effects(counters, label) == 1
+    stored = record(task_id)
+    assert stored is not None and stored.is_completed
+    assert json.loads(bytes(stored.response_body)) == {"attempts": 3}
+
+    # a later duplicate of the finished message is skipped, with the stored result
+    task.apply_async((label, 2), task_id=task_id, queue=worker.queue)
+    assert wait_until(lambda: len(postruns(counters, task_id)) == 4, timeout=20)
+    assert postruns(counters, task_id)[-1]["retval"] == {"attempts": 3}
+    assert effects(counters, label) == 1
+
+
+def test_worker_killed_mid_task_is_redelivered_and_completes_once(
+    start_worker: Callable[..., Worker], counters: Any
+) -> None:
+    """acks_late + SIGKILL: the broker redelivers; the redelivery waits out the dead
+    worker's lease (self.retry with the lease's remainder), then takes the key over."""
+    lease = 6.0
+    queue = unique("beyond-kill")
+    first = start_worker(queue, BEYOND_SLOW_LEASE=str(lease))
+    label = unique("kill")
+    task_id = str(uuid.uuid4())
+    celery_app.slow_effect.apply_async((label, 60), task_id=task_id, queue=queue)
+
+    started = celery_app.key(label, "started")
+    assert wait_until(lambda: counters.llen(started) == 1, timeout=30), first.output()
+    claimed_at = time.monotonic()
+    owner = record(task_id)
+    assert owner is not None and not owner.is_completed
+    first.kill()
+
+    second = start_worker(queue, BEYOND_SLOW_LEASE=str(lease))
+    assert wait_until(lambda: effects(counters, label) >= 1, timeout=40), second.output()
+    done_after = time.monotonic() - claimed_at
+    assert wait_until(lambda: (r := record(task_id)) is not None and r.is_completed, timeout=10)
+    time.sleep(1.0)  # nothing else runs it
+
+    assert effects(counters, label) == 1
+    pids = [int(pid) for pid in counters.lrange(started, 0, -1)]
+    assert pids == [first.pid, second.pid]
+    # the redelivery came before the lease ran out: it was deferred, not dropped or run
+    assert int(counters.get(f"beyond:retries:{task_id}") or 0) >= 1, second.output()
+    assert done_after >= lease - 0.5
+    runs = postruns(counters, task_id)
+    assert runs[-1]["state"] == "SUCCESS" or any(run["state"] == "SUCCESS" for run in runs)
+    stored = record(task_id)
+    assert stored is not None
+    assert json.loads(bytes(stored.response_body)) == {"label": label, "pid": second.pid}
