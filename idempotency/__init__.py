@@ -29,7 +29,9 @@ _EXPORTS: dict[str, str] = {
     "consume_submit_token": "idempotency.tokens",
     "require_submit_token": "idempotency.tokens",
     "SubmitTokenPermission": "idempotency.tokens",
+    "SubmitTokenIssueView": "idempotency.tokens",
     "lock": "idempotency.locks",
+    "Lock": "idempotency.locks",
     # stores
     "get_store": "idempotency.stores",
     "DatabaseStore": "idempotency.stores.database",
@@ -43,6 +45,8 @@ _EXPORTS: dict[str, str] = {
     "IdempotencyRequestInProgress": "idempotency.exceptions",
     "IdempotencyScopeUnavailable": "idempotency.exceptions",
     "LockNotAcquired": "idempotency.exceptions",
+    "InProgress": "idempotency.exceptions",
+    "FunctionKeyMismatch": "idempotency.functions",
     "SubmitTokenInvalid": "idempotency.exceptions",
     "SubmitTokenUsed": "idempotency.exceptions",
     "ImproperlyApplied": "idempotency.exceptions",
@@ -82,12 +86,15 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         IdempotencyScopeUnavailable as IdempotencyScopeUnavailable,
     )
     from idempotency.exceptions import ImproperlyApplied as ImproperlyApplied
+    from idempotency.exceptions import InProgress as InProgress
     from idempotency.exceptions import InvalidIdempotencyKey as InvalidIdempotencyKey
     from idempotency.exceptions import LockNotAcquired as LockNotAcquired
     from idempotency.exceptions import StaleOwner as StaleOwner
     from idempotency.exceptions import SubmitTokenInvalid as SubmitTokenInvalid
     from idempotency.exceptions import SubmitTokenUsed as SubmitTokenUsed
+    from idempotency.functions import FunctionKeyMismatch as FunctionKeyMismatch
     from idempotency.functions import idempotent_function as idempotent_function
+    from idempotency.locks import Lock as Lock
     from idempotency.locks import lock as lock
     from idempotency.middleware import IdempotencyMiddleware as IdempotencyMiddleware
     from idempotency.mixins import IdempotentMixin as IdempotentMixin
@@ -101,6 +108,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.stores.redis import RedisStore as RedisStore
     from idempotency.tasks import IdempotentTask as IdempotentTask
     from idempotency.tasks import idempotent_task as idempotent_task
+    from idempotency.tokens import SubmitTokenIssueView as SubmitTokenIssueView
     from idempotency.tokens import SubmitTokenPermission as SubmitTokenPermission
     from idempotency.tokens import consume_submit_token as consume_submit_token
     from idempotency.tokens import issue_submit_token as issue_submit_token

@@ -29,14 +29,16 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from idempotency.models import IdempotencyRecord
+from idempotency.models import IdempotencyRecord, SubmitToken
 from idempotency.purge import purge_expired_records
 from idempotency.stores.database import DatabaseStore
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[IdempotencyRecord]
+    _TokenAdmin = admin.ModelAdmin[SubmitToken]
 else:
     _ModelAdmin = admin.ModelAdmin
+    _TokenAdmin = admin.ModelAdmin
 
 __all__ = ["ExpiredListFilter", "IdempotencyRecordAdmin", "body_preview"]
 
@@ -239,9 +241,7 @@ class IdempotencyRecordAdmin(_ModelAdmin):
         permissions=["delete"],
         description=_("Release selected records"),
     )
-    def release_records(
-        self, request: HttpRequest, queryset: QuerySet[IdempotencyRecord]
-    ) -> None:
+    def release_records(self, request: HttpRequest, queryset: QuerySet[IdempotencyRecord]) -> None:
         store = DatabaseStore(using=queryset.db)
         released = 0
         for scope, key in queryset.values_list("scope", "key").iterator():
@@ -299,3 +299,21 @@ class IdempotencyRecordAdmin(_ModelAdmin):
             index = 0
         chosen = request.POST.getlist("action")
         return chosen[index] if 0 <= index < len(chosen) else ""
+
+
+@admin.register(SubmitToken)
+class SubmitTokenAdmin(_TokenAdmin):
+    """Read-only view of one-time submit tokens (only their hashes are stored)."""
+
+    list_display = ("purpose", "scope", "created_at", "expires_at", "consumed_at")
+    list_filter = ("purpose",)
+    search_fields = ("=scope", "purpose")
+    date_hierarchy = "created_at"
+    ordering = ("-created_at",)
+    readonly_fields = ("token_hash", "scope", "purpose", "created_at", "expires_at", "consumed_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: SubmitToken | None = None) -> bool:
+        return False

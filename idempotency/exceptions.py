@@ -116,6 +116,10 @@ class LockNotAcquired(Exception):
         self.name = name
         self.waited = waited
 
+    def __reduce__(self) -> tuple[type[LockNotAcquired], tuple[str, float]]:
+        # picklable, so a Celery task failing with it reports it faithfully
+        return (type(self), (self.name, self.waited))
+
 
 class StaleOwner(Exception):
     """A claim was completed or released by an owner whose lease had been taken over."""
@@ -128,6 +132,9 @@ class InProgress(Exception):
         super().__init__(f"Idempotent call {scope}/{key} is already in progress")
         self.scope = scope
         self.key = key
+
+    def __reduce__(self) -> tuple[type[InProgress], tuple[str, str]]:
+        return (type(self), (self.scope, self.key))
 
 
 class ImproperlyApplied(ImproperlyConfigured, TypeError):

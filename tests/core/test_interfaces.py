@@ -188,3 +188,18 @@ def test_mixin_limits_actions_and_takes_class_attributes(client_a: Client, walle
     again = call("put", k)
     assert again["Idempotent-Replayed"] == "true"
     assert again.content == first.content
+
+
+def test_non_http_exceptions_survive_pickling() -> None:
+    import pickle
+
+    from idempotency.exceptions import InProgress, LockNotAcquired
+
+    lost = pickle.loads(pickle.dumps(LockNotAcquired("settle", 2.5)))
+    assert (lost.name, lost.waited, str(lost)) == (
+        "settle",
+        2.5,
+        "Lock 'settle' not acquired within 2.5 s",
+    )
+    busy = pickle.loads(pickle.dumps(InProgress("functions", "k1")))
+    assert (busy.scope, busy.key) == ("functions", "k1")

@@ -214,18 +214,14 @@ def test_purge_action_runs_without_a_selection(
     make_record(key="old-2", expired=True)
     make_record(key="live-key")
 
-    response = admin_client.post(
-        CHANGELIST, {"action": "purge_expired", "index": "0"}, follow=True
-    )
+    response = admin_client.post(CHANGELIST, {"action": "purge_expired", "index": "0"}, follow=True)
 
     assert response.status_code == 200
     assert "Purged 2 expired records" in html(response)
     assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == ["live-key"]
 
 
-def test_purge_action_ignores_the_selection(
-    admin_client: Client, make_record: MakeRecord
-) -> None:
+def test_purge_action_ignores_the_selection(admin_client: Client, make_record: MakeRecord) -> None:
     make_record(key="old-1", expired=True)
     live = make_record(key="live-key")
 
@@ -247,9 +243,7 @@ def test_the_generic_delete_action_is_not_offered(admin_client: Client) -> None:
 def test_staff_without_superuser_can_view_but_not_release(
     client: Client, django_user_model: Any, make_record: MakeRecord
 ) -> None:
-    staff = django_user_model.objects.create_user(
-        username="viewer", password="pw", is_staff=True
-    )
+    staff = django_user_model.objects.create_user(username="viewer", password="pw", is_staff=True)
     staff.user_permissions.add(Permission.objects.get(codename="view_idempotencyrecord"))
     client.force_login(staff)
     obj = make_record(key="order-abc-123")
@@ -262,9 +256,7 @@ def test_staff_without_superuser_can_view_but_not_release(
     assert client.get(change_url(obj)).status_code == 200
 
     for action in ("release_records", "purge_expired"):
-        client.post(
-            CHANGELIST, {"action": action, "_selected_action": [obj.pk], "index": "0"}
-        )
+        client.post(CHANGELIST, {"action": action, "_selected_action": [obj.pk], "index": "0"})
     assert IdempotencyRecord.objects.count() == 2
 
 
@@ -304,3 +296,13 @@ def test_stored_responses_preview_as_the_store_wrote_them() -> None:
     obj = IdempotencyRecord.objects.get(key="via-store")
 
     assert body_preview(bytes(obj.response_body or b"")) == '{\n  "ok": true\n}'
+
+
+def test_submit_token_admin_is_read_only(admin_client: Any) -> None:
+    from idempotency.tokens import issue_submit_token
+
+    issue_submit_token(user_or_scope="user:42", purpose="order-form")
+    listing = admin_client.get("/admin/idempotency/submittoken/")
+    assert listing.status_code == 200
+    assert b"order-form" in listing.content
+    assert admin_client.get("/admin/idempotency/submittoken/add/").status_code == 403
