@@ -12,7 +12,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from accounts.models import Account, LedgerEntry
+from accounts.models import Account, LedgerEntry, ReconciliationRun
 
 
 class LedgerEntryInline(admin.TabularInline):  # type: ignore[type-arg]
@@ -62,4 +62,20 @@ class LedgerEntryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(ReconciliationRun)
+class ReconciliationRunAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Runs of the scheduled reconciliation: a read-only audit trail."""
+
+    list_display = ("id", "started_at", "finished_at", "accounts_checked", "mismatches")
+    list_filter = ("started_at",)
+    date_hierarchy = "started_at"
+    ordering = ("-id",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -84,3 +84,29 @@ class LedgerEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.amount} ({self.reference})"
+
+
+class ReconciliationRun(models.Model):
+    """One run of the ledger reconciliation: every account's balance against its ledger.
+
+    An account is a *mismatch* when the sum of its ledger amounts differs from its
+    balance. ``details`` keeps the first mismatches found (account, balance, ledger
+    total); ``mismatches`` counts all of them.
+    """
+
+    started_at = models.DateTimeField(_("started at"), db_index=True)
+    finished_at = models.DateTimeField(_("finished at"))
+    accounts_checked = models.PositiveIntegerField(_("accounts checked"), default=0)
+    mismatches = models.PositiveIntegerField(_("mismatches"), default=0)
+    details = models.JSONField(_("details"), default=list, blank=True)
+
+    class Meta:
+        verbose_name = _("reconciliation run")
+        verbose_name_plural = _("reconciliation runs")
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return (
+            f"Reconciliation at {self.started_at:%Y-%m-%d %H:%M:%S}: "
+            f"{self.mismatches} mismatch(es) in {self.accounts_checked} account(s)"
+        )

@@ -20,11 +20,12 @@ point). ``balance_after`` of the ledger entry is the same exact value.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 import uuid
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -38,8 +39,9 @@ from accounts.errors import (
     InvalidReference,
     LedgerReferenceConflict,
 )
-from accounts.models import Account, LedgerEntry, LedgerEntryKind
-from accounts.money import MAX_AMOUNT, identifier_pattern, require_amount
+from accounts.models import Account, LedgerEntry, LedgerEntryKind, ReconciliationRun
+from accounts.money import CENT, MAX_AMOUNT, identifier_pattern, require_amount
+from accounts.selectors import account_ledger_totals
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -52,6 +54,11 @@ BACKOFF_BASE = 0.001
 BACKOFF_CAP = 0.05
 
 REFERENCE_PATTERN = identifier_pattern(64)
+
+#: Mismatches kept in a reconciliation run's ``details`` (and logged one by one).
+RECONCILE_DETAILS_LIMIT = 100
+
+logger = logging.getLogger(__name__)
 
 
 def account_get_or_create_for_user(*, user: User) -> Account:
@@ -166,3 +173,48 @@ def _same_change(existing: LedgerEntry, *, kind: LedgerEntryKind, delta: Decimal
     if existing.kind != kind or existing.amount != delta:
         raise LedgerReferenceConflict(existing.reference, existing.kind, abs(existing.amount))
     return existing
+
+
+def ledger_reconcile(*, details_limit: int = RECONCILE_DETAILS_LIMIT) -> ReconciliationRun:
+    """Check every account's balance against the sum of its ledger; record the run.
+
+    Changes no balance: a mismatch is a finding for a human (logged as a warning
+    and kept in the run's ``details``, the first ``details_limit`` of them), never
+    something to "fix" automatically. Not meant to run twice at once; the
+    scheduled task :func:`accounts.tasks.reconcile_ledger` holds a lock around it.
+    """
+    started_at = timezone.now()
+    checked = mismatched = 0
+    details: list[dict[str, Any]] = []
+    for account_id, balance, raw_total in account_ledger_totals().iterator(chunk_size=2000):
+        checked += 1
+        # exact on PostgreSQL; SQLite sums in floating point, so round back to cents
+        ledger_total = Decimal(raw_total).quantize(CENT)
+        if balance == ledger_total:
+            continue
+        mismatched += 1
+        if len(details) < details_limit:
+            logger.warning(
+                "ledger mismatch: account %s holds %s but its ledger sums to %s",
+                account_id,
+                balance,
+                ledger_total,
+            )
+            details.append(
+                {
+                    "account_id": account_id,
+                    "balance": str(balance),
+                    "ledger_total": str(ledger_total),
+                }
+            )
+    if mismatched > len(details):
+        logger.warning("ledger mismatch: %d more account(s) not listed", mismatched - len(details))
+    with transaction.atomic():
+        run = ReconciliationRun.objects.create(
+            started_at=started_at,
+            finished_at=timezone.now(),
+            accounts_checked=checked,
+            mismatches=mismatched,
+            details=details,
+        )
+    return run

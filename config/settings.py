@@ -157,6 +157,16 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "task": "idempotency.purge_expired_records",
         "schedule": 3600.0,
     },
+    "purge-idempotency-submit-tokens": {
+        "task": "idempotency.purge_expired_submit_tokens",
+        "schedule": 3600.0,
+    },
+    # Runs under the lock "reconcile-ledger" (see accounts/tasks.py): a second
+    # scheduler firing at the same time skips instead of running twice.
+    "reconcile-ledger": {
+        "task": "accounts.reconcile_ledger",
+        "schedule": 900.0,
+    },
 }
 
 IDEMPOTENCY: dict[str, Any] = {}
@@ -164,6 +174,22 @@ if os.environ.get("IDEMPOTENCY_STORE"):
     IDEMPOTENCY["STORE"] = os.environ["IDEMPOTENCY_STORE"]
 if os.environ.get("IDEMPOTENCY_RESPONSE_CACHE"):
     IDEMPOTENCY["RESPONSE_CACHE"] = os.environ["IDEMPOTENCY_RESPONSE_CACHE"]
+# Distributed locks (the scheduled jobs): Redis when there is one, else PostgreSQL
+# advisory locks. With neither (the embedded default: SQLite, no Redis) the setting is
+# left unset and the sample's jobs lock with a host-local file lock, which is enough
+# there: a SQLite database lives on one host (accounts/locks.py).
+if os.environ.get("IDEMPOTENCY_LOCK_BACKEND"):
+    IDEMPOTENCY["LOCK_BACKEND"] = os.environ["IDEMPOTENCY_LOCK_BACKEND"]
+elif REDIS_URL:
+    IDEMPOTENCY["LOCK_BACKEND"] = "redis"
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    IDEMPOTENCY["LOCK_BACKEND"] = "postgres"
+
+# Shared secret of the payment gateway: it signs each callback's body with HMAC-SHA256
+# (POST /api/payments/callback/, header X-Gateway-Signature). Set it in production.
+PAYMENT_GATEWAY_SECRET = os.environ.get(
+    "PAYMENT_GATEWAY_SECRET", "dev-only-gateway-secret-change-me"
+)
 
 LOGGING = {
     "version": 1,

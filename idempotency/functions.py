@@ -57,14 +57,16 @@ import logging
 import string
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.core.exceptions import ImproperlyConfigured
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
-from idempotency.exceptions import IdempotencyKeyMismatch, InProgress
+from idempotency.exceptions import IdempotencyKeyMismatch, ImproperlyApplied, InProgress
 from idempotency.responses import StoredResponse
 from idempotency.stores import get_store
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus
@@ -359,6 +361,20 @@ class KeyedCall:
         )
 
 
+MODES = ("lease", "atomic", "auto")
+
+
+def transaction_for(store: BaseStore, mode: str) -> AbstractContextManager[Any]:
+    """The transaction a call runs in: the store's own in atomic mode, none in lease mode."""
+    if mode == "lease" or (mode == "auto" and not store.supports_atomic):
+        return nullcontext()
+    if not store.supports_atomic:
+        raise ImproperlyConfigured(
+            f"{type(store).__name__} cannot run atomic mode; use mode='lease' or DatabaseStore."
+        )
+    return store.atomic()
+
+
 def _free(seen: Claim | None) -> bool:
     """Whether a looked-up state means the key can be claimed (released, or lease over)."""
     if seen is None:
@@ -442,6 +458,7 @@ def idempotent_function(
     lease: float | None = None,
     store: Any = None,
     wait: float | None = None,
+    mode: str = "lease",
 ) -> Callable[[Callable[P, R]], IdempotentCallable[P, R]]:
     """Make a callable run at most once per key; repeats return the stored result.
 
@@ -463,6 +480,13 @@ def idempotent_function(
     ``wait``
         Seconds a repeat waits for a running first call before raising
         :class:`~idempotency.exceptions.InProgress` (default: the ``WAIT`` setting).
+    ``mode``
+        ``"lease"`` (the default: claim, run, complete), ``"atomic"`` (with
+        :class:`~idempotency.stores.DatabaseStore`: the claim, the function's database
+        writes and the stored result commit in one transaction, so a crash leaves none of
+        them and a concurrent repeat waits on the record's unique index, then returns the
+        committed result), or ``"auto"`` (atomic where the store supports it, else lease).
+        Atomic mode is for functions whose effects all live in the database; sync only.
 
     The wrapper has ``key_for(*args, **kwargs)`` (the key of a call) and
     ``forget(*args, **kwargs)`` / ``aforget`` (delete that record so it runs again).
@@ -470,10 +494,14 @@ def idempotent_function(
     """
     if callable(key) and isinstance(key, type):
         raise TypeError("key must be a format string or a function of the arguments")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
 
     def decorate(func: Callable[P, R]) -> IdempotentCallable[P, R]:
         if not callable(func):
             raise TypeError(f"@idempotent_function decorates callables, got {func!r}")
+        if mode == "atomic" and iscoroutinefunction(func):
+            raise ImproperlyApplied("Async functions cannot use atomic mode; use mode='lease'.")
         owner = qualified_name(func)
         build = key_builder(key, func, owner=owner)
         fingerprint = fingerprint_of("function", owner)
@@ -515,17 +543,18 @@ def idempotent_function(
 
             def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
                 call = keyed(args, kwargs)
-                claim = acquire(call)
-                if claim.status is ClaimStatus.COMPLETED:
-                    return replayed(call, claim)
-                if claim.status is not ClaimStatus.CLAIMED:
-                    raise call.in_progress()
-                try:
-                    result = func(*args, **kwargs)
-                except BaseException as exc:
-                    call.release(claim, exc)
-                    raise
-                return finish(call, claim, result)
+                with transaction_for(call.store, mode):
+                    claim = acquire(call)
+                    if claim.status is ClaimStatus.COMPLETED:
+                        return replayed(call, claim)
+                    if claim.status is not ClaimStatus.CLAIMED:
+                        raise call.in_progress()
+                    try:
+                        result = func(*args, **kwargs)
+                    except BaseException as exc:
+                        call.release(claim, exc)
+                        raise
+                    return finish(call, claim, result)
 
             wrapper = functools.wraps(func)(sync_wrapper)
 

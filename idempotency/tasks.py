@@ -67,6 +67,12 @@ Options (class attributes, or task options of ``app.task``/``shared_task``):
     defer at once).
 ``idempotency_store``
     Store instance, class or dotted path (default: the ``STORE`` setting).
+``idempotency_mode``
+    ``"lease"`` (default), ``"atomic"`` or ``"auto"``, as for
+    :func:`~idempotency.functions.idempotent_function`: in atomic mode (database store)
+    the claim, the task's database writes and its stored result commit in one
+    transaction, so a worker killed mid-task leaves nothing behind and its redelivery
+    runs at once, with no lease to wait out.
 
 Also here: the Celery beat tasks ``idempotency.purge_expired_records`` and
 ``idempotency.purge_expired_submit_tokens``.
@@ -94,6 +100,7 @@ from idempotency.functions import (
     finish,
     key_builder,
     replayed,
+    transaction_for,
 )
 from idempotency.stores import get_store
 from idempotency.stores.base import Claim, ClaimStatus
@@ -151,6 +158,7 @@ class IdempotentTask(Task[Any, Any]):
     idempotency_ttl: float | None = None
     idempotency_wait: float = 0.0
     idempotency_store: Any = None
+    idempotency_mode: str = "lease"
 
     _idempotency_builder: Callable[[tuple[Any, ...], dict[str, Any]], str] | None = None
 
@@ -206,6 +214,10 @@ class IdempotentTask(Task[Any, Any]):
         call = self.idempotent_call(args, kwargs)
         if call is None:
             return super().__call__(*args, **kwargs)
+        with transaction_for(call.store, self.idempotency_mode):
+            return self._run_keyed(call, args, kwargs)
+
+    def _run_keyed(self, call: KeyedCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         claim = acquire(call)
         if claim.status is ClaimStatus.COMPLETED:
             logger.info(

@@ -7,13 +7,14 @@ from typing import Any, ClassVar
 from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException, NotFound
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.apis import request_user
 from accounts.money import MIN_AMOUNT
-from idempotency import idempotent
+from idempotency import SubmitTokenPermission, idempotency_settings, idempotent
 from orders.errors import (
     IllegalTransition,
     InvalidRequestId,
@@ -23,7 +24,10 @@ from orders.errors import (
 )
 from orders.models import Order, OrderStatus
 from orders.selectors import order_get, order_list
-from orders.services import REQUEST_ID_PATTERN, order_create, order_transition
+from orders.services import REQUEST_ID_PATTERN, order_checkout, order_create, order_transition
+
+#: Purpose of the one-time submit tokens of the order form (``POST /api/orders/checkout/``).
+ORDER_FORM_TOKEN_PURPOSE = "order-form"
 
 
 class OrderRequestConflictError(APIException):
@@ -103,6 +107,42 @@ class OrderListCreateApi(APIView):
         serializer.is_valid(raise_exception=True)
         try:
             order, _created = order_create(user=request_user(request), **serializer.validated_data)
+        except OrderError as exc:
+            raise order_api_error(exc) from exc
+        return Response(self.OutputSerializer(order).data, status=status.HTTP_201_CREATED)
+
+
+class OrderCheckoutApi(APIView):
+    """``POST /api/orders/checkout/`` ``{amount}``: create an order from the order form.
+
+    The form fetched a one-time token first (``POST /api/idempotency/tokens/``
+    ``{"purpose": "order-form"}``) and sends it back in ``X-Submit-Token``. The
+    token is consumed atomically before anything else runs, so of two submissions
+    of one form (a double click, a browser retry) exactly one creates an order:
+    ``201 Created``; the other is ``409 submit-token-used``. A missing, unknown,
+    expired or someone else's token is ``400 submit-token-invalid`` and creates
+    nothing. A spent token stays spent even when the submission then fails
+    validation: the form asks for a new one.
+    """
+
+    permission_classes = [IsAuthenticated, SubmitTokenPermission]  # the token's check last
+    submit_token_purpose = ORDER_FORM_TOKEN_PURPOSE
+
+    class InputSerializer(serializers.Serializer[Any]):
+        amount = serializers.DecimalField(max_digits=12, decimal_places=2, min_value=MIN_AMOUNT)
+
+    OutputSerializer = OrderOutputSerializer
+
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        form_token = request.headers[idempotency_settings.SUBMIT_TOKEN_HEADER].strip()
+        try:
+            order = order_checkout(
+                user=request_user(request),
+                form_token=form_token,
+                amount=serializer.validated_data["amount"],
+            )
         except OrderError as exc:
             raise order_api_error(exc) from exc
         return Response(self.OutputSerializer(order).data, status=status.HTTP_201_CREATED)

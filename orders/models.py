@@ -77,3 +77,49 @@ class Order(models.Model):
 
     def __str__(self) -> str:
         return f"Order {self.pk} ({self.request_id}): {self.amount} {self.status}"
+
+
+class Receipt(models.Model):
+    """The receipt of a paid order, written by the ``order.paid`` consumer (one per order)."""
+
+    order = models.OneToOneField(
+        Order,
+        on_delete=models.PROTECT,
+        related_name="receipt",
+        verbose_name=_("order"),
+    )
+    amount = models.DecimalField(_("amount"), max_digits=12, decimal_places=2)
+    paid_at = models.DateTimeField(_("paid at"))
+    issued_at = models.DateTimeField(_("issued at"), auto_now_add=True, db_index=True)
+
+    class Meta:
+        verbose_name = _("receipt")
+        verbose_name_plural = _("receipts")
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"Receipt of order {self.order_id}: {self.amount}"
+
+
+class DailySales(models.Model):
+    """Paid orders and their total per day (UTC), counted by the ``order.paid`` consumer.
+
+    The counters are incremented with ``F()`` expressions: a *non-idempotent*
+    effect, so every ``order.paid`` message must be counted exactly once. The
+    consumer's message-id key is what guarantees it.
+    """
+
+    date = models.DateField(_("date"), unique=True)
+    orders = models.PositiveIntegerField(_("orders"), default=0)
+    total = models.DecimalField(
+        _("total"), max_digits=14, decimal_places=2, default=Decimal("0.00")
+    )
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("daily sales")
+        verbose_name_plural = _("daily sales")
+        ordering = ["-date"]
+
+    def __str__(self) -> str:
+        return f"Sales of {self.date}: {self.orders} order(s), {self.total}"

@@ -9,25 +9,41 @@
   not in a source status: when it already is in the target the move was done
   before and the repeat answers like the first; otherwise it is an
   :class:`IllegalTransition`.
+* Checkout (a web form with a one-time submit token) creates the order under a
+  request id derived from the token, so even the database refuses a second order
+  for one form.
+* Paying publishes an ``order.paid`` message once the payment commits
+  (:func:`order_paid_publish`); its consumer (:mod:`orders.tasks`) writes the
+  receipt and counts the sale (:func:`order_paid_record`).
 """
 
 from __future__ import annotations
 
+import datetime
+import functools
+import hashlib
 from collections.abc import Collection
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from accounts.money import identifier_pattern, require_amount
 from orders.errors import IllegalTransition, InvalidRequestId, OrderNotFound, OrderRequestConflict
-from orders.models import Order, OrderStatus, transition_sources
+from orders.models import DailySales, Order, OrderStatus, Receipt, transition_sources
+from orders.selectors import order_get_by_id
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
 REQUEST_ID_PATTERN = identifier_pattern(64)
+
+#: The event published when an order is paid (by balance or through the gateway).
+ORDER_PAID = "order.paid"
+#: Prefix of the request ids of orders created by checkout (see :func:`order_checkout`).
+CHECKOUT_REQUEST_ID_PREFIX = "form-"
 
 
 def order_create(*, user: User, request_id: str, amount: Decimal) -> tuple[Order, bool]:
@@ -106,3 +122,81 @@ def order_ship(*, order_id: int) -> Order:
 
 def order_complete(*, order_id: int) -> Order:
     return order_transition(order_id=order_id, to=OrderStatus.COMPLETED)
+
+
+def order_checkout(*, user: User, form_token: str, amount: Decimal) -> Order:
+    """Create the order of a submitted order form.
+
+    The form's one-time submit token was consumed before (``SubmitTokenPermission``:
+    of two submissions only one gets here). The request id is a hash of the token,
+    so the unique ``request_id`` would refuse a second order for the same form too.
+    """
+    digest = hashlib.sha256(f"order-form\x00{form_token}".encode()).hexdigest()[:40]
+    order, _created = order_create(
+        user=user, request_id=f"{CHECKOUT_REQUEST_ID_PREFIX}{digest}", amount=amount
+    )
+    return order
+
+
+def order_paid_message_id(*, order_id: int) -> str:
+    """The id of the ``order.paid`` message of an order (an order is paid at most once)."""
+    return f"{ORDER_PAID}:{order_id}"
+
+
+def order_paid_publish(*, order_id: int) -> str:
+    """Publish ``order.paid`` for the order once the current transaction commits.
+
+    Nothing is published when the transaction rolls back. The publish is
+    ``robust``: a broker that refuses it is logged, it never turns a committed
+    payment into an error answer. Returns the message id.
+    """
+    from orders.tasks import order_event_consume  # the tasks import these services
+
+    message_id = order_paid_message_id(order_id=order_id)
+    publish = functools.partial(
+        order_event_consume.delay, message_id=message_id, event=ORDER_PAID, order_id=order_id
+    )
+    transaction.on_commit(publish, robust=True)
+    return message_id
+
+
+def receipt_issue(*, order: Order) -> tuple[Receipt, bool]:
+    """The receipt of a paid order, created once (``order`` is unique); and whether now."""
+    if order.paid_at is None:
+        raise ValueError(f"order {order.pk} is not paid")
+    with transaction.atomic():
+        receipt, created = Receipt.objects.get_or_create(
+            order=order, defaults={"amount": order.amount, "paid_at": order.paid_at}
+        )
+    return receipt, created
+
+
+def daily_sales_increment(*, day: datetime.date, amount: Decimal) -> DailySales:
+    """Count one sale of ``amount`` on ``day``: ``orders + 1``, ``total + amount``.
+
+    **Not idempotent**: every call counts once more. Callers must make sure each
+    sale is counted once (the ``order.paid`` consumer does, by message id).
+    """
+    amount = require_amount(amount)
+    with transaction.atomic():
+        DailySales.objects.get_or_create(date=day)
+        DailySales.objects.filter(date=day).update(
+            orders=F("orders") + 1, total=F("total") + amount, updated_at=timezone.now()
+        )
+        return DailySales.objects.get(date=day)
+
+
+def order_paid_record(*, order_id: int) -> tuple[Receipt, DailySales] | None:
+    """The effects of ``order.paid``: the receipt, and the sale counted on its day (UTC).
+
+    ``None`` (nothing done) for an order that does not exist or was never paid.
+    Counts the sale on every call: run it once per message.
+    """
+    with transaction.atomic():
+        order = order_get_by_id(order_id=order_id)
+        if order is None or order.paid_at is None:
+            return None
+        receipt, _created = receipt_issue(order=order)
+        day = order.paid_at.astimezone(datetime.UTC).date()
+        sales = daily_sales_increment(day=day, amount=order.amount)
+    return receipt, sales

@@ -10,6 +10,7 @@ from django.urls import path, register_converter
 
 from orders.apis import (
     OrderCancelApi,
+    OrderCheckoutApi,
     OrderCompleteApi,
     OrderDetailApi,
     OrderListCreateApi,
@@ -39,6 +40,7 @@ app_name = "orders"
 
 urlpatterns = [
     path("", OrderListCreateApi.as_view(), name="list"),
+    path("checkout/", OrderCheckoutApi.as_view(), name="checkout"),
     path("<order_id:pk>/", OrderDetailApi.as_view(), name="detail"),
     path("<order_id:pk>/cancel/", OrderCancelApi.as_view(), name="cancel"),
     path("<order_id:pk>/ship/", OrderShipApi.as_view(), name="ship"),

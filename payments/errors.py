@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 
 class PaymentError(Exception):
     """Base class of every payments error."""
@@ -31,3 +33,36 @@ class OrderNotPayable(PaymentError):
         super().__init__(f"Order {order_id} is {status}; only CREATED orders can be paid.")
         self.order_id = order_id
         self.status = status
+
+
+class InvalidTradeNo(PaymentError, ValueError):
+    def __init__(self, trade_no: str) -> None:
+        super().__init__(
+            f"Trade number {trade_no!r} is not 1-64 characters of letters, digits and '_.:-'."
+        )
+        self.trade_no = trade_no
+
+
+class CallbackAmountMismatch(PaymentError):
+    """The gateway reports an amount that is not the order's: nothing is recorded."""
+
+    def __init__(self, trade_no: str, order_id: int, expected: Decimal, received: Decimal) -> None:
+        super().__init__(
+            f"Trade {trade_no!r} reports {received} for order {order_id}, "
+            f"whose amount is {expected}; the notification was not applied."
+        )
+        self.trade_no = trade_no
+        self.order_id = order_id
+        self.expected = expected
+        self.received = received
+
+
+class TradeNoConflict(PaymentError):
+    """The trade number was already notified with another order, amount or status."""
+
+    def __init__(self, trade_no: str) -> None:
+        super().__init__(
+            f"Trade {trade_no!r} was already notified with a different order, amount or "
+            "status; a trade is notified with the same content every time."
+        )
+        self.trade_no = trade_no

@@ -12,22 +12,38 @@ Paying is one ``transaction.atomic()`` block with three effects:
 Any failure (not payable, insufficient funds, ...) rolls all three back, the
 record included, so a failed payment leaves nothing behind and may be retried
 with the same pay number.
+
+A notification of the payment gateway (:func:`gateway_payment_record`) is the
+same pattern without the deduction (the gateway took the money): insert the
+:class:`GatewayPayment` (``trade_no`` unique; at most one SUCCESS per order),
+then on SUCCESS move the order CREATED -> PAID, in one transaction.
+
+Both publish ``order.paid`` once their transaction commits.
 """
 
 from __future__ import annotations
 
+import logging
+from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, transaction
 
-from accounts.money import identifier_pattern
+from accounts.money import identifier_pattern, require_amount
 from accounts.services import account_deduct, account_get_or_create_for_user
 from orders.errors import IllegalTransition, OrderNotFound
-from orders.models import OrderStatus
-from orders.selectors import order_get
-from orders.services import order_transition
-from payments.errors import InvalidPayNo, OrderNotPayable, PaymentConflict
-from payments.models import PaymentRecord, PaymentStatus
+from orders.models import Order, OrderStatus
+from orders.selectors import order_get, order_get_by_id
+from orders.services import order_paid_publish, order_transition
+from payments.errors import (
+    CallbackAmountMismatch,
+    InvalidPayNo,
+    InvalidTradeNo,
+    OrderNotPayable,
+    PaymentConflict,
+    TradeNoConflict,
+)
+from payments.models import GatewayPayment, GatewayPaymentStatus, PaymentRecord, PaymentStatus
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -36,6 +52,10 @@ if TYPE_CHECKING:
 PAY_NO_MAX_LENGTH = 60
 PAY_NO_PATTERN = identifier_pattern(PAY_NO_MAX_LENGTH)
 LEDGER_REFERENCE_PREFIX = "pay_"
+TRADE_NO_MAX_LENGTH = 64
+TRADE_NO_PATTERN = identifier_pattern(TRADE_NO_MAX_LENGTH)
+
+logger = logging.getLogger(__name__)
 
 
 def payment_pay(*, user: User, order_id: int, pay_no: str) -> tuple[PaymentRecord, bool]:
@@ -85,6 +105,7 @@ def payment_pay(*, user: User, order_id: int, pay_no: str) -> tuple[PaymentRecor
         account_deduct(
             account_id=account.pk, amount=order.amount, reference=record.ledger_reference
         )
+        order_paid_publish(order_id=order.pk)
         # Read back what the database holds: the first answer equals every repeat's.
         record.refresh_from_db()
     return record, True
@@ -98,3 +119,85 @@ def _same_payment(existing: PaymentRecord, *, user: User, order_id: int) -> Paym
     if existing.user_id != user.pk or existing.order_id != order_id:
         raise PaymentConflict(existing.pay_no)
     return existing
+
+
+def gateway_payment_record(
+    *, trade_no: str, order_id: int, amount: Decimal, status: str
+) -> GatewayPayment:
+    """Apply the gateway's notification of ``trade_no`` once; the recorded notification.
+
+    SUCCESS records it and moves the order CREATED -> PAID (no balance is touched:
+    the gateway took the money); FAILED records it and leaves the order alone. A
+    repeat (same trade, order, amount and status) returns the first record and
+    changes nothing. Raises, each time changing nothing: ``OrderNotFound``;
+    :class:`CallbackAmountMismatch` when ``amount`` is not the order's;
+    :class:`OrderNotPayable` for a SUCCESS of an order that is not CREATED (paid
+    from the balance or by another trade, cancelled); :class:`TradeNoConflict`
+    when the trade was notified before with other content.
+    """
+    if not isinstance(trade_no, str) or not TRADE_NO_PATTERN.fullmatch(trade_no):
+        raise InvalidTradeNo(str(trade_no))
+    amount = require_amount(amount)
+    if status not in GatewayPaymentStatus.values:
+        raise ValueError(f"unknown gateway payment status {status!r}")
+    with transaction.atomic():
+        existing = _gateway_payment(trade_no)
+        if existing is not None:
+            return _same_notification(existing, order_id=order_id, amount=amount, status=status)
+        order = order_get_by_id(order_id=order_id)
+        if order is None:
+            raise OrderNotFound(order_id)
+        if amount != order.amount:
+            logger.warning(
+                "gateway trade %s reports %s for order %s of %s: not applied",
+                trade_no,
+                amount,
+                order.pk,
+                order.amount,
+            )
+            raise CallbackAmountMismatch(trade_no, order.pk, order.amount, amount)
+        try:
+            with transaction.atomic():
+                payment = GatewayPayment.objects.create(
+                    trade_no=trade_no, order=order, amount=amount, status=status
+                )
+        except IntegrityError:
+            # A concurrent notification of this trade committed first; or, for a
+            # SUCCESS, another trade's SUCCESS paid this order first.
+            existing = _gateway_payment(trade_no)
+            if existing is not None:
+                return _same_notification(existing, order_id=order_id, amount=amount, status=status)
+            if status == GatewayPaymentStatus.SUCCESS:
+                raise OrderNotPayable(order.pk, _order_status(order)) from None
+            raise
+        if status == GatewayPaymentStatus.SUCCESS:
+            try:
+                order_transition(
+                    order_id=order.pk,
+                    to=OrderStatus.PAID,
+                    expected_from={OrderStatus.CREATED},
+                    allow_repeat=False,
+                )
+            except IllegalTransition as exc:
+                raise OrderNotPayable(order.pk, exc.current) from exc
+            order_paid_publish(order_id=order.pk)
+        # Read back what the database holds: the first answer equals every repeat's.
+        payment.refresh_from_db()
+    return payment
+
+
+def _gateway_payment(trade_no: str) -> GatewayPayment | None:
+    return GatewayPayment.objects.filter(trade_no=trade_no).first()
+
+
+def _same_notification(
+    existing: GatewayPayment, *, order_id: int, amount: Decimal, status: str
+) -> GatewayPayment:
+    if (existing.order_id, existing.amount, existing.status) != (order_id, amount, status):
+        raise TradeNoConflict(existing.trade_no)
+    return existing
+
+
+def _order_status(order: Order) -> str:
+    current = order_get_by_id(order_id=order.pk)
+    return current.status if current is not None else order.status

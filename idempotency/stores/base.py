@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import secrets
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -52,6 +53,10 @@ class BaseStore:
 
     #: Whether the store can claim inside the view's own database transaction.
     supports_atomic: ClassVar[bool] = False
+
+    def atomic(self) -> AbstractContextManager[Any]:
+        """The transaction atomic mode runs in (only where ``supports_atomic``)."""
+        raise NotImplementedError(f"{type(self).__name__} does not support atomic mode")
 
     def claim(
         self,

@@ -423,3 +423,66 @@ def test_signals_are_sent() -> None:
         ("replayed", "sig:a"),
         ("mismatch", "sig:a"),
     ]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_atomic_mode_twenty_threads_all_get_the_one_result(side_effects: str) -> None:
+    """Atomic mode: duplicates wait on the record's unique index and return the committed
+    result; none sees InProgress, and the body's write happens once."""
+    ref = unique("order")
+
+    @idempotent_function(key="charge:{ref}", store=DB_STORE, mode="atomic")
+    def charge(ref: str) -> dict[str, Any]:
+        with connection.cursor() as cursor:
+            cursor.execute(f"INSERT INTO {side_effects} (ref) VALUES (%s)", [ref])
+        time.sleep(0.3)
+        return {"charged": ref}
+
+    results = run_threads(20, lambda _i: charge(ref))
+    assert results == [{"charged": ref}] * 20
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {side_effects} WHERE ref = %s", [ref])
+        assert cursor.fetchone()[0] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_atomic_mode_failure_rolls_back_the_claim_and_the_writes(side_effects: str) -> None:
+    ref = unique("order")
+    fail = {"now": True}
+
+    @idempotent_function(key="charge:{ref}", store=DB_STORE, mode="atomic")
+    def charge(ref: str) -> str:
+        with connection.cursor() as cursor:
+            cursor.execute(f"INSERT INTO {side_effects} (ref) VALUES (%s)", [ref])
+        if fail["now"]:
+            raise RuntimeError("gateway down")
+        return ref
+
+    with pytest.raises(RuntimeError):
+        charge(ref)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {side_effects} WHERE ref = %s", [ref])
+        assert cursor.fetchone()[0] == 0
+    assert not IdempotencyRecord.objects.filter(key=f"charge:{ref}").exists()
+    fail["now"] = False
+    assert charge(ref) == charge(ref) == ref
+
+
+def test_atomic_mode_needs_a_store_that_supports_it() -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from idempotency.exceptions import ImproperlyApplied
+
+    @idempotent_function(key="k:{ref}", store="idempotency.stores.CacheStore", mode="atomic")
+    def work(ref: str) -> str:
+        return ref
+
+    with pytest.raises(ImproperlyConfigured):
+        work("x")
+    with pytest.raises(ValueError, match="mode"):
+        idempotent_function(key="k", mode="sometimes")
+    with pytest.raises(ImproperlyApplied):
+
+        @idempotent_function(key="k", mode="atomic")
+        async def later() -> None: ...

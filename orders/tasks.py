@@ -1,0 +1,62 @@
+"""Celery tasks of the orders app: the consumer of order events.
+
+Brokers deliver at least once, and ``order.paid`` is published by every route
+that pays an order (balance payments, gateway callbacks). The consumer counts
+each paid order into :class:`~orders.models.DailySales` with ``F()`` increments,
+which are not idempotent, so it is deduplicated by message id: the key
+``msg_<message_id>_<consumer>`` is claimed before the work, and a redelivery of a
+message that was handled returns the stored result without counting again.
+
+With the database store the claim, the receipt, the counters and the stored
+result commit in **one transaction** (``idempotency_mode="auto"``): a worker
+that dies half-way leaves neither a counted sale without its key nor a key
+without its sale, and a concurrent redelivery waits on the key's unique index
+and then replays the result.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import shared_task
+
+from idempotency import IdempotentTask
+from orders.services import ORDER_PAID, order_paid_record
+
+logger = logging.getLogger(__name__)
+
+#: Name of this consumer in the message keys (each consumer of a message dedups alone).
+SALES_CONSUMER = "orders.sales"
+
+
+@shared_task(
+    base=IdempotentTask,
+    idempotency_mode="auto",
+    name="orders.consume_order_event",
+    idempotency_key="msg_{message_id}_{consumer}",
+    idempotency_scope="messages",
+)
+def order_event_consume(
+    message_id: str, event: str, order_id: int, consumer: str = SALES_CONSUMER
+) -> dict[str, Any]:
+    """Handle one order event message, once per ``message_id`` (and consumer).
+
+    ``order.paid``: write the order's receipt and count the sale. Other events,
+    and orders that do not exist or were never paid, are acknowledged and ignored
+    (retrying them would never succeed).
+    """
+    if event != ORDER_PAID:
+        logger.info("order event %s (%s) ignored: not handled by %s", message_id, event, consumer)
+        return {"message_id": message_id, "handled": False}
+    effects = order_paid_record(order_id=order_id)
+    if effects is None:
+        logger.warning("order event %s ignored: order %s is not paid", message_id, order_id)
+        return {"message_id": message_id, "handled": False}
+    receipt, sales = effects
+    return {
+        "message_id": message_id,
+        "handled": True,
+        "receipt_id": receipt.pk,
+        "sales_date": sales.date.isoformat(),
+    }
