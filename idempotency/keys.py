@@ -10,7 +10,8 @@ MAX_KEY_LENGTH = 255
 
 
 def _printable(text: str) -> bool:
-    return all(" " <= ch <= "~" for ch in text)
+    """Only printable ASCII (0x20-0x7E): the string methods run in C, not per character."""
+    return text.isascii() and text.isprintable()
 
 
 def _unquote(value: str) -> str:

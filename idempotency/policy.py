@@ -73,6 +73,8 @@ class Policy:
         return bool(value)
 
     def get_store(self) -> BaseStore:
+        if isinstance(self.store, BaseStore):  # a store instance given to the view: as is
+            return self.store
         return get_store(self.store)
 
     def get_mode(self, store: BaseStore) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
 
-from idempotency.conf import idempotency_settings
+from idempotency.conf import idempotency_settings, on_reload
 
 REPLAYED_HEADER = "Idempotent-Replayed"
 
@@ -51,6 +51,24 @@ def is_storable(status: int, *, store_errors: bool) -> bool:
     return status < 500 and status not in TRANSIENT_4XX
 
 
+_replay_headers: frozenset[str] | None = None
+
+
+def replay_headers() -> frozenset[str]:
+    """Lower-cased names of the response headers kept for replay (Content-Type always)."""
+    global _replay_headers
+    if _replay_headers is None:
+        names = {h.lower() for h in idempotency_settings.REPLAY_HEADERS}
+        _replay_headers = frozenset({"content-type", *names})
+    return _replay_headers
+
+
+@on_reload
+def _forget_replay_headers() -> None:
+    global _replay_headers
+    _replay_headers = None
+
+
 def capture(response: HttpResponseBase) -> StoredResponse | None:
     """The storable form of a rendered response, or None when it cannot be stored (streaming)."""
     if isinstance(response, StreamingHttpResponse) or getattr(response, "streaming", False):
@@ -58,7 +76,7 @@ def capture(response: HttpResponseBase) -> StoredResponse | None:
     render = getattr(response, "render", None)
     if callable(render) and not getattr(response, "is_rendered", True):
         render()
-    allowed = {"content-type", *(h.lower() for h in idempotency_settings.REPLAY_HEADERS)}
+    allowed = replay_headers()
     headers = [(name, value) for name, value in response.items() if name.lower() in allowed]
     content: bytes = response.content  # type: ignore[attr-defined]
     return StoredResponse(status=response.status_code, headers=headers, body=content)

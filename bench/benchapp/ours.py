@@ -1,0 +1,32 @@
+"""Our variants: the bare view's body under ``@idempotent``, one store and mode each."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from bench.benchapp.views import write_entry
+from idempotency import DatabaseStore, RedisStore, idempotent
+
+
+def _variant(name: str, **options: Any) -> type[APIView]:
+    class Write(APIView):
+        @idempotent(**options)
+        def post(self, request: Request) -> Response:
+            return write_entry(request)
+
+    Write.__name__ = Write.__qualname__ = name
+    return Write
+
+
+DbAtomicWrite = _variant("DbAtomicWrite", store=DatabaseStore(), mode="atomic")
+DbLeaseWrite = _variant("DbLeaseWrite", store=DatabaseStore(), mode="lease")
+RedisWrite = _variant("RedisWrite", store=RedisStore(), mode="lease")
+# DatabaseStore in atomic mode with completed responses cached in Redis (the "default"
+# django-redis cache): replays read Redis, not PostgreSQL.
+DbRedisCacheWrite = _variant(
+    "DbRedisCacheWrite", store=DatabaseStore(response_cache="default"), mode="atomic"
+)

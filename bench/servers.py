@@ -1,0 +1,119 @@
+"""gunicorn servers of the benchmark: start, wait until ready, measure, stop."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKERS = 2
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServerError(RuntimeError):
+    """A server did not start, or died."""
+
+
+@dataclass
+class Server:
+    """One gunicorn (2 sync workers) on 127.0.0.1 with one settings module."""
+
+    name: str
+    settings: str
+    port: int = field(default_factory=free_port)
+    log: Path | None = None
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, log_dir: Path) -> None:
+        self.log = log_dir / f"gunicorn-{self.name}.log"
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": self.settings, "PYTHONUNBUFFERED": "1"}
+        command = [
+            sys.executable, "-m", "gunicorn", "bench.wsgi:application",
+            "--workers", str(WORKERS), "--worker-class", "sync",
+            "--bind", f"127.0.0.1:{self.port}",
+            "--chdir", str(ROOT), "--log-level", "warning", "--graceful-timeout", "5",
+        ]  # fmt: skip
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                command,
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until /bench/health/ answers 200 from both workers' listening socket."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is None or self.process.poll() is not None:
+                raise ServerError(f"server {self.name} exited:\n{self.log_tail()}")
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                conn.request("GET", "/bench/health/")
+                status = conn.getresponse().status
+                conn.close()
+                if status == 200 and len(self.worker_pids()) == WORKERS:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise ServerError(f"server {self.name} not ready after {timeout:.0f} s:\n{self.log_tail()}")
+
+    def check_alive(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            raise ServerError(f"server {self.name} died:\n{self.log_tail()}")
+
+    def worker_pids(self) -> list[int]:
+        if self.process is None:
+            return []
+        pid = self.process.pid
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            return []
+        return [int(child) for child in children]
+
+    def peak_worker_rss_mib(self) -> float:
+        """The largest peak resident set (VmHWM) of the workers, in MiB."""
+        peak = 0
+        for pid in self.worker_pids():
+            try:
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]))
+            except OSError:
+                continue
+        return peak / 1024
+
+    def log_tail(self, lines: int = 30) -> str:
+        if self.log is None or not self.log.exists():
+            return ""
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)  # the gunicorn master stops its workers
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=5)

@@ -1,0 +1,62 @@
+"""What is measured: the variants, their servers and the paths each one takes part in."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+
+FIRST, REPLAY, STORM = "first", "replay", "storm"
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    description: str
+    settings: str
+    path: str
+    kind: str  # "reference", "ours" or "peer"
+    paths: tuple[str, ...]
+    #: status of a replay (peers may answer a replay differently)
+    replay_status: int = 201
+    #: module a peer variant needs; the variant is skipped when it is not installed
+    requires: str | None = None
+
+    @property
+    def ours(self) -> bool:
+        return self.kind == "ours"
+
+    @property
+    def installed(self) -> bool:
+        return self.requires is None or importlib.util.find_spec(self.requires) is not None
+
+
+ALL_PATHS = (FIRST, REPLAY, STORM)
+
+VARIANTS: tuple[Variant, ...] = (
+    Variant("bare", "DRF write endpoint, token auth, no idempotency", "bench.settings",
+            "/bench/bare/", "reference", (FIRST, STORM)),
+    Variant("noop", "authenticated DRF no-op", "bench.settings",
+            "/bench/noop/", "reference", (REPLAY,), replay_status=200),
+    Variant("db-atomic", "ours: DatabaseStore, atomic mode", "bench.settings",
+            "/bench/db-atomic/", "ours", ALL_PATHS),
+    Variant("db-lease", "ours: DatabaseStore, lease mode", "bench.settings",
+            "/bench/db-lease/", "ours", ALL_PATHS),
+    Variant("redis", "ours: RedisStore (lease mode)", "bench.settings",
+            "/bench/redis/", "ours", ALL_PATHS),
+    Variant("db-redis-cache", "ours: DatabaseStore atomic + Redis response cache",
+            "bench.settings", "/bench/db-redis-cache/", "ours", ALL_PATHS),
+    Variant("django-idempotency-key", "peer 1.3.0: middleware, Redis cache storage + Redis lock",
+            "bench.settings_peer_dik", "/bench/peer/", "peer", ALL_PATHS,
+            replay_status=409, requires="idempotency_key"),
+    Variant("drf-idempotency-db", "peer 1.0.0: middleware, DatabaseBackend",
+            "bench.settings_peer_drf_db", "/bench/peer/", "peer", ALL_PATHS,
+            requires="drf_idempotency"),
+    Variant("drf-idempotency-redis", "peer 1.0.0: middleware, RedisBackend",
+            "bench.settings_peer_drf_redis", "/bench/peer/", "peer", ALL_PATHS,
+            requires="drf_idempotency"),
+)  # fmt: skip
+
+
+def reference(path: str) -> str:
+    """The variant each path's ratios are taken against."""
+    return "bare" if path in (FIRST, STORM) else "noop"
