@@ -188,9 +188,7 @@ def _check_keys(raw: dict[Any, Any]) -> list[checks.CheckMessage]:
             continue
         close = difflib.get_close_matches(str(key).upper(), valid, n=1)
         suggestion = f"Did you mean {close[0]!r}? " if close else ""
-        errors.append(
-            _message("E002", key=key, suggestion=suggestion, valid=", ".join(valid))
-        )
+        errors.append(_message("E002", key=key, suggestion=suggestion, valid=", ".join(valid)))
     return errors
 
 
@@ -229,6 +227,13 @@ def _check_values(values: dict[str, Any]) -> list[checks.CheckMessage]:
     else:
         errors.append(_message("E010", name="FINGERPRINT_HEADERS", value=fingerprint_headers))
     errors += _check_replay_headers(values["REPLAY_HEADERS"])
+    lock_timeout = values["LOCK_TIMEOUT"]
+    if lock_timeout is not None and not _is_number(lock_timeout, integer=False, zero=False):
+        errors.append(
+            _message(
+                "E004", name="LOCK_TIMEOUT", value=lock_timeout, expected="None or a number > 0"
+            )
+        )
     for name, choices in _CHOICES.items():
         if values[name] not in choices:
             errors.append(
@@ -324,8 +329,10 @@ def _check_store(
 ) -> list[checks.CheckMessage]:
     errors: list[checks.CheckMessage] = []
     store_name = getattr(store, "__qualname__", "?")
-    if store is not None and values["MODE"] == "atomic" and not getattr(
-        store, "supports_atomic", False
+    if (
+        store is not None
+        and values["MODE"] == "atomic"
+        and not getattr(store, "supports_atomic", False)
     ):
         errors.append(_message("E006", store=store_name))
 

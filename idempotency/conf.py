@@ -29,6 +29,10 @@ DEFAULTS: dict[str, Any] = {
     "LEASE": 60,
     # Seconds a request waits for a concurrent first request before answering 409.
     "WAIT": 0.0,
+    # Atomic mode on PostgreSQL: seconds a request may wait on a lock (a concurrent
+    # duplicate's record, or the view's own rows) before answering 409; None: no bound
+    # beyond the first request's own transaction (and no extra statement per request).
+    "LOCK_TIMEOUT": None,
     # Value of Retry-After on a 409 for a request still in progress.
     "RETRY_AFTER": 1,
     # Whether views reject unsafe requests that carry no key (400).

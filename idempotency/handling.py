@@ -22,7 +22,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig
-from django.db import IntegrityError, OperationalError, transaction
+from django.db import IntegrityError, OperationalError, connections, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from idempotency import signals
@@ -181,6 +181,24 @@ def _poll(prepared: Prepared, wait: float) -> Claim | None:
     return claim
 
 
+def bound_lock_waits(store: Any) -> None:
+    """Atomic mode: cap lock waits in this transaction at ``LOCK_TIMEOUT`` (PostgreSQL).
+
+    A concurrent duplicate that would wait longer for the first request's commit then
+    answers 409 with ``Retry-After`` instead. Off by default: it costs one statement per
+    request, and it also bounds the view's own lock waits on rows other requests hold.
+    """
+    timeout = idempotency_settings.LOCK_TIMEOUT
+    if timeout is None:
+        return
+    connection = connections[store.using]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT set_config('lock_timeout', %s, true)", [f"{int(timeout * 1000)}ms"]
+            )
+
+
 def _is_lock_error(exc: OperationalError) -> bool:
     cause = exc.__cause__
     code = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
@@ -242,6 +260,7 @@ def _run_atomic(
     ttl = prepared.policy.get_ttl()
     try:
         with store.atomic():
+            bound_lock_waits(store)
             response = finalize(call())
             stored = _store_response(prepared, response)
             if stored is None:

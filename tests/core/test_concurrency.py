@@ -266,3 +266,42 @@ def test_stale_owner_completion_is_fenced_off_over_http(
     assert replay["Idempotent-Replayed"] == "true"
     assert replay.content == results["retry"].content
     assert replay.content != results["slow"].content
+
+
+def test_lock_timeout_bounds_a_duplicates_wait_with_a_409(user: Any, wallet: Wallet) -> None:
+    """Atomic mode with LOCK_TIMEOUT: a duplicate arriving while the first holds its locks
+    answers 409 with Retry-After after the bound instead of waiting the first out."""
+    key = str(uuid.uuid4())
+    body = '{"amount": 4}'
+    results: dict[str, Any] = {}
+    with override_settings(IDEMPOTENCY={"MODE": "atomic", "LOCK_TIMEOUT": 0.3}):
+
+        def first() -> None:
+            try:
+                results["first"] = _client(user).post(
+                    "/t/api/?sleep=2",
+                    data=body,
+                    content_type="application/json",
+                    HTTP_IDEMPOTENCY_KEY=key,
+                )
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=first)
+        thread.start()
+        time.sleep(0.5)  # the first now holds the wallet row inside its transaction
+        started = time.monotonic()
+        duplicate = _client(user).post(
+            "/t/api/?sleep=2", data=body, content_type="application/json", HTTP_IDEMPOTENCY_KEY=key
+        )
+        waited = time.monotonic() - started
+        thread.join()
+        replay = _client(user).post(
+            "/t/api/?sleep=2", data=body, content_type="application/json", HTTP_IDEMPOTENCY_KEY=key
+        )
+    assert duplicate.status_code == 409
+    assert duplicate["Retry-After"]
+    assert waited < 1.2  # bounded by the lock timeout, not by the first request's 2 s
+    assert results["first"].status_code == 201
+    assert replay["Idempotent-Replayed"] == "true"
+    assert Effect.objects.count() == 1

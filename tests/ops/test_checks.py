@@ -91,6 +91,8 @@ def test_e003_mode() -> None:
         ("TTL", float("inf")),
         ("LEASE", None),
         ("WAIT", -0.5),
+        ("LOCK_TIMEOUT", 0),
+        ("LOCK_TIMEOUT", "soon"),
         ("RETRY_AFTER", True),
         ("SUBMIT_TOKEN_TTL", 0),
         ("PURGE_BATCH_SIZE", 0),
@@ -102,7 +104,15 @@ def test_e004_not_a_positive_number(name: str, value: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    "setting", [{"WAIT": 0}, {"WAIT": 2.5}, {"TTL": 0.5}, {"PURGE_BATCH_SIZE": 1}]
+    "setting",
+    [
+        {"WAIT": 0},
+        {"WAIT": 2.5},
+        {"TTL": 0.5},
+        {"PURGE_BATCH_SIZE": 1},
+        {"LOCK_TIMEOUT": None},
+        {"LOCK_TIMEOUT": 2},
+    ],
 )
 def test_e004_accepts_valid_numbers(setting: dict[str, Any]) -> None:
     assert ids(IDEMPOTENCY=setting) == []
@@ -293,4 +303,3 @@ def test_check_command_reports_warnings_without_failing() -> None:
     with override_settings(IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=LOCMEM):
         call_command("check", stdout=out, stderr=err)
     assert "idempotency.W001" in out.getvalue() + err.getvalue()
-
