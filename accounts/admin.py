@@ -12,6 +12,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
+from accounts.admin_base import ReadOnlyModelAdmin
 from accounts.models import Account, LedgerEntry, ReconciliationRun
 
 
@@ -47,22 +48,13 @@ class AccountAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 @admin.register(LedgerEntry)
-class LedgerEntryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class LedgerEntryAdmin(ReadOnlyModelAdmin):
     list_display = ("id", "account", "kind", "amount", "balance_after", "reference", "created_at")
     list_filter = ("kind", "created_at")
     list_select_related = ("account__user",)
     search_fields = ("reference", "account__user__username")
     date_hierarchy = "created_at"
     ordering = ("-id",)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(ReconciliationRun)

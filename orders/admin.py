@@ -7,13 +7,12 @@ bulk actions.
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
+from accounts.admin_base import ReadOnlyModelAdmin
 from orders.errors import IllegalTransition
 from orders.models import DailySales, Order, OrderStatus, Receipt
 from orders.services import order_transition
@@ -74,7 +73,7 @@ class OrderAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 @admin.register(Receipt)
-class ReceiptAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class ReceiptAdmin(ReadOnlyModelAdmin):
     """Receipts are written by the ``order.paid`` consumer: read-only."""
 
     list_display = ("id", "order", "amount", "paid_at", "issued_at")
@@ -83,29 +82,11 @@ class ReceiptAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     date_hierarchy = "issued_at"
     ordering = ("-id",)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(DailySales)
-class DailySalesAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class DailySalesAdmin(ReadOnlyModelAdmin):
     """Sales counters, kept by the ``order.paid`` consumer: read-only."""
 
     list_display = ("date", "orders", "total", "updated_at")
     date_hierarchy = "date"
     ordering = ("-date",)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
