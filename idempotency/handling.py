@@ -17,13 +17,13 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig
 from django.db import IntegrityError, OperationalError, connections, transaction
-from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.http import HttpRequest, HttpResponseBase
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
@@ -75,8 +75,6 @@ class IdempotencyContext:
     fence: int = 0
     recovery_point: str = ""
     recovery_data: Any = None
-    replayed: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def save_recovery_point(self, name: str, data: Any = None) -> None:
         if self.mode != "lease":
@@ -440,7 +438,6 @@ async def run_async(
 __all__ = [
     "UNSAFE_METHODS",
     "IdempotencyContext",
-    "HttpResponse",
     "run",
     "run_async",
 ]

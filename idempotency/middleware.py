@@ -18,7 +18,6 @@ from rest_framework.views import APIView
 from idempotency import handling
 from idempotency.decorators import idempotent, policy_of
 from idempotency.mixins import IdempotentMixin
-from idempotency.policy import Policy
 
 
 class IdempotencyMiddleware:
@@ -76,4 +75,4 @@ class IdempotencyMiddleware:
         return response
 
 
-__all__ = ["IdempotencyMiddleware", "Policy"]
+__all__ = ["IdempotencyMiddleware"]

@@ -13,7 +13,6 @@ from idempotency.stores import get_store
 from idempotency.stores.base import BaseStore
 
 MODES = ("auto", "atomic", "lease")
-UNSET: Any = None
 
 ScopeOption = str | Callable[[HttpRequest], "str | None"] | None
 
