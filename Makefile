@@ -1,45 +1,29 @@
-# The two commands of the README: `make run` and `make test`. Everything else is a helper.
+# Shortcuts for dev.py, which holds the README's two commands (`python3 dev.py run`,
+# `python3 dev.py test`) and needs nothing but Python 3.11+.
 PYTHON ?= python3
-VENV   ?= .venv
-BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
-HOST   ?= 127.0.0.1:8000
 
 .PHONY: install run test lint typecheck bench bench-smoke clean
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
-	touch $(STAMP)
+install:
+	$(PYTHON) -c 'import dev; dev.install()'
 
-install: $(STAMP)
+run:
+	$(PYTHON) dev.py run
 
-## Run the sample project: SQLite, demo data seeded, server on http://127.0.0.1:8000
-run: install
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py seed_demo
-	$(BIN)/python manage.py runserver $(HOST)
+test:
+	$(PYTHON) dev.py test $(PYTEST_ARGS)
 
-## Run the whole test suite (set DATABASE_URL / REDIS_URL to use PostgreSQL and Redis)
-test: install
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+lint:
+	$(PYTHON) dev.py lint
 
-lint: install
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
+typecheck:
+	$(PYTHON) dev.py typecheck
 
-typecheck: install
-	$(BIN)/mypy idempotency
+bench:
+	$(PYTHON) dev.py bench $(BENCH_ARGS)
 
-bench: install
-	$(BIN)/python -m pip install --quiet -e ".[dev,bench]"
-	$(BIN)/python -m bench $(BENCH_ARGS)
-
-bench-smoke: install
-	$(BIN)/python -m pip install --quiet -e ".[dev,bench]"
-	$(BIN)/python -m bench --smoke
+bench-smoke:
+	$(PYTHON) dev.py bench-smoke
 
 clean:
-	rm -rf $(VENV) db.sqlite3 .pytest_cache .mypy_cache .ruff_cache dist build
+	rm -rf .venv .venv-django42 .venv-wheel db.sqlite3 .pytest_cache .mypy_cache .ruff_cache dist build

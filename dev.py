@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""The project's two commands, with nothing but Python 3.11+ on the machine.
+
+    python3 dev.py run     # virtualenv, install, migrate, seed the demo, serve :8000
+    python3 dev.py test    # the whole test suite (arguments after "test" go to pytest)
+
+Also: ``lint``, ``typecheck``, ``bench`` and ``bench-smoke``. The virtualenv lives
+in ``.venv`` and is (re)installed whenever ``pyproject.toml`` changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = Path(os.environ.get("VENV", ROOT / ".venv"))
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PYTHON = BIN / "python"
+STAMP = VENV / ".installed"
+
+
+def sh(*args: str | Path) -> None:
+    print("+", " ".join(str(a) for a in args), flush=True)
+    completed = subprocess.run([str(a) for a in args], cwd=ROOT)
+    if completed.returncode:
+        sys.exit(completed.returncode)
+
+
+def install(extras: str = "dev") -> None:
+    if sys.version_info < (3, 11):  # noqa: UP036 - users may run an older python3
+        sys.exit("Python 3.11+ is required")
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
+    if STAMP.exists() and wanted in STAMP.read_text().split():
+        return
+    if not PYTHON.exists():
+        sh(sys.executable, "-m", "venv", VENV)
+    sh(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    sh(PYTHON, "-m", "pip", "install", "--quiet", "-e", f".[{extras}]")
+    done = STAMP.read_text().split() if STAMP.exists() else []
+    STAMP.write_text("\n".join([*done, wanted]) + "\n")
+
+
+def main(argv: list[str]) -> None:
+    command, rest = (argv[0], argv[1:]) if argv else ("", [])
+    if command == "run":
+        install()
+        sh(PYTHON, "manage.py", "migrate", "--noinput")
+        sh(PYTHON, "manage.py", "seed_demo")
+        sh(PYTHON, "manage.py", "runserver", os.environ.get("HOST", "127.0.0.1:8000"), *rest)
+    elif command == "test":
+        install()
+        sh(PYTHON, "-m", "pytest", *rest)
+    elif command == "lint":
+        install()
+        sh(BIN / "ruff", "check", ".")
+        sh(BIN / "ruff", "format", "--check", ".")
+    elif command == "typecheck":
+        install()
+        sh(BIN / "mypy", "idempotency")
+    elif command in ("bench", "bench-smoke"):
+        install("dev,bench")
+        sh(PYTHON, "-m", "bench", *(["--smoke"] if command == "bench-smoke" else []), *rest)
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
