@@ -46,7 +46,7 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
         code = str(codes if isinstance(codes, str) else getattr(exc, "default_code", "error"))
         code = code.replace("_", "-")
         detail = str(exc.detail) if not isinstance(exc.detail, dict | list) else str(exc.detail)
-    title = TITLES.get(status, "Error")
+    title = str(getattr(exc, "title", "") or TITLES.get(status, "Error"))
     response.data = problem_body(status, code, title, detail, **extra)
     response.content_type = PROBLEM_CONTENT_TYPE
     set_rollback()
