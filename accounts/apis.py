@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.api_errors import api_error_for
 from accounts.errors import (
     AccountConflict,
     AccountError,
@@ -87,11 +88,7 @@ def request_user(request: Request) -> User:
 
 def account_api_error(exc: AccountError) -> APIException:
     """The API error (problem+json with a stable code) that answers a domain error."""
-    for cls in type(exc).__mro__:
-        api_error = _API_ERRORS.get(cls)
-        if api_error is not None:
-            return api_error(detail=str(exc))
-    return APIException(detail=str(exc))
+    return api_error_for(exc, _API_ERRORS)
 
 
 class LedgerEntryOutputSerializer(serializers.Serializer[Any]):

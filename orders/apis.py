@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.api_errors import api_error_for
 from accounts.apis import request_user
 from accounts.money import MIN_AMOUNT
 from idempotency import SubmitTokenPermission, idempotency_settings, idempotent
@@ -58,11 +59,7 @@ _API_ERRORS: dict[type[OrderError], type[APIException]] = {
 
 def order_api_error(exc: OrderError) -> APIException:
     """The API error (problem+json with a stable code) that answers a domain error."""
-    for cls in type(exc).__mro__:
-        api_error = _API_ERRORS.get(cls)
-        if api_error is not None:
-            return api_error(detail=str(exc))
-    return APIException(detail=str(exc))
+    return api_error_for(exc, _API_ERRORS)
 
 
 def get_order_or_404(request: Request, order_id: int) -> Order:

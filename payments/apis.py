@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.api_errors import api_error_for
 from accounts.apis import account_api_error, request_user
 from accounts.errors import AccountError
 from accounts.money import MIN_AMOUNT
@@ -105,11 +106,7 @@ def payment_api_error(exc: PaymentError | OrderError | AccountError) -> APIExcep
         return order_api_error(exc)
     if isinstance(exc, AccountError):
         return account_api_error(exc)
-    for cls in type(exc).__mro__:
-        api_error = _API_ERRORS.get(cls)
-        if api_error is not None:
-            return api_error(detail=str(exc))
-    return APIException(detail=str(exc))
+    return api_error_for(exc, _API_ERRORS)
 
 
 class PaymentOutputSerializer(serializers.Serializer[Any]):
