@@ -10,23 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
+from tests.sample.strategies import json_values
+
 ENDPOINTS = ["/api/orders/", "/api/accounts/me/deposit/"]
 
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=True, allow_infinity=True)
-    | st.decimals(allow_nan=False, allow_infinity=False).map(str)
-    | st.text(max_size=80)
-)
-json_values = st.recursive(
-    scalars,
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4)
-    ),
-    max_leaves=12,
-)
 # Bodies shaped like the real ones, with every field drawn from anything at all.
 field_values = (
     json_values

@@ -24,6 +24,7 @@ from payments.models import GatewayPayment, GatewayPaymentStatus, PaymentRecord
 from payments.services import payment_pay
 from tests.sample.factories import OrderFactory, TokenFactory, UserFactory, funded_account
 from tests.sample.problems import assert_problem
+from tests.sample.strategies import json_values
 from tests.sample.test_concurrency import run_in_threads
 
 CALLBACK = "/api/payments/callback/"
@@ -385,21 +386,6 @@ class TestInvalidInput:
 
 
 ORDER = "<the order>"
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=True, allow_infinity=True)
-    | st.decimals(allow_nan=False, allow_infinity=False).map(str)
-    | st.text(max_size=80)
-)
-json_values = st.recursive(
-    scalars,
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4)
-    ),
-    max_leaves=12,
-)
 fields = {
     "trade_no": json_values | st.from_regex(r"\A[A-Za-z0-9_.:-]{0,70}\Z"),
     "order_id": json_values | st.just(ORDER),
