@@ -36,16 +36,25 @@ def layer(queries: list[str]) -> list[str]:
     return [q for q in queries if TABLE in q]
 
 
-def test_database_store_atomic_adds_one_lookup_and_one_insert(
-    client_a: Client, wallet: Wallet
+@pytest.mark.parametrize(
+    ("claim", "statements"),
+    [
+        # the default: look up, claim before the view, store the response: one statement
+        # more than the optimistic insert-last, which runs the view before it claims
+        ("first", ["SELECT", "INSERT", "UPDATE"]),
+        ("optimistic", ["SELECT", "INSERT"]),
+    ],
+)
+def test_database_store_atomic_adds_a_lookup_a_claim_and_a_completion(
+    client_a: Client, wallet: Wallet, claim: str, statements: list[str]
 ) -> None:
-    with override_settings(IDEMPOTENCY={"MODE": "atomic"}):
+    with override_settings(IDEMPOTENCY={"MODE": "atomic", "ATOMIC_CLAIM": claim}):
         baseline = run(client_a, None)
         key = str(uuid.uuid4())
         first = run(client_a, key)
         replay = run(client_a, key)
     first_layer = layer(first)
-    assert [q.split()[0] for q in first_layer] == ["SELECT", "INSERT"]
+    assert [q.split()[0] for q in first_layer] == statements
     # beyond its two statements the layer only turns the view's atomic() into a savepoint
     others = [q for q in first if TABLE not in q]
     savepoints = [q for q in others if "SAVEPOINT" in q]
@@ -73,7 +82,7 @@ def test_response_cache_makes_replays_sql_free(client_a: Client, wallet: Wallet)
         key = str(uuid.uuid4())
         first = run(client_a, key)
         replay = run(client_a, key)
-    assert [q.split()[0] for q in layer(first)] == ["SELECT", "INSERT"]
+    assert [q.split()[0] for q in layer(first)] == ["SELECT", "INSERT", "UPDATE"]
     assert layer(replay) == []
     assert len(replay) == 1  # the token lookup of authentication, nothing else
 

@@ -108,8 +108,10 @@ def test_e004_not_a_positive_number(name: str, value: Any) -> None:
     [
         {"WAIT": 0},
         {"WAIT": 2.5},
-        {"TTL": 0.5},
+        {"TTL": 0.5, "LEASE": 0.5},
         {"PURGE_BATCH_SIZE": 1},
+        {"MAX_RESPONSE_BYTES": None},
+        {"MAX_RESPONSE_BYTES": 1},
         {"LOCK_TIMEOUT": None},
         {"LOCK_TIMEOUT": 2},
     ],
@@ -233,6 +235,38 @@ def test_e014_backend_choices(setting: dict[str, Any]) -> None:
 
 def test_e015_database_alias_not_in_databases() -> None:
     only("E015", IDEMPOTENCY={"DATABASE_ALIAS": "records"})
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, "1MB", True])
+def test_e004_max_response_bytes(value: Any) -> None:
+    only("E004", IDEMPOTENCY={"MAX_RESPONSE_BYTES": value})
+
+
+def test_e014_atomic_claim_choices() -> None:
+    only("E014", IDEMPOTENCY={"ATOMIC_CLAIM": "last"})
+    assert ids(IDEMPOTENCY={"ATOMIC_CLAIM": "optimistic"}) == []
+
+
+def test_e016_ttl_shorter_than_the_lease() -> None:
+    only("E016", IDEMPOTENCY={"TTL": 30, "LEASE": 60})
+    assert ids(IDEMPOTENCY={"TTL": 60, "LEASE": 60}) == []
+
+
+def _two_databases() -> dict[str, Any]:
+    default = django_settings.DATABASES["default"]
+    return {"default": default, "ledger": {**default, "NAME": "ledger.sqlite3"}}
+
+
+@pytest.mark.parametrize("value", ["ledger", ["nope"], [1]])
+def test_e017_atomic_databases(value: Any) -> None:
+    only("E017", IDEMPOTENCY={"ATOMIC_DATABASES": value}, DATABASES=_two_databases())
+
+
+def test_w006_a_database_outside_atomic_modes_transaction() -> None:
+    only("W006", DATABASES=_two_databases())
+    assert ids(IDEMPOTENCY={"ATOMIC_DATABASES": ["ledger"]}, DATABASES=_two_databases()) == []
+    # lease mode has no transaction to leave anything out of
+    assert ids(IDEMPOTENCY={"MODE": "lease"}, DATABASES=_two_databases()) == []
 
 
 # -- warnings ---------------------------------------------------------------------------
