@@ -18,7 +18,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from idempotency import IdempotentMixin, get_recovery_point, idempotent, recovery_point
+from tests.testapp.executions import record_execution
 from tests.testapp.models import Effect, Wallet
+
+
+def _label(request: Any) -> str:
+    return str(request.META.get("HTTP_IDEMPOTENCY_KEY", "-"))
 
 
 def _effect(request: Any) -> Effect:
@@ -29,6 +34,7 @@ def _effect(request: Any) -> Effect:
     except (ValueError, TypeError, AttributeError):
         data, amount = {}, 1
     delay = float(request.GET.get("sleep", "0"))
+    record_execution(_label(request))
     with transaction.atomic():
         effect = Effect.objects.create(label=str(data.get("label", "x")), amount=amount)
         Wallet.objects.filter(pk=1).update(balance=F("balance") - amount)
@@ -140,9 +146,13 @@ class EffectViewSet(IdempotentMixin, viewsets.ModelViewSet[Effect]):
     serializer_class = EffectSerializer
 
     def perform_create(self, serializer: Any) -> None:
+        record_execution(_label(self.request))
+        delay = float(self.request.GET.get("sleep", "0"))
         with transaction.atomic():
             serializer.save()
             Wallet.objects.filter(pk=1).update(balance=F("balance") - serializer.instance.amount)
+            if delay:
+                time.sleep(delay)
 
     @action(detail=True, methods=["post"])
     def bump(self, request: Request, pk: str | None = None) -> Response:
