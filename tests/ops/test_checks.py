@@ -26,8 +26,14 @@ CACHE_STORE = "idempotency.stores.CacheStore"
 REDIS_STORE = "idempotency.stores.RedisStore"
 
 
+def _one_database() -> dict[str, Any]:
+    return {"default": django_settings.DATABASES["default"]}
+
+
 def ids(**overrides: Any) -> list[str]:
-    """The ids check_settings reports with ``overrides`` in place."""
+    """The ids check_settings reports with ``overrides`` in place (one database unless
+    the overrides name others)."""
+    overrides.setdefault("DATABASES", _one_database())
     with override_settings(**overrides):
         return [message.id or "" for message in check_settings()]
 
@@ -48,6 +54,7 @@ def test_no_idempotency_setting_at_all_produces_no_messages(
 ) -> None:
     if hasattr(settings, "IDEMPOTENCY"):
         del settings.IDEMPOTENCY
+    settings.DATABASES = _one_database()
     assert check_settings() == []
 
 
@@ -71,7 +78,7 @@ def test_e001_not_a_dict(value: Any) -> None:
 
 
 def test_e002_unknown_key_suggests_the_close_one() -> None:
-    with override_settings(IDEMPOTENCY={"TLL": 60}):
+    with override_settings(IDEMPOTENCY={"TLL": 60}, DATABASES=_one_database()):
         (message,) = check_settings()
     assert message.id == "idempotency.E002"
     assert "'TLL'" in message.msg
@@ -170,7 +177,9 @@ def test_e007_django_redis_not_installed(monkeypatch: pytest.MonkeyPatch) -> Non
         return None if name == "django_redis" else real(name, *args)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    with override_settings(IDEMPOTENCY={"STORE": REDIS_STORE}, CACHES=REDIS):
+    with override_settings(
+        IDEMPOTENCY={"STORE": REDIS_STORE}, CACHES=REDIS, DATABASES=_one_database()
+    ):
         (message,) = check_settings()
     assert message.id == "idempotency.E007"
     assert "not installed" in message.msg
@@ -287,7 +296,7 @@ def atomic_requests() -> dict[str, Any]:
     """DATABASES as configured, with ATOMIC_REQUESTS on for the default database."""
     return {
         alias: {**config, "ATOMIC_REQUESTS": alias == "default"}
-        for alias, config in django_settings.DATABASES.items()
+        for alias, config in _one_database().items()
     }
 
 
