@@ -26,6 +26,7 @@ urlpatterns = [
     path("file/", views.file_view),
     path("big/", views.big_view),
     path("two-databases/", views.two_database_view),
+    path("locking/", views.LockingApi.as_view()),
     path("store-database-only/", views.store_database_only_view),
     path("", include(router.urls)),
 ]

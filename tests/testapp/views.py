@@ -236,3 +236,14 @@ def _two_database_effect(request: HttpRequest) -> HttpResponse:
 
 two_database_view = idempotent(databases=["default", "ledger"])(_two_database_effect)
 store_database_only_view = idempotent(_two_database_effect)
+
+
+class LockingApi(APIView):
+    """Locks the wallet row without waiting: fails while another transaction holds it."""
+
+    @idempotent
+    def post(self, request: Request) -> Response:
+        with transaction.atomic():
+            Wallet.objects.select_for_update(nowait=True).get(pk=1)
+            effect = _effect(request)
+        return Response({"id": effect.pk}, status=201)
