@@ -463,6 +463,13 @@ def _claim(prepared: Prepared) -> Claim | HttpResponseBase:
     """Lease mode: own the key, or the response for a caller that does not."""
     policy = prepared.policy
     request = prepared.request
+    if prepared.store.lookup_before_claim:
+        seen = prepared.store.lookup(prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
+        waits = (
+            seen is not None and seen.status is ClaimStatus.IN_PROGRESS and policy.get_wait() > 0
+        )
+        if seen is not None and not _abandoned(seen) and not waits:
+            return answer(prepared, seen)
     for _attempt in range(3):
         claim = prepared.store.claim(
             prepared.scope,

@@ -6,8 +6,9 @@ followed by an unguarded write. It is the only store that supports *atomic
 mode*, where the record commits in the same transaction as the view's writes.
 
 With ``RESPONSE_CACHE`` set to a cache alias (Redis recommended), completed
-responses are also written to that cache once their transaction commits and
-read from it first, so a replay costs no SQL.
+responses are read from that cache first, and written to it by the first replay
+that reads them from the database: every later replay costs no SQL, and a first
+request pays no cache write.
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ class _Clock:
 
 class DatabaseStore(BaseStore):
     supports_atomic: ClassVar[bool] = True
+    lookup_before_claim: ClassVar[bool] = True
 
     def __init__(self, using: str | None = None, *, response_cache: str | None = None) -> None:
         """``using``: database alias (default ``DATABASE_ALIAS``); ``response_cache``: cache
@@ -419,8 +421,6 @@ class DatabaseStore(BaseStore):
         with connection.cursor() as cursor:
             cursor.execute(self._sql(connection, "insert"), [*params, *clock.now()])
             inserted = cursor.fetchone() is not None
-        if inserted:
-            self._cache_on_commit(scope, key, fingerprint, response, ttl)
         return inserted
 
     def complete(
@@ -450,8 +450,6 @@ class DatabaseStore(BaseStore):
                 ],
             )
             updated = cursor.rowcount
-        if updated and fingerprint:
-            self._cache_on_commit(scope, key, fingerprint, response, ttl)
         return bool(updated)
 
     def _now_value(self) -> Any:
@@ -486,15 +484,6 @@ class DatabaseStore(BaseStore):
         cache = self.response_cache
         if cache is not None:
             cache.delete(self._cache_key(scope, key))
-
-    def _cache_on_commit(
-        self, scope: str, key: str, fingerprint: str, response: StoredResponse, ttl: float
-    ) -> None:
-        if self.response_cache is not None:
-            transaction.on_commit(
-                lambda: self._cache_response(scope, key, fingerprint, response, ttl),
-                using=self.using,
-            )
 
     def _cache_response(
         self, scope: str, key: str, fingerprint: str, response: StoredResponse, ttl: float
