@@ -21,7 +21,7 @@ from accounts.errors import (
     InvalidReference,
     LedgerReferenceConflict,
 )
-from accounts.money import MIN_AMOUNT
+from accounts.serializer_fields import AmountField
 from accounts.services import REFERENCE_PATTERN, account_deposit, account_get_or_create_for_user
 from idempotency import idempotent
 
@@ -126,7 +126,7 @@ class AccountDepositApi(APIView):
     """
 
     class InputSerializer(serializers.Serializer[Any]):
-        amount = serializers.DecimalField(max_digits=12, decimal_places=2, min_value=MIN_AMOUNT)
+        amount = AmountField()
         reference = serializers.RegexField(REFERENCE_PATTERN, max_length=64, required=False)
 
         def validate_reference(self, value: str) -> str:

@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 
 from accounts.api_errors import api_error_for
 from accounts.apis import request_user
-from accounts.money import MIN_AMOUNT
+from accounts.serializer_fields import AmountField
 from idempotency import SubmitTokenPermission, idempotency_settings, idempotent
 from orders.errors import (
     IllegalTransition,
@@ -90,7 +90,7 @@ class OrderListCreateApi(APIView):
 
     class InputSerializer(serializers.Serializer[Any]):
         request_id = serializers.RegexField(REQUEST_ID_PATTERN, max_length=64)
-        amount = serializers.DecimalField(max_digits=12, decimal_places=2, min_value=MIN_AMOUNT)
+        amount = AmountField()
 
     OutputSerializer = OrderOutputSerializer
 
@@ -126,7 +126,7 @@ class OrderCheckoutApi(APIView):
     submit_token_purpose = ORDER_FORM_TOKEN_PURPOSE
 
     class InputSerializer(serializers.Serializer[Any]):
-        amount = serializers.DecimalField(max_digits=12, decimal_places=2, min_value=MIN_AMOUNT)
+        amount = AmountField()
 
     OutputSerializer = OrderOutputSerializer
 

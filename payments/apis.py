@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 from accounts.api_errors import api_error_for
 from accounts.apis import account_api_error, request_user
 from accounts.errors import AccountError
-from accounts.money import MIN_AMOUNT
+from accounts.serializer_fields import AmountField
 from idempotency import (
     IdempotencyRequestInProgress,
     InProgress,
@@ -238,7 +238,7 @@ class GatewayCallbackApi(APIView):
     class InputSerializer(serializers.Serializer[Any]):
         trade_no = serializers.RegexField(TRADE_NO_PATTERN, max_length=TRADE_NO_MAX_LENGTH)
         order_id = serializers.IntegerField(min_value=1, max_value=MAX_ORDER_ID)
-        amount = serializers.DecimalField(max_digits=12, decimal_places=2, min_value=MIN_AMOUNT)
+        amount = AmountField()
         status = serializers.ChoiceField(choices=GatewayPaymentStatus.choices)
 
     def post(self, request: Request) -> Response | HttpResponse:
