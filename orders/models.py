@@ -43,8 +43,10 @@ class Order(models.Model):
     request_id = models.CharField(
         _("request id"),
         max_length=64,
-        unique=True,
-        help_text=_("Chosen by the client; a repeat with the same id returns the same order."),
+        help_text=_(
+            "Chosen by the client, unique per user; a repeat with the same id returns the "
+            "same order. Another user's ids are invisible: each user has their own."
+        ),
     )
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -72,6 +74,10 @@ class Order(models.Model):
             check_constraint(
                 condition=models.Q(amount__gt=Decimal("0")),
                 name="orders_order_amount_positive",
+            ),
+            models.UniqueConstraint(
+                fields=["user", "request_id"],
+                name="orders_order_unique_request_id_per_user",
             ),
         ]
 

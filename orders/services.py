@@ -1,9 +1,10 @@
 """Writes of the orders app.
 
-* Creating is idempotent per client ``request_id``: look up, else insert in a
-  savepoint and, when a concurrent request won the unique index, return its
-  order. A repeat gets the same order; a request id reused for another user or
-  amount is a :class:`OrderRequestConflict`, never a silent success.
+* Creating is idempotent per client ``request_id``, which is unique **per user**
+  (another user's ids are neither visible nor blocking): look up, else insert in
+  a savepoint and, when a concurrent request won the unique index, return its
+  order. A repeat gets the same order; a request id reused for another amount
+  is a :class:`OrderRequestConflict`, never a silent success.
 * Moving an order is one conditional ``UPDATE ... WHERE id = ? AND status IN
   (<allowed sources>)`` judged by its row count. Zero rows means the order was
   not in a source status: when it already is in the target the move was done
@@ -52,14 +53,14 @@ def order_create(*, user: User, request_id: str, amount: Decimal) -> tuple[Order
         raise InvalidRequestId(str(request_id))
     amount = require_amount(amount)
     with transaction.atomic():
-        existing = _order_by_request_id(request_id)
+        existing = _order_by_request_id(user=user, request_id=request_id)
         if existing is None:
             try:
                 with transaction.atomic():
                     order = Order.objects.create(request_id=request_id, user=user, amount=amount)
             except IntegrityError:
-                # A concurrent request inserted this request id first.
-                existing = _order_by_request_id(request_id)
+                # A concurrent request of this user inserted this request id first.
+                existing = _order_by_request_id(user=user, request_id=request_id)
                 if existing is None:
                     raise
             else:
@@ -67,13 +68,14 @@ def order_create(*, user: User, request_id: str, amount: Decimal) -> tuple[Order
                 # exactly what every repeat will be answered with.
                 order.refresh_from_db()
                 return order, True
-        if existing.user_id != user.pk or existing.amount != amount:
+        if existing.amount != amount:
             raise OrderRequestConflict(request_id)
         return existing, False
 
 
-def _order_by_request_id(request_id: str) -> Order | None:
-    return Order.objects.filter(request_id=request_id).first()
+def _order_by_request_id(*, user: User, request_id: str) -> Order | None:
+    # request ids are unique per user: another user's ids are neither seen nor blocking
+    return Order.objects.filter(user=user, request_id=request_id).first()
 
 
 def order_transition(
@@ -113,7 +115,42 @@ def order_transition(
 
 
 def order_cancel(*, order_id: int) -> Order:
-    return order_transition(order_id=order_id, to=OrderStatus.CANCELLED)
+    """Cancel the order; a PAID order gets its payment refunded in the same transaction.
+
+    CREATED -> CANCELLED moves nothing else. PAID -> CANCELLED credits the payment
+    back to the payer's balance (:func:`payments.services.payment_refund`): the
+    conditional update of the order's status and the refund commit together, so of
+    concurrent cancels (or a cancel racing a ship) exactly one makes the move and
+    only that one refunds; the others find the order already CANCELLED (a repeat,
+    answered like the first) or SHIPPED (an :class:`IllegalTransition`). A SHIPPED
+    order cannot be cancelled.
+    """
+    from payments.services import payment_refund  # payments builds on orders
+
+    for _attempt in range(2):
+        with transaction.atomic():
+            try:
+                order = order_transition(
+                    order_id=order_id,
+                    to=OrderStatus.CANCELLED,
+                    expected_from={OrderStatus.PAID},
+                    allow_repeat=False,
+                )
+            except IllegalTransition:
+                pass
+            else:
+                payment_refund(order=order)
+                return order
+        try:
+            # never from PAID here: a cancel of a paid order must refund
+            return order_transition(
+                order_id=order_id, to=OrderStatus.CANCELLED, expected_from={OrderStatus.CREATED}
+            )
+        except IllegalTransition as exc:
+            if exc.current != OrderStatus.PAID:
+                raise
+            # paid between our two updates: go round once more and refund
+    raise IllegalTransition(order_id, OrderStatus.PAID, OrderStatus.CANCELLED)
 
 
 def order_ship(*, order_id: int) -> Order:
