@@ -70,6 +70,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # first: it sees every answer last, and turns any error that is not JSON yet (URL
+    # 404s, 500s, Django's 400/413, DEBUG's HTML pages) into problem+json
+    "config.middleware.ProblemDetailsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -139,6 +142,10 @@ REST_FRAMEWORK = {
     ],
     "EXCEPTION_HANDLER": "config.problems.problem_exception_handler",
     "COERCE_DECIMAL_TO_STRING": True,
+    # one rendering for every JSON answer, the library's problem details included:
+    # compact, non-ASCII escaped (idempotency.problems.render_problem)
+    "COMPACT_JSON": True,
+    "UNICODE_JSON": False,
 }
 
 # Celery: without a broker the tasks run eagerly in-process, so the embedded
