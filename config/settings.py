@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from config.defaults import DEV_GATEWAY_SECRET, DEV_SECRET_KEY
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -48,7 +50,8 @@ def database_from_url(url: str) -> dict[str, Any]:
     raise ValueError(f"Unsupported DATABASE_URL scheme: {parts.scheme!r}")
 
 
-SECRET_KEY = os.environ.get("SECRET_KEY", "dev-only-insecure-secret-key-change-me")
+# Development defaults; `manage.py check --deploy` fails on them (config/checks.py).
+SECRET_KEY = os.environ.get("SECRET_KEY", DEV_SECRET_KEY)
 DEBUG = env_bool("DEBUG", True)
 ALLOWED_HOSTS = [
     h for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h
@@ -67,6 +70,7 @@ INSTALLED_APPS = [
     "accounts",
     "orders",
     "payments",
+    "config.apps.SampleProjectConfig",
 ]
 
 MIDDLEWARE = [
@@ -193,9 +197,11 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     IDEMPOTENCY["LOCK_BACKEND"] = "postgres"
 
 # Shared secret of the payment gateway: it signs each callback's body with HMAC-SHA256
-# (POST /api/payments/callback/, header X-Gateway-Signature). Set it in production.
+# (POST /api/payments/callback/, header X-Gateway-Signature). Set it in production: with
+# DEBUG off the default is empty (every callback is refused), and `check --deploy` fails
+# on a missing, short or development secret.
 PAYMENT_GATEWAY_SECRET = os.environ.get(
-    "PAYMENT_GATEWAY_SECRET", "dev-only-gateway-secret-change-me"
+    "PAYMENT_GATEWAY_SECRET", DEV_GATEWAY_SECRET if DEBUG else ""
 )
 
 LOGGING = {
