@@ -174,6 +174,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     },
     # Runs under the lock "reconcile-ledger" (see accounts/tasks.py): a second
     # scheduler firing at the same time skips instead of running twice.
+    # The transactional outbox of order.paid (orders/outbox.py): whatever the on-commit
+    # publish missed (a broker that was down) goes out within a few seconds of its return.
+    "relay-order-outbox": {
+        "task": "orders.relay_outbox",
+        "schedule": 5.0,
+    },
     "reconcile-ledger": {
         "task": "accounts.reconcile_ledger",
         "schedule": 900.0,

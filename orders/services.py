@@ -13,9 +13,10 @@
 * Checkout (a web form with a one-time submit token) creates the order under a
   request id derived from the token, so even the database refuses a second order
   for one form.
-* Paying publishes an ``order.paid`` message once the payment commits
-  (:func:`order_paid_publish`); its consumer (:mod:`orders.tasks`) writes the
-  receipt and counts the sale (:func:`order_paid_record`).
+* Paying writes an ``order.paid`` message to the transactional outbox
+  (:func:`order_paid_publish`, :mod:`orders.outbox`), relayed to the broker after
+  the commit; its consumer (:mod:`orders.tasks`) writes the receipt and counts the
+  sale (:func:`order_paid_record`), once per message id.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from django.utils import timezone
 from accounts.money import identifier_pattern, require_amount
 from orders.errors import IllegalTransition, InvalidRequestId, OrderNotFound, OrderRequestConflict
 from orders.models import DailySales, Order, OrderStatus, Receipt, transition_sources
+from orders.outbox import outbox_enqueue, outbox_relay
 from orders.selectors import order_get_by_id
 
 if TYPE_CHECKING:
@@ -181,19 +183,21 @@ def order_paid_message_id(*, order_id: int) -> str:
 
 
 def order_paid_publish(*, order_id: int) -> str:
-    """Publish ``order.paid`` for the order once the current transaction commits.
+    """Announce ``order.paid``: write it to the outbox in the current transaction.
 
-    Nothing is published when the transaction rolls back. The publish is
-    ``robust``: a broker that refuses it is logged, it never turns a committed
-    payment into an error answer. Returns the message id.
+    The message exists exactly when the payment commits (a rollback takes it
+    along). Once the transaction commits, the relay publishes it at once (the
+    fast path; ``robust``: a broker that refuses it is logged and never turns a
+    committed payment into an error answer); whatever that misses, the beat task
+    ``orders.relay_outbox`` publishes later (:mod:`orders.outbox`). Returns the
+    message id.
     """
-    from orders.tasks import order_event_consume  # the tasks import these services
-
     message_id = order_paid_message_id(order_id=order_id)
-    publish = functools.partial(
-        order_event_consume.delay, message_id=message_id, event=ORDER_PAID, order_id=order_id
+    message = outbox_enqueue(
+        message_id=message_id, event=ORDER_PAID, payload={"order_id": order_id}
     )
-    transaction.on_commit(publish, robust=True)
+    relay = functools.partial(outbox_relay, batch_size=1, message_ids=[message.pk])
+    transaction.on_commit(relay, robust=True)
     return message_id
 
 
