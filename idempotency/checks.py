@@ -95,6 +95,10 @@ MESSAGES: dict[str, _Message] = {
         "IDEMPOTENCY['DATABASE_ALIAS'] names the database {alias!r}, which is not in DATABASES.",
         "Add that alias to DATABASES or name one of: {aliases}.",
     ),
+    "E016": _Message(
+        "IDEMPOTENCY['METRICS'] is on, but prometheus_client is not installed.",
+        "pip install 'django-idempotency[metrics]', or set METRICS to False.",
+    ),
     "W001": _Message(
         "The idempotency store is a CacheStore on the cache {alias!r}, a LocMemCache: "
         "each process has its own, so a key is only deduplicated within one process.",
@@ -234,6 +238,8 @@ def _check_values(values: dict[str, Any]) -> list[checks.CheckMessage]:
                 "E004", name="LOCK_TIMEOUT", value=lock_timeout, expected="None or a number > 0"
             )
         )
+    if values["METRICS"] and importlib.util.find_spec("prometheus_client") is None:
+        errors.append(_message("E016"))
     for name, choices in _CHOICES.items():
         if values[name] not in choices:
             errors.append(

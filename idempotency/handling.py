@@ -18,7 +18,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig
@@ -42,6 +42,9 @@ from idempotency.responses import StoredResponse, capture, is_storable, replay
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus
 
 logger = logging.getLogger("idempotency")
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -98,6 +101,14 @@ class Prepared:
     scope: str
     key: str
     fingerprint: str
+    #: Seconds the store took to decide who owns the key (lookup or claim).
+    claim_seconds: float | None = None
+
+
+def route_of(request: HttpRequest) -> str:
+    """The URL pattern that matched ``request`` (bounded, unlike the path), for metrics."""
+    match = getattr(request, "resolver_match", None)
+    return str(match.route) if match is not None and match.route else "<unmatched>"
 
 
 def _send(signal: Any, prepared: Prepared, **extra: Any) -> None:
@@ -106,8 +117,20 @@ def _send(signal: Any, prepared: Prepared, **extra: Any) -> None:
         request=prepared.request,
         scope=prepared.scope,
         key=prepared.key,
+        route=route_of(prepared.request),
+        claim_seconds=prepared.claim_seconds,
         **extra,
     )
+
+
+def _timed(prepared: Prepared, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``call(*args, **kwargs)``, its duration added to ``prepared.claim_seconds``."""
+    started = time.perf_counter()
+    try:
+        return call(*args, **kwargs)
+    finally:
+        elapsed = time.perf_counter() - started
+        prepared.claim_seconds = (prepared.claim_seconds or 0.0) + elapsed
 
 
 def prepare(request: HttpRequest, policy: Policy) -> Prepared | HttpResponseBase | None:
@@ -130,6 +153,16 @@ def prepare(request: HttpRequest, policy: Policy) -> Prepared | HttpResponseBase
             raise IdempotencyScopeUnavailable()
         fingerprint = policy.get_fingerprint(request)
     except (InvalidIdempotencyKey, IdempotencyKeyRequired, IdempotencyScopeUnavailable) as exc:
+        if not isinstance(exc, IdempotencyScopeUnavailable):
+            signals.invalid_key.send(
+                sender=None,
+                request=request,
+                scope=None,
+                key=None,
+                code=exc.code,
+                route=route_of(request),
+                claim_seconds=None,
+            )
         return exc.as_response()
     except RequestDataTooBig:
         return problem_response(
@@ -246,7 +279,9 @@ def _run_atomic(
     prepared: Prepared, call: Call, convert: Convert | None, finalize: Finalize
 ) -> HttpResponseBase:
     store: Any = prepared.store
-    existing = store.lookup(prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
+    existing = _timed(
+        prepared, store.lookup, prepared.scope, prepared.key, fingerprint=prepared.fingerprint
+    )
     if existing is not None:
         if existing.status is ClaimStatus.IN_PROGRESS and prepared.policy.get_wait() > 0:
             existing = _poll(prepared, prepared.policy.get_wait()) or existing
@@ -275,6 +310,8 @@ def _run_atomic(
                 route=request.path,
             ):
                 raise _LostRace
+        if stored is not None:
+            _send(signals.first, prepared, status=response.status_code)
         return response
     except Exception as exc:
         return _atomic_failure(prepared, exc, convert, finalize)
@@ -318,6 +355,8 @@ def _atomic_failure(
         winner = store.lookup(prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
         if winner is not None:
             return answer(prepared, winner)
+    else:
+        _send(signals.first, prepared, status=response.status_code)
     return response
 
 
@@ -326,7 +365,9 @@ def _claim(prepared: Prepared) -> Claim | HttpResponseBase:
     policy = prepared.policy
     request = prepared.request
     for _attempt in range(3):
-        claim = prepared.store.claim(
+        claim = _timed(
+            prepared,
+            prepared.store.claim,
             prepared.scope,
             prepared.key,
             fingerprint=prepared.fingerprint,
@@ -359,6 +400,8 @@ def _finish(prepared: Prepared, claim: Claim, response: HttpResponseBase) -> Htt
             fingerprint=prepared.fingerprint,
         ):
             _send(signals.stale_owner, prepared, fence=claim.fence)
+        else:
+            _send(signals.first, prepared, status=response.status_code)
     else:
         _abort(prepared, claim, status=response.status_code)
     return response
