@@ -4,7 +4,8 @@
     python3 dev.py run     # virtualenv, install, migrate, seed the demo, serve :8000
     python3 dev.py test    # the whole test suite (arguments after "test" go to pytest)
 
-Also: ``lint``, ``typecheck``, ``bench`` and ``bench-smoke``. The virtualenv lives
+Also: ``demo`` (the double-charge story, live: ``manage.py retry_storm``), ``lint``,
+``typecheck``, ``bench`` and ``bench-smoke``. The virtualenv lives
 in ``.venv`` and is (re)installed whenever ``pyproject.toml`` changes.
 """
 
@@ -54,6 +55,10 @@ def main(argv: list[str]) -> None:
     elif command == "test":
         install()
         sh(PYTHON, "-m", "pytest", *rest)
+    elif command == "demo":
+        install()
+        sh(PYTHON, "manage.py", "migrate", "--noinput", "-v0")
+        sh(PYTHON, "manage.py", "retry_storm", *rest)
     elif command == "lint":
         install()
         sh(BIN / "ruff", "check", ".")

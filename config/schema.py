@@ -33,7 +33,7 @@ class SampleAutoSchema(AutoSchema):
             return output(many=True)
         return output
 
-    def get_serializer_name(self, serializer: Any, direction: str) -> str:
+    def get_serializer_name(self, serializer: Any, direction: Any) -> str:
         """``AccountDepositApi.InputSerializer`` is named ``AccountDepositInput``."""
         outer, _, inner = type(serializer).__qualname__.rpartition(".")
         if outer:

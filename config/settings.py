@@ -141,8 +141,8 @@ REST_FRAMEWORK = {
     ],
     "EXCEPTION_HANDLER": "config.problems.problem_exception_handler",
     "COERCE_DECIMAL_TO_STRING": True,
-    # OpenAPI: bodies from the views' Input/OutputSerializer, plus the Idempotency-Key contract of every
-    # protected view (header, Idempotent-Replayed, the 400/409/422 problems).
+    # OpenAPI: bodies from the views' Input/OutputSerializer, plus the Idempotency-Key
+    # contract of every protected view (header, Idempotent-Replayed, 400/409/422 problems).
     "DEFAULT_SCHEMA_CLASS": "config.schema.SampleAutoSchema",
 }
 
