@@ -235,6 +235,19 @@ def test_e015_database_alias_not_in_databases() -> None:
     only("E015", IDEMPOTENCY={"DATABASE_ALIAS": "records"})
 
 
+def test_e016_metrics_without_prometheus_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "prometheus_client" else find_spec(name, *a),
+    )
+    only("E016", IDEMPOTENCY={"METRICS": True})
+    assert ids(IDEMPOTENCY={"METRICS": False}) == []
+
+
 # -- warnings ---------------------------------------------------------------------------
 
 
