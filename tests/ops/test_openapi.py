@@ -166,6 +166,11 @@ def test_the_docs_page_in_a_real_browser(chromium: Chromium, live_server: Any) -
     assert "Idempotent-Replayed" in text
     for code in ("400", "409", "422"):
         assert code in text
+    # a tall page, so the picture holds the header, the replay header and the problems
+    chromium.send(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": 1280, "height": 2300, "deviceScaleFactor": 1, "mobile": False},
+    )
     chromium.evaluate(f"document.querySelector('{pay}').scrollIntoView(); true")
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     png = chromium.screenshot(SCREENSHOT)  # the picture the README shows
