@@ -278,6 +278,19 @@ def test_w006_a_database_outside_atomic_modes_transaction() -> None:
     assert ids(IDEMPOTENCY={"MODE": "lease"}, DATABASES=_two_databases()) == []
 
 
+def test_e018_metrics_without_prometheus_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "prometheus_client" else find_spec(name, *a),
+    )
+    only("E018", IDEMPOTENCY={"METRICS": True})
+    assert ids(IDEMPOTENCY={"METRICS": False}) == []
+
+
 # -- warnings ---------------------------------------------------------------------------
 
 
