@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from idempotency import handling
 from idempotency.decorators import policy_of
 from idempotency.drf import hooks
+from idempotency.fingerprints import keep_body
 from idempotency.policy import Policy
 
 
@@ -59,6 +60,9 @@ class IdempotentMixin:
         return name in self.idempotent_actions
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        if request.method in handling.UNSAFE_METHODS:
+            # before authentication can parse request.data: the fingerprint reads the raw body
+            keep_body(request)
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
         if request.method not in handling.UNSAFE_METHODS or not self.is_idempotent_action(request):
             return
