@@ -64,13 +64,24 @@ def _view_class(view_func: Any) -> Any:
     return getattr(view_func, "cls", None) or getattr(view_func, "view_class", None)
 
 
+def _decorated(handler: Any) -> bool:
+    """Whether ``handler`` is ``@idempotent``, or ``@api_view``'s handler around such a view."""
+    if policy_of(handler) is not None:
+        return True
+    # @api_view sets a closure ``handler(self, *args, **kwargs): return func(...)`` as the
+    # method: the function it calls is the one @idempotent may decorate
+    cells = getattr(getattr(handler, "__func__", handler), "__closure__", None) or ()
+    return any(policy_of(cell.cell_contents) is not None for cell in cells)
+
+
 def _handles_keys_itself(view_func: Any, cls: Any, method: str) -> bool:
     if policy_of(view_func) is not None:
         return True
     if isinstance(cls, type):
         if issubclass(cls, IdempotentMixin):
             return True
-        return policy_of(getattr(cls, method.lower(), None)) is not None
+        name = (getattr(view_func, "actions", None) or {}).get(method.lower(), method.lower())
+        return _decorated(getattr(cls, name, None))
     return False
 
 
