@@ -104,9 +104,7 @@ def wsgi_caller(user: Any) -> Call:
 
     token = Token.objects.get(user=user).key
 
-    def call(
-        cell: str, *, key: str | None, probe: str, amount: int, sleep: float = 0
-    ) -> Answer:
+    def call(cell: str, *, key: str | None, probe: str, amount: int, sleep: float = 0) -> Answer:
         client = Client(HTTP_AUTHORIZATION=f"Token {token}")
         client.force_login(user)
         body, content_type = body_of(cell, amount)
@@ -129,9 +127,7 @@ def asgi_caller(user: Any) -> Call:
     client = AsyncClient(headers={"Authorization": f"Token {token}"})
     client.force_login(user)
 
-    def call(
-        cell: str, *, key: str | None, probe: str, amount: int, sleep: float = 0
-    ) -> Answer:
+    def call(cell: str, *, key: str | None, probe: str, amount: int, sleep: float = 0) -> Answer:
         body, content_type = body_of(cell, amount)
         response = async_to_sync(client.post)(
             f"/m/{cell}/?sleep={sleep}",
@@ -153,9 +149,7 @@ def server_caller(base_url: str, user: Any) -> Call:
     session = browser.cookies[settings.SESSION_COOKIE_NAME].value
     netloc = urlsplit(base_url).netloc
 
-    def call(
-        cell: str, *, key: str | None, probe: str, amount: int, sleep: float = 0
-    ) -> Answer:
+    def call(cell: str, *, key: str | None, probe: str, amount: int, sleep: float = 0) -> Answer:
         body, content_type = body_of(cell, amount)
         headers = {
             **request_headers(key, probe),
@@ -282,7 +276,9 @@ def concurrent_params() -> list[Any]:
                         )
                     )
                 params.append(
-                    pytest.param(cell, mode, transport, id=f"{cell}-{mode}-{transport}", marks=marks)
+                    pytest.param(
+                        cell, mode, transport, id=f"{cell}-{mode}-{transport}", marks=marks
+                    )
                 )
     return params
 
