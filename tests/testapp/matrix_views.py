@@ -60,7 +60,7 @@ def _amount(request: Any) -> int:
         else:
             data = request.POST
         return int(data.get("amount", 1))
-    except (ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError, RecursionError):
         return 1
 
 
