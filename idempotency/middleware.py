@@ -31,7 +31,7 @@ from typing import Any
 from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.db import connections, transaction
 from django.http import HttpRequest, HttpResponseBase
-from django.urls import Resolver404, get_resolver
+from django.urls import get_resolver
 from rest_framework.views import APIView
 
 from idempotency import handling
@@ -136,7 +136,18 @@ class IdempotencyMiddleware:
         cache_key = (view_func, method)
         plan = self._plans.get(cache_key)
         if plan is None:
-            plan = self._plans[cache_key] = plan_for(view_func, method)
+            try:
+                plan = plan_for(view_func, method)
+            except Exception:
+                # a view the middleware cannot take part in runs untouched, never a 500
+                logger.warning(
+                    "idempotency: IdempotencyMiddleware cannot wrap %r; it runs without "
+                    "idempotency (decorate it with @idempotent or @idempotency_exempt)",
+                    view_func,
+                    exc_info=True,
+                )
+                plan = SKIP
+            self._plans[cache_key] = plan
         return plan
 
     def _resolve(self, request: HttpRequest) -> Plan:
@@ -145,7 +156,7 @@ class IdempotencyMiddleware:
             return SKIP
         try:
             match = get_resolver(getattr(request, "urlconf", None)).resolve(request.path_info)
-        except Resolver404:
+        except Exception:  # Resolver404, or a URLconf error Django itself reports next
             return SKIP
         plan = self._plan(match.func, str(request.method))
         if plan.policy is None:

@@ -155,3 +155,33 @@ def test_drf_still_parses_the_body_after_the_fingerprint(
     assert first.status_code == 200, first.content
     assert json.loads(first.content) == {"data": parsed}
     assert other.status_code == 422
+
+
+def test_a_view_it_cannot_plan_for_runs_untouched_with_a_warning(
+    client: Client, caplog: pytest.LogCaptureFixture, monkeypatch: Any
+) -> None:
+    from idempotency import middleware
+
+    def broken(view_func: Any, method: str) -> Any:
+        raise TypeError("an odd view callable")
+
+    monkeypatch.setattr(middleware, "plan_for", broken)
+    probe = str(uuid.uuid4())
+    with (
+        override_settings(MIDDLEWARE=MIDDLEWARE),
+        caplog.at_level(logging.WARNING, logger="idempotency"),
+    ):
+        first = post(client, "/m/x/plain/", "k-untouched", probe)
+        again = post(client, "/m/x/plain/", "k-untouched", probe)
+    assert (first.status_code, again.status_code) == (201, 201)
+    assert "Idempotent-Replayed" not in again
+    assert executions(probe) == 2
+    assert "runs without idempotency" in caplog.text
+
+
+def test_streaming_in_atomic_mode_still_streams(client: Client) -> None:
+    key, probe = str(uuid.uuid4()), str(uuid.uuid4())
+    with override_settings(MIDDLEWARE=MIDDLEWARE, IDEMPOTENCY={"MODE": "atomic"}):
+        first = post(client, "/m/x/streaming/", key, probe)
+    assert first.status_code == 200
+    assert b"".join(first.streaming_content) == b"chunk-1,chunk-2"
