@@ -81,12 +81,16 @@ def _handles_keys_itself(view_func: Any, cls: Any, method: str) -> bool:
         if issubclass(cls, IdempotentMixin):
             return True
         name = (getattr(view_func, "actions", None) or {}).get(method.lower(), method.lower())
-        return _decorated(getattr(cls, name, None))
+        return _decorated(getattr(cls, name, None)) or _decorated(getattr(cls, "dispatch", None))
     return False
 
 
 def _drf_view(cls: type[APIView], view_func: Any) -> Callable[..., Any]:
-    subclass: Any = type(cls.__name__, (IdempotentMixin, cls), {"__module__": cls.__module__})
+    non_atomic: set[str] = getattr(view_func, "_non_atomic_requests", set())
+    attrs: dict[str, Any] = {"__module__": cls.__module__}
+    if non_atomic and getattr(cls, "idempotency_mode", None) is None:
+        attrs["idempotency_mode"] = "lease"  # the view asked for no transaction
+    subclass: Any = type(cls.__name__, (IdempotentMixin, cls), attrs)
     initkwargs = getattr(view_func, "initkwargs", {}) or {}
     actions = getattr(view_func, "actions", None)
     view: Callable[..., Any]
@@ -96,7 +100,6 @@ def _drf_view(cls: type[APIView], view_func: Any) -> Callable[..., Any]:
         view = subclass.as_view(**initkwargs)
     # Django decides ATOMIC_REQUESTS from the resolved view; we call the substitute, so
     # we apply the same rule (and the same non_atomic_requests opt-out) ourselves.
-    non_atomic: set[str] = getattr(view_func, "_non_atomic_requests", set())
     for alias, settings_dict in connections.settings.items():
         if settings_dict["ATOMIC_REQUESTS"] and alias not in non_atomic:
             view = transaction.atomic(using=alias)(view)

@@ -185,3 +185,18 @@ def test_streaming_in_atomic_mode_still_streams(client: Client) -> None:
         first = post(client, "/m/x/streaming/", key, probe)
     assert first.status_code == 200
     assert b"".join(first.streaming_content) == b"chunk-1,chunk-2"
+
+
+@pytest.mark.parametrize("mode", ["atomic", "lease"])
+@pytest.mark.parametrize("url", ["/m/x/dispatch-decorated/", "/m/x/hidden-decorated/"])
+def test_a_key_is_handled_once_when_the_view_is_decorated_too(
+    client: Client, url: str, mode: str
+) -> None:
+    key, probe = str(uuid.uuid4()), str(uuid.uuid4())
+    with override_settings(MIDDLEWARE=MIDDLEWARE, IDEMPOTENCY={"MODE": mode}):
+        first = post(client, url, key, probe)
+        again = post(client, url, key, probe)
+    assert first.status_code == 201, first.content
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.content == first.content
+    assert executions(probe) == 1

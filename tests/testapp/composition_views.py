@@ -7,10 +7,13 @@ from typing import Any
 
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.utils.decorators import method_decorator
+from django.views import View
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from idempotency import idempotent
 from tests.testapp.matrix_views import created, work
 
 
@@ -69,3 +72,21 @@ class EchoApi(APIView):
     def put(self, request: Request) -> Response:
         work(request, 1)
         return Response({"data": request.data}, status=200)
+
+
+@method_decorator(idempotent, name="dispatch")
+class DispatchDecorated(View):
+    """``@idempotent`` on ``dispatch``: the middleware must not handle the key a second time."""
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        return created(work(request))
+
+
+@idempotent
+def _decorated(request: HttpRequest) -> HttpResponse:
+    return created(work(request))
+
+
+def hidden_decorated(request: HttpRequest) -> HttpResponse:
+    """A project's own wrapper that hides the ``@idempotent`` inside from the middleware."""
+    return _decorated(request)

@@ -16,4 +16,6 @@ urlpatterns += [
     path("x/streaming/", views.streaming),
     path("x/echo/", views.echo_body),
     path("x/echo-api/", views.EchoApi.as_view()),
+    path("x/dispatch-decorated/", views.DispatchDecorated.as_view()),
+    path("x/hidden-decorated/", views.hidden_decorated),
 ]
