@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -30,7 +31,7 @@ def uvicorn_server(env: dict[str, str], *, startup_timeout: float = 30.0) -> Ite
     sock.listen(128)
     port = sock.getsockname()[1]
     base_url = f"http://127.0.0.1:{port}"
-    log = open(ROOT / f".uvicorn-{port}.log", "w+b")  # noqa: SIM115 - closed below
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - closed below
     process = subprocess.Popen(
         [
             sys.executable,
@@ -78,6 +79,5 @@ def uvicorn_server(env: dict[str, str], *, startup_timeout: float = 30.0) -> Ite
         log.seek(0)
         output = log.read().decode(errors="replace")
         log.close()
-        os.unlink(log.name)
         if "Traceback" in output:
             sys.stderr.write(f"uvicorn log:\n{output}\n")
