@@ -200,3 +200,18 @@ def test_a_key_is_handled_once_when_the_view_is_decorated_too(
     assert again["Idempotent-Replayed"] == "true"
     assert again.content == first.content
     assert executions(probe) == 1
+
+
+def test_django_login_view_works_under_the_middleware(db: Any) -> None:
+    make_user("logs-in")  # password "pw"
+    form = {"username": "logs-in", "password": "pw"}
+    with override_settings(MIDDLEWARE=MIDDLEWARE):
+        plain = Client().post("/m/x/login/", form)
+        keyed = Client().post("/m/x/login/", form, headers={"Idempotency-Key": "login-1"})
+        with override_settings(MIDDLEWARE=MIDDLEWARE, IDEMPOTENCY={"ANONYMOUS": "ignore"}):
+            ignored = Client().post("/m/x/login/", form, headers={"Idempotency-Key": "login-2"})
+    assert plain.status_code == 302  # logged in, as without the middleware
+    # a key from an anonymous caller: the documented anonymous policy, not a 500
+    assert keyed.status_code == 403
+    assert keyed["Content-Type"] == "application/problem+json"
+    assert ignored.status_code == 302

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.views import LoginView
 from django.urls import path
 
 from tests.testapp import composition_views as views
@@ -18,4 +19,5 @@ urlpatterns += [
     path("x/echo-api/", views.EchoApi.as_view()),
     path("x/dispatch-decorated/", views.DispatchDecorated.as_view()),
     path("x/hidden-decorated/", views.hidden_decorated),
+    path("x/login/", LoginView.as_view()),
 ]
