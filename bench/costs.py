@@ -19,11 +19,13 @@ from bench.profile import caller, keys
 CASES: tuple[tuple[str, str], ...] = (
     ("bare", "first"),
     ("db-atomic", "first"),
+    ("db-optimistic", "first"),
     ("db-lease", "first"),
     ("redis", "first"),
     ("db-redis-cache", "first"),
     ("noop", "replay"),
     ("db-atomic", "replay"),
+    ("db-optimistic", "replay"),
     ("db-lease", "replay"),
     ("redis", "replay"),
     ("db-redis-cache", "replay"),
@@ -31,9 +33,24 @@ CASES: tuple[tuple[str, str], ...] = (
 
 
 @dataclass(frozen=True)
+class RoundTrips:
+    """What one request sends to the services, counted where it is sent."""
+
+    sql: int  # statements through Django's cursors (SAVEPOINT/RELEASE included)
+    transactions: int  # commits and rollbacks: each adds a BEGIN and an end, 2 round trips
+    redis: int  # commands sent to Redis
+
+    @property
+    def total(self) -> int:
+        return self.sql + 2 * self.transactions + self.redis
+
+
+@dataclass(frozen=True)
 class Costs:
     #: median µs of one request per (variant, path)
     requests: dict[tuple[str, str], float]
+    #: round trips of one request per (variant, path)
+    round_trips: dict[tuple[str, str], RoundTrips]
     #: median µs of ``SELECT 1`` through Django's cursor
     postgres_round_trip: float
     #: median µs of a ``cache.get`` miss on the django-redis cache
@@ -82,6 +99,44 @@ def measure(token: str, *, blocks: int, per_block: int = 20) -> Costs:
                 samples[name].append(time.perf_counter() - started)
     return Costs(
         requests={case: _median_us(samples[f"{case[0]}:{case[1]}"]) for case in CASES},
+        round_trips={case: count_round_trips(*calls[case]) for case in CASES},
         postgres_round_trip=_median_us(samples["postgres"]),
         redis_round_trip=_median_us(samples["redis"]),
     )
+
+
+def count_round_trips(call: Callable[[str], int], next_key: Callable[[], str]) -> RoundTrips:
+    """Send one request and count its SQL statements, transactions and Redis commands."""
+    import redis
+    from django.db import connection
+
+    counts = {"sql": 0, "transactions": 0, "redis": 0}
+
+    def sql(execute: Callable[..., object], *args: object) -> object:
+        counts["sql"] += 1
+        return execute(*args)
+
+    send_command = redis.connection.Connection.send_command
+    commit, rollback = connection._commit, connection._rollback
+
+    def counting_send(self: object, *args: object, **kwargs: object) -> None:
+        counts["redis"] += 1
+        send_command(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    def ended(end: Callable[[], None]) -> Callable[[], None]:
+        def wrapper() -> None:
+            counts["transactions"] += 1
+            end()
+
+        return wrapper
+
+    redis.connection.Connection.send_command = counting_send  # type: ignore[method-assign]
+    connection._commit = ended(commit)  # type: ignore[method-assign]
+    connection._rollback = ended(rollback)  # type: ignore[method-assign]
+    try:
+        with connection.execute_wrapper(sql):
+            call(next_key())
+    finally:
+        redis.connection.Connection.send_command = send_command  # type: ignore[method-assign]
+        del connection._commit, connection._rollback
+    return RoundTrips(**counts)

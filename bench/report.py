@@ -258,13 +258,35 @@ def render(results: Results, options: Options) -> str:  # noqa: C901 - one table
             f"**{c.postgres_round_trip:.0f} µs** here, one Redis round trip (a django-redis "
             f"`cache.get` miss) **{c.redis_round_trip:.0f} µs**.\n"
         )
-        add("| variant | path | µs per request (median) | added vs reference µs | ratio |")
-        add("| --- | --- | ---: | ---: | ---: |")
+        add(
+            "Round trips of one request, counted as they are sent: SQL statements through "
+            "Django's cursors (savepoints included), 2 per transaction (its BEGIN and its "
+            "COMMIT or ROLLBACK) and Redis commands. The floor column is what those extra "
+            "round trips alone cost at the measured prices; the rest of *added* is Python.\n"
+        )
+        add(
+            "| variant | path | µs per request (median) | added vs reference µs | ratio | "
+            "SQL | transactions | Redis | round trips (+ vs reference) | floor of added µs |"
+        )
+        add("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for (name, path), us in c.requests.items():
             base = c.requests.get((reference(path), path))
             added = f"{us - base:+.0f}" if base is not None else "–"
             ratio = f"{base / us:.2f}" if base else "–"
-            add(f"| {name} | {path} | {us:.0f} | {added} | {ratio} |")
+            rt = c.round_trips.get((name, path))
+            ref_rt = c.round_trips.get((reference(path), path))
+            if rt is None or ref_rt is None:
+                add(f"| {name} | {path} | {us:.0f} | {added} | {ratio} | | | | | |")
+                continue
+            extra_sql = (rt.sql - ref_rt.sql) + 2 * (rt.transactions - ref_rt.transactions)
+            floor = extra_sql * c.postgres_round_trip + (rt.redis - ref_rt.redis) * (
+                c.redis_round_trip
+            )
+            add(
+                f"| {name} | {path} | {us:.0f} | {added} | {ratio} | {rt.sql} | "
+                f"{rt.transactions} | {rt.redis} | {rt.total} ({rt.total - ref_rt.total:+d}) | "
+                f"{floor:.0f} |"
+            )
         add("")
 
     g = results.growth

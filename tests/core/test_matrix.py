@@ -45,7 +45,7 @@ MIDDLEWARE = [
 #: Atomic mode looks the key up, runs the view and inserts the record last, so concurrent
 #: duplicates of a sync view can all run its body before the unique index stops them. The
 #: claim-first rewrite of atomic mode (on main) fixes it; until then those cells fail.
-ATOMIC_CLAIMS_FIRST = False
+ATOMIC_CLAIMS_FIRST = True
 
 
 @dataclass
