@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.extensions import (
+    OpenApiAuthenticationExtension,
+    OpenApiSerializerFieldExtension,
+)
 from drf_spectacular.types import OpenApiTypes
 
+from accounts.money import MAX_AMOUNT, MIN_AMOUNT
 from idempotency.openapi import AutoSchema
 from payments.authentication import SIGNATURE_HEADER
 
@@ -62,4 +66,19 @@ class GatewaySignatureScheme(OpenApiAuthenticationExtension):  # type: ignore[no
             "in": "header",
             "name": SIGNATURE_HEADER,
             "description": "Hex HMAC-SHA256 of the raw body, keyed with the shared secret.",
+        }
+
+
+class AmountFieldSchema(OpenApiSerializerFieldExtension):  # type: ignore[no-untyped-call]
+    """Money: a JSON string of ASCII digits with at most two decimals, never a number."""
+
+    target_class = "accounts.serializer_fields.AmountField"
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        return {
+            "type": "string",
+            "format": "decimal",
+            "pattern": "^[0-9]{1,10}(\\.[0-9]{1,2})?$",
+            "example": "25.00",
+            "description": f"An amount from {MIN_AMOUNT} to {MAX_AMOUNT}, as a string.",
         }
