@@ -13,6 +13,8 @@ from idempotency.stores import get_store
 from idempotency.stores.base import BaseStore
 
 MODES = ("auto", "atomic", "lease")
+#: What a view does when its store cannot be reached: answer 503, or run unprotected.
+ON_STORE_UNAVAILABLE = ("reject", "run")
 
 ScopeOption = str | Callable[[HttpRequest], "str | None"] | None
 
@@ -30,10 +32,16 @@ class Policy:
     mode: str | None = None
     wait: float | None = None
     store_errors: bool | None = None
+    on_store_unavailable: str | None = None
 
     def __post_init__(self) -> None:
         if self.mode is not None and self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {self.mode!r}")
+        choice = self.on_store_unavailable
+        if choice is not None and choice not in ON_STORE_UNAVAILABLE:
+            raise ValueError(
+                f"on_store_unavailable must be one of {ON_STORE_UNAVAILABLE}, not {choice!r}"
+            )
         for name in ("ttl", "lease", "wait"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int | float) or value < 0):
@@ -70,6 +78,11 @@ class Policy:
             idempotency_settings.STORE_ERRORS if self.store_errors is None else self.store_errors
         )
         return bool(value)
+
+    def get_on_store_unavailable(self) -> str:
+        """``"reject"`` (503, the view does not run) or ``"run"`` (run it unprotected)."""
+        value = self.on_store_unavailable or idempotency_settings.STORE_UNAVAILABLE
+        return str(value)
 
     def get_store(self) -> BaseStore:
         if isinstance(self.store, BaseStore):  # a store instance given to the view: as is

@@ -91,7 +91,7 @@ from celery import Celery, Task, shared_task
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
-from idempotency.exceptions import ImproperlyApplied
+from idempotency.exceptions import ImproperlyApplied, StoreUnavailable
 from idempotency.functions import (
     KeyedCall,
     KeySpec,
@@ -218,7 +218,10 @@ class IdempotentTask(Task[Any, Any]):
             return self._run_keyed(call, args, kwargs)
 
     def _run_keyed(self, call: KeyedCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        claim = acquire(call)
+        try:
+            claim = acquire(call)
+        except StoreUnavailable as exc:
+            self._retry_unavailable(call, exc)
         if claim.status is ClaimStatus.COMPLETED:
             logger.info(
                 "idempotency: task %s[%s] is a duplicate of key %s; acknowledged and skipped",
@@ -242,6 +245,23 @@ class IdempotentTask(Task[Any, Any]):
             # the body called self.retry() and swallowed its Retry: nothing to store
             return result
         return finish(call, claim, result)
+
+    def _retry_unavailable(self, call: KeyedCall, exc: StoreUnavailable) -> NoReturn:
+        """The store is unreachable, so the body did not run: retry the delivery later."""
+        request = self.request
+        if request.called_directly or request.is_eager:
+            raise exc
+        countdown = max(float(exc.retry_after), MIN_DEFER_SECONDS)
+        limit = None if self.max_retries is None else max(self.max_retries, request.retries + 1)
+        logger.warning(
+            "idempotency: task %s[%s] key %s: the store is unreachable; retrying in %.1f s",
+            self.name,
+            request.id,
+            call.key,
+            countdown,
+        )
+        Task.retry(self, exc=exc, countdown=countdown, max_retries=limit)
+        raise AssertionError("unreachable: Task.retry raises")  # pragma: no cover
 
     def _defer(self, call: KeyedCall, claim: Claim) -> NoReturn:
         """A delivery of a key still in progress: run again once its lease has passed."""
