@@ -88,7 +88,7 @@ def unavailable(
     )
     bursts.log(
         f"store:{backend}",
-        "idempotency: the %s backend is unreachable (%s failed: %s); answering 503",
+        "idempotency: the %s backend is unreachable (%s failed: %s)",
         backend,
         operation,
         error,
