@@ -133,6 +133,17 @@ class PrivateRedis:
         self.kill()
         self.start()
 
+    def reset(self, *, aof: bool) -> None:
+        """Kill, forget everything on disk, and start again with ``aof`` persistence."""
+        self.kill()
+        for entry in self.dir.iterdir():
+            if entry.is_dir():
+                shutil.rmtree(entry)
+            elif entry.name != "redis.log":
+                entry.unlink()
+        self.aof = aof
+        self.start()
+
     def log_tail(self, lines: int = 10) -> str:
         log = self.dir / "redis.log"
         if not log.exists():
