@@ -4,7 +4,7 @@
     python3 dev.py run     # virtualenv, install, migrate, seed the demo, serve :8000
     python3 dev.py test    # the whole test suite (arguments after "test" go to pytest)
 
-Also: ``lint``, ``typecheck``, ``bench`` and ``bench-smoke``. The virtualenv lives
+Also: ``lint``, ``typecheck``, ``bench``, ``bench-smoke``, ``chaos`` and ``chaos-smoke``. The virtualenv lives
 in ``.venv`` and is (re)installed whenever ``pyproject.toml`` changes.
 """
 
@@ -61,6 +61,9 @@ def main(argv: list[str]) -> None:
     elif command == "typecheck":
         install()
         sh(BIN / "mypy", "idempotency", "accounts", "orders", "payments", "config")
+    elif command in ("chaos", "chaos-smoke"):
+        install()
+        sh(PYTHON, "-m", "chaos", *(["--smoke"] if command == "chaos-smoke" else []), *rest)
     elif command in ("bench", "bench-smoke"):
         install("dev,bench")
         sh(PYTHON, "-m", "bench", *(["--smoke"] if command == "bench-smoke" else []), *rest)

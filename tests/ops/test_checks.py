@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 from io import StringIO
 from typing import Any
@@ -303,3 +304,68 @@ def test_check_command_reports_warnings_without_failing() -> None:
     with override_settings(IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=LOCMEM):
         call_command("check", stdout=out, stderr=err)
     assert "idempotency.W001" in out.getvalue() + err.getvalue()
+
+
+# -- W006: the Redis behind the store persists nothing (check --deploy) -----------------
+
+
+def _persistence_ids(server_url: str, **idempotency: Any) -> list[str]:
+    from idempotency.checks import check_redis_persistence
+    from tests.faults import caches_with
+
+    with override_settings(
+        CACHES=caches_with("private", server_url),
+        IDEMPOTENCY={"REDIS_ALIAS": "private", **idempotency},
+    ):
+        return [message.id or "" for message in check_redis_persistence()]
+
+
+def test_w006_redis_without_persistence_behind_the_store() -> None:
+    from tests.faults import private_redis
+
+    with private_redis(aof=False) as server:
+        assert _persistence_ids(server.url, STORE=REDIS_STORE) == ["idempotency.W006"]
+        assert _persistence_ids(server.url, SUBMIT_TOKEN_BACKEND="redis") == ["idempotency.W006"]
+        assert _persistence_ids(server.url) == []  # nothing keeps records in that Redis
+
+
+def test_w006_silent_with_aof_or_rdb() -> None:
+    from tests.faults import private_redis
+
+    with private_redis(aof=True) as server:
+        assert _persistence_ids(server.url, STORE=REDIS_STORE) == []
+    with private_redis(aof=False) as server:
+        server.client().config_set("save", "3600 1")  # type: ignore[attr-defined]
+        assert _persistence_ids(server.url, STORE=REDIS_STORE) == []
+
+
+def test_w006_tolerates_a_server_that_forbids_config() -> None:
+    from chaos.services import PrivateRedis, redis_server_binary
+
+    if redis_server_binary() is None:
+        pytest.skip("needs redis-server")
+    with PrivateRedis(extra=("--rename-command", "CONFIG", '""')) as server:
+        assert _persistence_ids(server.url, STORE=REDIS_STORE) == []
+
+
+def test_w006_tolerates_an_unreachable_server() -> None:
+    from tests.faults import dead_redis_url
+
+    assert _persistence_ids(dead_redis_url(), STORE=REDIS_STORE) == []
+
+
+def test_check_deploy_reports_w006() -> None:
+    from tests.faults import caches_with, private_redis
+
+    with (
+        private_redis(aof=False) as server,
+        override_settings(
+            CACHES=caches_with("private", server.url),
+            IDEMPOTENCY={"REDIS_ALIAS": "private", "STORE": REDIS_STORE},
+        ),
+    ):
+        out, err = StringIO(), StringIO()
+        # Django's own deploy checks may find errors in the test settings: not ours
+        with contextlib.suppress(SystemCheckError):
+            call_command("check", "--deploy", stdout=out, stderr=err)
+        assert "idempotency.W006" in out.getvalue() + err.getvalue()
