@@ -60,7 +60,7 @@ def main(argv: list[str]) -> None:
         sh(BIN / "ruff", "format", "--check", ".")
     elif command == "typecheck":
         install()
-        sh(BIN / "mypy", "idempotency", "accounts", "orders", "payments", "config")
+        sh(BIN / "mypy", "idempotency", "accounts", "orders", "payments", "config", "chaos")
     elif command in ("chaos", "chaos-smoke"):
         install()
         sh(PYTHON, "-m", "chaos", *(["--smoke"] if command == "chaos-smoke" else []), *rest)

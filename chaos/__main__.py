@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chaos.app import VARIANTS, SampleServer
-from chaos.client import Api
+from chaos.client import Api, Outcome
 from chaos.invariants import Checker, Verdict
 from chaos.scenarios import FULL, SCENARIOS, SMOKE, SMOKE_SCENARIOS, Context, Result
 from chaos.services import PrivatePostgres, PrivateRedis
@@ -55,19 +55,20 @@ def table(rows: list[Row]) -> str:
     head = (
         "| store | scenario | keys | calls | requests | 5xx / conn. errors seen | 2xx | "
         "gave up | applied twice | 2xx not applied | stray effects | answers differ | "
-        "stuck in progress | balance ≠ ledger | result | fault |\n"
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n"
+        "abandoned, retried | stuck in progress | balance ≠ ledger | result | fault |\n"
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n"
     )
     lines = []
     for row in rows:
         v = row.verdict
         conn = v.transient.get(0, 0)
         gave_up = "–" if row.result.failures_allowed else str(v.failed)
+        notes = [row.result.note, *(n for n in v.notes if "task record" in n)]
         lines.append(
             f"| {row.variant} | {row.scenario} | {v.keys} | {v.calls} | {v.requests} "
             f"| {row.fivexx} / {conn} | {v.ok} | {gave_up} | {v.dupes} | {v.not_applied} "
-            f"| {v.stray} | {v.diverging} | {v.stuck} | {v.unbalanced} "
-            f"| {'pass' if row.passed else '**FAIL**'} | {row.result.note} |"
+            f"| {v.stray} | {v.diverging} | {v.abandoned} | {v.stuck} | {v.unbalanced} "
+            f"| {'pass' if row.passed else '**FAIL**'} | {'; '.join(notes)} |"
         )
     return head + "\n".join(lines) + "\n"
 
@@ -106,15 +107,22 @@ def run(variants: list[str], scenarios: list[str], smoke: bool) -> list[Row]:
             api = Api(server.port, deadline=45.0)
             checker = Checker(server.database_url, server.redis_url, variant)
             ctx = Context(server, api, pg, redis, database, scale)
+            history: list[Outcome] = []
             try:
                 for name in scenarios:
                     started = time.monotonic()
                     result = SCENARIOS[name](ctx)
                     if not server.worker_pids():
                         server.start()  # the master itself never dies here, but be safe
-                    verdict = checker.verify(
-                        result.outcomes, [user.account for user in server.users]
-                    )
+                    accounts = [user.account for user in server.users]
+                    history.extend(result.outcomes)
+                    if checker.abandoned(any_lease=True):
+                        time.sleep(server.lease + 0.5)  # let every live lease run out
+                    # keys abandoned past their lease: retried once more, as a client would
+                    abandoned = checker.abandoned_calls(history)
+                    result.outcomes.extend(api.again(call) for call in abandoned)
+                    verdict = checker.verify(result.outcomes, accounts)
+                    verdict.abandoned = len(abandoned)
                     row = Row(variant, name, verdict, result, time.monotonic() - started)
                     rows.append(row)
                     print(table([row]).splitlines()[-1], flush=True)

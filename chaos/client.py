@@ -28,6 +28,9 @@ class Outcome:
     key: str
     amount: str = ""
     pay_no: str = ""
+    method: str = "POST"
+    path: str = ""
+    payload: dict[str, Any] = field(default_factory=dict)
     statuses: list[int] = field(default_factory=list)  # 0: a connection error
     bodies: set[bytes] = field(default_factory=set)
     final: int = 0
@@ -62,6 +65,7 @@ class Api:
         self.requests = 0
 
     def call(self, outcome: Outcome, method: str, path: str, payload: dict[str, Any]) -> Outcome:
+        outcome.method, outcome.path, outcome.payload = method, path, payload
         body = json.dumps(payload).encode()
         headers = {
             "Authorization": f"Token {outcome.user.token}",
@@ -84,6 +88,11 @@ class Api:
                 return outcome
             wait = 0.1 if answer is None else float(answer[1].get("Retry-After", "0.2"))
             time.sleep(min(wait, 1.0) * random.uniform(0.5, 1.0))
+
+    def again(self, first: Outcome) -> Outcome:
+        """The same request (key, path, body) sent again, as a client retrying later."""
+        outcome = Outcome(first.kind, first.user, first.key, first.amount, first.pay_no)
+        return self.call(outcome, first.method, first.path, first.payload)
 
     def deposit(self, user: ChaosUser, key: str | None = None, amount: str = "") -> Outcome:
         amount = amount or f"{random.randint(1, 999)}.{random.randint(0, 99):02d}"

@@ -4,7 +4,9 @@
 * every 2xx applied once: a key answered 2xx has exactly one effect;
 * no stray effect: every ledger row of the chaos accounts belongs to a key we sent
   (a second credit under another reference would show here);
-* nothing left in progress beyond its lease;
+* nothing left in progress beyond its lease: a key whose owner died, or whose store went
+  away before the answer was recorded, is retried once more after its lease (as its
+  client would) and must then finish with the same answer and still one effect;
 * every account's balance equals the sum of its ledger;
 * all 2xx answers of one key carry the same body.
 """
@@ -38,7 +40,8 @@ class Verdict:
     dupes: int = 0
     not_applied: int = 0
     stray: int = 0
-    stuck: int = 0
+    stuck: int = 0  # still in progress past its lease after the clients' retries
+    abandoned: int = 0  # keys found in progress past their lease, retried once more
     unbalanced: int = 0
     diverging: int = 0
     notes: list[str] = field(default_factory=list)
@@ -86,7 +89,8 @@ class Checker:
                 verdict.failed += 1
         bodies: dict[str, set[bytes]] = {}
         for outcome in outcomes:
-            bodies.setdefault(outcome.key, set()).update(outcome.bodies)
+            if outcome.kind in ("deposit", "pay"):  # an order's body shows its later status
+                bodies.setdefault(outcome.key, set()).update(outcome.bodies)
         verdict.diverging = sum(1 for seen in bodies.values() if len(seen) > 1)
         ledger = self._rows(
             "SELECT account_id, reference, count(*) FROM accounts_ledgerentry "
@@ -126,26 +130,47 @@ class Checker:
                 [],
             )
         )
-        verdict.stuck = self.stuck()
+        verdict.stuck = len(self.abandoned())
+        tasks = len(self.abandoned(calls=True))
+        if tasks:
+            verdict.notes.append(f"{tasks} eager task record(s) left in progress (not redelivered)")
         return verdict
 
-    def stuck(self) -> int:
-        """Records still in progress whose lease has run out (no retry finished them)."""
+    def abandoned(self, *, any_lease: bool = False, calls: bool = False) -> set[str]:
+        """HTTP records still in progress whose lease has run out (``any_lease``: or not):
+        their owner died after the claim, or its store went away before it could record
+        the answer. Named by the digest of their (scope, key). ``calls``: the records of
+        functions and tasks instead (the sample's tasks run eagerly here, in the request
+        that paid: nothing redelivers them, so an abandoned one stays until it expires)."""
+        methods = "IN" if calls else "NOT IN"
         if self.store != "redis":
+            lease = "" if any_lease else "AND lease_expires_at < now() "
             rows = self._rows(
-                "SELECT count(*) FROM idempotency_idempotencyrecord WHERE state = 'in_progress' "
-                "AND lease_expires_at < now() AND expires_at > now()",
+                "SELECT scope, key FROM idempotency_idempotencyrecord WHERE state = "
+                f"'in_progress' {lease}AND expires_at > now() "
+                f"AND method {methods} ('TASK', 'FUNCTION')",
                 [],
             )
-            return int(rows[0][0])
+            return {record_digest(scope, key) for scope, key in rows}
         import redis
 
         client = redis.Redis.from_url(self.redis_url, socket_timeout=5)
         seconds, micros = client.time()
         now = seconds * 1000 + micros // 1000
-        stuck = 0
+        found: set[str] = set()
         for name in client.scan_iter(match="idem:{*}:rec", count=500):
-            state, lease = client.hmget(name, ["state", "lease"])
-            if state == b"p" and int(lease or 0) < now:
-                stuck += 1
-        return stuck
+            state, lease_ms, claimed_by = client.hmget(name, ["state", "lease", "method"])
+            if (claimed_by in (b"TASK", b"FUNCTION")) != calls:
+                continue
+            if state == b"p" and (any_lease or int(lease_ms or 0) < now):
+                found.add(name.decode().split("{", 1)[1].split("}", 1)[0])
+        return found
+
+    def abandoned_calls(self, outcomes: list[Outcome]) -> list[Outcome]:
+        """The calls of ``outcomes`` whose record was abandoned (one per key)."""
+        digests = self.abandoned()
+        calls = {}
+        for outcome in outcomes:
+            if record_digest(outcome.user.scope, outcome.key) in digests:
+                calls[outcome.key] = outcome
+        return list(calls.values())

@@ -7,6 +7,7 @@ the load. It returns the outcomes to check and a note for the table.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import socket
@@ -170,7 +171,7 @@ def storms(ctx: Context) -> Result:
         user = random.choice(ctx.users)
         key = f"storm-dep-{uuid.uuid4().hex}"
         amount = f"{random.randint(1, 99)}.00"
-        made = storm(ctx.api, lambda u=user, k=key, a=amount: ctx.api.deposit(u, k, a), width)
+        made = storm(ctx.api, functools.partial(ctx.api.deposit, user, key, amount), width)
         outcomes.extend(made)
         order = ctx.api.order(user, "5.00")
         if not order.ok:
@@ -179,9 +180,7 @@ def storms(ctx: Context) -> Result:
         order_id = int(json.loads(next(iter(order.bodies)))["id"])
         pay_key, pay_no = f"storm-pay-{uuid.uuid4().hex}", f"P-{uuid.uuid4().hex[:24]}"
         paid = storm(
-            ctx.api,
-            lambda u=user, o=order_id, k=pay_key, p=pay_no: ctx.api.pay(u, o, k, p),
-            width,
+            ctx.api, functools.partial(ctx.api.pay, user, order_id, pay_key, pay_no), width
         )
         outcomes.extend(paid)
     return Result(outcomes, f"{ctx.scale.storm_rounds}x2 storms of {width} identical requests")
