@@ -4,8 +4,8 @@
     python3 dev.py run     # virtualenv, install, migrate, seed the demo, serve :8000
     python3 dev.py test    # the whole test suite (arguments after "test" go to pytest)
 
-Also: ``lint``, ``typecheck``, ``bench``, ``bench-smoke``, ``chaos`` and ``chaos-smoke``. The virtualenv lives
-in ``.venv`` and is (re)installed whenever ``pyproject.toml`` changes.
+Also: ``lint``, ``typecheck``, ``bench``, ``bench-smoke``, ``chaos`` and ``chaos-smoke``.
+The virtualenv lives in ``.venv`` and is (re)installed whenever ``pyproject.toml`` changes.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Every message lives in :data:`MESSAGES`, so each id is used for one problem
 only. The checks read ``settings.IDEMPOTENCY`` as written (not the cached
 settings object) and never raise. Only the deployment check (``check --deploy``)
 connects anywhere: it asks the Redis behind the store, tokens and locks whether it
-persists anything (W006).
+persists anything (W007).
 """
 
 from __future__ import annotations
@@ -97,11 +97,29 @@ MESSAGES: dict[str, _Message] = {
         "IDEMPOTENCY['DATABASE_ALIAS'] names the database {alias!r}, which is not in DATABASES.",
         "Add that alias to DATABASES or name one of: {aliases}.",
     ),
+    "E016": _Message(
+        "IDEMPOTENCY['TTL'] ({ttl}) is shorter than IDEMPOTENCY['LEASE'] ({lease}).",
+        "A record must outlive its lease, or an in-progress key could expire and run again "
+        "while its first request is still running: make TTL at least LEASE.",
+    ),
+    "E017": _Message(
+        "IDEMPOTENCY['ATOMIC_DATABASES'] {problem}.",
+        "List the aliases (keys of DATABASES) that protected views write to, besides "
+        "DATABASE_ALIAS.",
+    ),
     "W001": _Message(
         "The idempotency store is a CacheStore on the cache {alias!r}, a LocMemCache: "
         "each process has its own, so a key is only deduplicated within one process.",
         "With several worker processes (gunicorn, uWSGI, Celery), point "
         "IDEMPOTENCY['CACHE_ALIAS'] at a shared cache (Redis), or use DatabaseStore.",
+    ),
+    "W006": _Message(
+        "Atomic mode wraps only the database {alias!r} in the view's transaction; "
+        "writes to {aliases} would stay outside it.",
+        "A view that writes to those databases keeps those writes when its key is released "
+        "(a 5xx, an exception), and its retry repeats them. List the aliases protected views "
+        "write to in IDEMPOTENCY['ATOMIC_DATABASES'] (or per view: databases=[...]), or "
+        "silence this warning if no protected view writes there.",
     ),
     "W003": _Message(
         "IDEMPOTENCY['RESPONSE_CACHE'] is the cache {alias!r}, a LocMemCache: it is not "
@@ -115,7 +133,7 @@ MESSAGES: dict[str, _Message] = {
         "Use MODE 'atomic' or 'auto' with DatabaseStore, a Redis store for lease mode, or "
         "exclude idempotent views from ATOMIC_REQUESTS with transaction.non_atomic_requests.",
     ),
-    "W006": _Message(
+    "W007": _Message(
         "The Redis behind {what} (cache {alias!r}) persists nothing (appendonly no, "
         'save ""): a restart forgets every record, so retries of completed requests '
         "run again.",
@@ -138,6 +156,7 @@ _NUMBERS: dict[str, tuple[bool, bool]] = {
     "PURGE_BATCH_SIZE": (True, False),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
+    "ATOMIC_CLAIM": ("first", "optimistic"),
     "LOCK_BACKEND": ("redis", "postgres"),
     "SUBMIT_TOKEN_BACKEND": ("database", "redis"),
     "STORE_UNAVAILABLE": ("reject", "run"),
@@ -249,6 +268,20 @@ def _check_values(values: dict[str, Any]) -> list[checks.CheckMessage]:
             errors.append(
                 _message("E014", name=name, value=values[name], choices=", ".join(choices))
             )
+    max_bytes = values["MAX_RESPONSE_BYTES"]
+    if max_bytes is not None and not _is_number(max_bytes, integer=True, zero=False):
+        errors.append(
+            _message(
+                "E004",
+                name="MAX_RESPONSE_BYTES",
+                value=max_bytes,
+                expected="None or an integer > 0",
+            )
+        )
+    ttl, lease = values["TTL"], values["LEASE"]
+    numbers = (_is_number(v, integer=False, zero=False) for v in (ttl, lease))
+    if all(numbers) and ttl < lease:
+        errors.append(_message("E016", ttl=ttl, lease=lease))
     return errors
 
 
@@ -422,6 +455,8 @@ def _check_aliases(values: dict[str, Any]) -> list[checks.CheckMessage]:
         errors.append(
             _message("E015", alias=alias, aliases=", ".join(sorted(databases)) or "(none)")
         )
+    else:
+        errors += _check_atomic_databases(values, databases)
     return errors
 
 
@@ -452,7 +487,7 @@ def redis_persists(client: Any) -> bool | None:
 
 @checks.register(deploy=True)
 def check_redis_persistence(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """W006: the Redis that holds records, tokens or locks must survive a restart."""
+    """W007: the Redis that holds records, tokens or locks must survive a restart."""
     raw = getattr(settings, "IDEMPOTENCY", None) or {}
     if not isinstance(raw, dict):
         return []
@@ -477,5 +512,25 @@ def check_redis_persistence(app_configs: Any = None, **kwargs: Any) -> list[chec
     except Exception:  # noqa: BLE001 - E007 covers a missing or wrong cache
         return []
     if redis_persists(client) is False:
-        return [_message("W006", what=" and ".join(users), alias=alias)]
+        return [_message("W007", what=" and ".join(users), alias=alias)]
+    return []
+
+
+def _check_atomic_databases(
+    values: dict[str, Any], databases: dict[str, Any]
+) -> list[checks.CheckMessage]:
+    """E017 for ATOMIC_DATABASES naming unknown aliases; W006 when views may write to a
+    database that atomic mode leaves outside the view's transaction."""
+    wrapped = values["ATOMIC_DATABASES"]
+    known = ", ".join(sorted(databases)) or "(none)"
+    if not isinstance(wrapped, list | tuple) or not all(isinstance(a, str) for a in wrapped):
+        return [_message("E017", problem=f"must be a list of database aliases, not {wrapped!r}")]
+    unknown = [alias for alias in wrapped if alias not in databases]
+    if unknown:
+        return [_message("E017", problem=f"names {unknown!r}, not in DATABASES ({known})")]
+    if values["MODE"] == "lease":
+        return []
+    outside = sorted(set(databases) - {values["DATABASE_ALIAS"], *wrapped})
+    if outside:
+        return [_message("W006", aliases=", ".join(outside), alias=values["DATABASE_ALIAS"])]
     return []

@@ -27,8 +27,14 @@ CACHE_STORE = "idempotency.stores.CacheStore"
 REDIS_STORE = "idempotency.stores.RedisStore"
 
 
+def _one_database() -> dict[str, Any]:
+    return {"default": django_settings.DATABASES["default"]}
+
+
 def ids(**overrides: Any) -> list[str]:
-    """The ids check_settings reports with ``overrides`` in place."""
+    """The ids check_settings reports with ``overrides`` in place (one database unless
+    the overrides name others)."""
+    overrides.setdefault("DATABASES", _one_database())
     with override_settings(**overrides):
         return [message.id or "" for message in check_settings()]
 
@@ -49,6 +55,7 @@ def test_no_idempotency_setting_at_all_produces_no_messages(
 ) -> None:
     if hasattr(settings, "IDEMPOTENCY"):
         del settings.IDEMPOTENCY
+    settings.DATABASES = _one_database()
     assert check_settings() == []
 
 
@@ -72,7 +79,7 @@ def test_e001_not_a_dict(value: Any) -> None:
 
 
 def test_e002_unknown_key_suggests_the_close_one() -> None:
-    with override_settings(IDEMPOTENCY={"TLL": 60}):
+    with override_settings(IDEMPOTENCY={"TLL": 60}, DATABASES=_one_database()):
         (message,) = check_settings()
     assert message.id == "idempotency.E002"
     assert "'TLL'" in message.msg
@@ -109,8 +116,10 @@ def test_e004_not_a_positive_number(name: str, value: Any) -> None:
     [
         {"WAIT": 0},
         {"WAIT": 2.5},
-        {"TTL": 0.5},
+        {"TTL": 0.5, "LEASE": 0.5},
         {"PURGE_BATCH_SIZE": 1},
+        {"MAX_RESPONSE_BYTES": None},
+        {"MAX_RESPONSE_BYTES": 1},
         {"LOCK_TIMEOUT": None},
         {"LOCK_TIMEOUT": 2},
     ],
@@ -169,7 +178,9 @@ def test_e007_django_redis_not_installed(monkeypatch: pytest.MonkeyPatch) -> Non
         return None if name == "django_redis" else real(name, *args)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    with override_settings(IDEMPOTENCY={"STORE": REDIS_STORE}, CACHES=REDIS):
+    with override_settings(
+        IDEMPOTENCY={"STORE": REDIS_STORE}, CACHES=REDIS, DATABASES=_one_database()
+    ):
         (message,) = check_settings()
     assert message.id == "idempotency.E007"
     assert "not installed" in message.msg
@@ -236,6 +247,38 @@ def test_e015_database_alias_not_in_databases() -> None:
     only("E015", IDEMPOTENCY={"DATABASE_ALIAS": "records"})
 
 
+@pytest.mark.parametrize("value", [0, -1, 1.5, "1MB", True])
+def test_e004_max_response_bytes(value: Any) -> None:
+    only("E004", IDEMPOTENCY={"MAX_RESPONSE_BYTES": value})
+
+
+def test_e014_atomic_claim_choices() -> None:
+    only("E014", IDEMPOTENCY={"ATOMIC_CLAIM": "last"})
+    assert ids(IDEMPOTENCY={"ATOMIC_CLAIM": "optimistic"}) == []
+
+
+def test_e016_ttl_shorter_than_the_lease() -> None:
+    only("E016", IDEMPOTENCY={"TTL": 30, "LEASE": 60})
+    assert ids(IDEMPOTENCY={"TTL": 60, "LEASE": 60}) == []
+
+
+def _two_databases() -> dict[str, Any]:
+    default = django_settings.DATABASES["default"]
+    return {"default": default, "ledger": {**default, "NAME": "ledger.sqlite3"}}
+
+
+@pytest.mark.parametrize("value", ["ledger", ["nope"], [1]])
+def test_e017_atomic_databases(value: Any) -> None:
+    only("E017", IDEMPOTENCY={"ATOMIC_DATABASES": value}, DATABASES=_two_databases())
+
+
+def test_w006_a_database_outside_atomic_modes_transaction() -> None:
+    only("W006", DATABASES=_two_databases())
+    assert ids(IDEMPOTENCY={"ATOMIC_DATABASES": ["ledger"]}, DATABASES=_two_databases()) == []
+    # lease mode has no transaction to leave anything out of
+    assert ids(IDEMPOTENCY={"MODE": "lease"}, DATABASES=_two_databases()) == []
+
+
 # -- warnings ---------------------------------------------------------------------------
 
 
@@ -254,7 +297,7 @@ def atomic_requests() -> dict[str, Any]:
     """DATABASES as configured, with ATOMIC_REQUESTS on for the default database."""
     return {
         alias: {**config, "ATOMIC_REQUESTS": alias == "default"}
-        for alias, config in django_settings.DATABASES.items()
+        for alias, config in _one_database().items()
     }
 
 
@@ -306,7 +349,7 @@ def test_check_command_reports_warnings_without_failing() -> None:
     assert "idempotency.W001" in out.getvalue() + err.getvalue()
 
 
-# -- W006: the Redis behind the store persists nothing (check --deploy) -----------------
+# -- W007: the Redis behind the store persists nothing (check --deploy) -----------------
 
 
 def _persistence_ids(server_url: str, **idempotency: Any) -> list[str]:
@@ -320,16 +363,16 @@ def _persistence_ids(server_url: str, **idempotency: Any) -> list[str]:
         return [message.id or "" for message in check_redis_persistence()]
 
 
-def test_w006_redis_without_persistence_behind_the_store() -> None:
+def test_w007_redis_without_persistence_behind_the_store() -> None:
     from tests.faults import private_redis
 
     with private_redis(aof=False) as server:
-        assert _persistence_ids(server.url, STORE=REDIS_STORE) == ["idempotency.W006"]
-        assert _persistence_ids(server.url, SUBMIT_TOKEN_BACKEND="redis") == ["idempotency.W006"]
+        assert _persistence_ids(server.url, STORE=REDIS_STORE) == ["idempotency.W007"]
+        assert _persistence_ids(server.url, SUBMIT_TOKEN_BACKEND="redis") == ["idempotency.W007"]
         assert _persistence_ids(server.url) == []  # nothing keeps records in that Redis
 
 
-def test_w006_silent_with_aof_or_rdb() -> None:
+def test_w007_silent_with_aof_or_rdb() -> None:
     from tests.faults import private_redis
 
     with private_redis(aof=True) as server:
@@ -339,7 +382,7 @@ def test_w006_silent_with_aof_or_rdb() -> None:
         assert _persistence_ids(server.url, STORE=REDIS_STORE) == []
 
 
-def test_w006_tolerates_a_server_that_forbids_config() -> None:
+def test_w007_tolerates_a_server_that_forbids_config() -> None:
     from chaos.services import PrivateRedis, redis_server_binary
 
     if redis_server_binary() is None:
@@ -348,13 +391,13 @@ def test_w006_tolerates_a_server_that_forbids_config() -> None:
         assert _persistence_ids(server.url, STORE=REDIS_STORE) == []
 
 
-def test_w006_tolerates_an_unreachable_server() -> None:
+def test_w007_tolerates_an_unreachable_server() -> None:
     from tests.faults import dead_redis_url
 
     assert _persistence_ids(dead_redis_url(), STORE=REDIS_STORE) == []
 
 
-def test_check_deploy_reports_w006() -> None:
+def test_check_deploy_reports_w007() -> None:
     from tests.faults import caches_with, private_redis
 
     with (
@@ -368,4 +411,4 @@ def test_check_deploy_reports_w006() -> None:
         # Django's own deploy checks may find errors in the test settings: not ours
         with contextlib.suppress(SystemCheckError):
             call_command("check", "--deploy", stdout=out, stderr=err)
-        assert "idempotency.W006" in out.getvalue() + err.getvalue()
+        assert "idempotency.W007" in out.getvalue() + err.getvalue()
