@@ -337,3 +337,51 @@ def test_an_eager_task_raises_store_unavailable() -> None:
     with dead_redis_store(), pytest.raises(StoreUnavailable):
         job("a")  # called directly: no broker to retry through, the caller sees it
     assert runs == []
+
+
+@pytest.mark.redis
+def test_a_delivered_task_is_retried_later_when_the_store_is_unreachable() -> None:
+    """A worker's delivery (not eager): the body does not run and Celery schedules a retry,
+    published to the real test broker on a queue of this test's own."""
+    from celery import Celery
+    from celery.exceptions import Retry
+
+    from idempotency import IdempotentTask
+    from tests.beyond.support import BROKER_URL, broker_redis
+
+    broker_redis()  # skips (or fails, where services are required) without the broker
+    app = Celery("outage-retry", broker=BROKER_URL, set_as_current=False)
+    app.conf.update(task_always_eager=False, result_backend=None)
+    queue = f"idem-outage-{uuid.uuid4().hex[:8]}"
+    runs: list[str] = []
+
+    @app.task(
+        base=IdempotentTask,
+        name="outage.job",
+        idempotency_key="job:{name}",
+        idempotency_store=REDIS_STORE,
+        queue=queue,
+        max_retries=3,
+    )
+    def job(name: str) -> str:
+        runs.append(name)
+        return name
+
+    task: Any = job
+    task.push_request(
+        id=str(uuid.uuid4()),
+        args=["a"],
+        kwargs={},
+        retries=0,
+        is_eager=False,
+        called_directly=False,
+    )
+    try:
+        with dead_redis_store(), pytest.raises(Retry) as retried:
+            task("a")
+    finally:
+        task.pop_request()
+        broker_redis().delete(queue)
+    assert runs == []
+    assert isinstance(retried.value.exc, StoreUnavailable)
+    assert retried.value.when is not None and float(retried.value.when) >= 0.5
