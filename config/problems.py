@@ -7,9 +7,11 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from rest_framework import exceptions
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import exception_handler, set_rollback
 
+from config.middleware import problem_for_status
 from idempotency.problems import PROBLEM_CONTENT_TYPE, problem_body, problem_response
 
 TITLES = {
@@ -49,17 +51,20 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
     title = str(getattr(exc, "title", "") or TITLES.get(status, "Error"))
     response.data = problem_body(status, code, title, detail, **extra)
     response.content_type = PROBLEM_CONTENT_TYPE
+    request = context.get("request")
+    if request is not None:
+        # a problem is JSON whatever the view renders (the schema view's YAML, say)
+        request.accepted_renderer = JSONRenderer()
+        request.accepted_media_type = JSONRenderer.media_type
     set_rollback()
     return response
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """``handler404``: URLs that match no route answer problem+json too."""
-    return problem_response(404, "not-found", "Not found", "No such resource.")
+    return problem_response(404, *problem_for_status(404))
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     """``handler500``: an unexpected error, as problem+json and without a stack trace."""
-    return problem_response(
-        500, "server-error", "Server error", "The server failed to handle this request."
-    )
+    return problem_response(500, *problem_for_status(500))

@@ -107,6 +107,10 @@ MESSAGES: dict[str, _Message] = {
         "List the aliases (keys of DATABASES) that protected views write to, besides "
         "DATABASE_ALIAS.",
     ),
+    "E018": _Message(
+        "IDEMPOTENCY['METRICS'] is on, but prometheus_client is not installed.",
+        "pip install 'django-idempotency[metrics]', or set METRICS to False.",
+    ),
     "W001": _Message(
         "The idempotency store is a CacheStore on the cache {alias!r}, a LocMemCache: "
         "each process has its own, so a key is only deduplicated within one process.",
@@ -263,6 +267,8 @@ def _check_values(values: dict[str, Any]) -> list[checks.CheckMessage]:
                 "E004", name="LOCK_TIMEOUT", value=lock_timeout, expected="None or a number > 0"
             )
         )
+    if values["METRICS"] and importlib.util.find_spec("prometheus_client") is None:
+        errors.append(_message("E018"))
     for name, choices in _CHOICES.items():
         if values[name] not in choices:
             errors.append(

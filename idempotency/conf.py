@@ -95,6 +95,10 @@ DEFAULTS: dict[str, Any] = {
     "LOCK_BACKEND": "redis",
     # Rows deleted per batch by purge_idempotency_records.
     "PURGE_BATCH_SIZE": 5000,
+    # Count outcomes and claim latency in Prometheus metrics (needs prometheus-client).
+    "METRICS": False,
+    # Log one record per non-trivial outcome on the "idempotency.outcomes" logger.
+    "LOG_OUTCOMES": True,
 }
 
 #: Settings that hold dotted paths, imported on first use.

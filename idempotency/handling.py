@@ -25,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig
@@ -51,6 +51,9 @@ from idempotency.stores import record_digest
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus
 
 logger = logging.getLogger("idempotency")
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -128,6 +131,14 @@ class Prepared:
     scope: str
     key: str
     fingerprint: str
+    #: Seconds the store took to decide who owns the key (lookup or claim).
+    claim_seconds: float | None = None
+
+
+def route_of(request: HttpRequest) -> str:
+    """The URL pattern that matched ``request`` (bounded, unlike the path), for metrics."""
+    match = getattr(request, "resolver_match", None)
+    return str(match.route) if match is not None and match.route else "<unmatched>"
 
 
 def _send(signal: Any, prepared: Prepared, **extra: Any) -> None:
@@ -136,8 +147,20 @@ def _send(signal: Any, prepared: Prepared, **extra: Any) -> None:
         request=prepared.request,
         scope=prepared.scope,
         key=prepared.key,
+        route=route_of(prepared.request),
+        claim_seconds=prepared.claim_seconds,
         **extra,
     )
+
+
+def _timed(prepared: Prepared, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``call(*args, **kwargs)``, its duration added to ``prepared.claim_seconds``."""
+    started = time.perf_counter()
+    try:
+        return call(*args, **kwargs)
+    finally:
+        elapsed = time.perf_counter() - started
+        prepared.claim_seconds = (prepared.claim_seconds or 0.0) + elapsed
 
 
 def prepare(request: HttpRequest, policy: Policy) -> Prepared | HttpResponseBase | None:
@@ -160,6 +183,16 @@ def prepare(request: HttpRequest, policy: Policy) -> Prepared | HttpResponseBase
             raise IdempotencyScopeUnavailable()
         fingerprint = policy.get_fingerprint(request)
     except (InvalidIdempotencyKey, IdempotencyKeyRequired, IdempotencyScopeUnavailable) as exc:
+        if not isinstance(exc, IdempotencyScopeUnavailable):
+            signals.invalid_key.send(
+                sender=None,
+                request=request,
+                scope=None,
+                key=None,
+                code=exc.code,
+                route=route_of(request),
+                claim_seconds=None,
+            )
         return exc.as_response()
     except RequestDataTooBig:
         return problem_response(
@@ -310,7 +343,9 @@ def _run_atomic(
     prepared: Prepared, call: Call, convert: Convert | None, finalize: Finalize
 ) -> HttpResponseBase:
     store: Any = prepared.store
-    existing = store.lookup(prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
+    existing = _timed(
+        prepared, store.lookup, prepared.scope, prepared.key, fingerprint=prepared.fingerprint
+    )
     if existing is not None and not _abandoned(existing):
         return _answer_waiting(prepared, existing)
     if prepared.policy.get_claim() == "optimistic":
@@ -323,7 +358,7 @@ def _run_atomic(
     released: int | None = None
     try:
         with _transaction(prepared) as aliases:
-            claim = _claim_in_transaction(prepared)
+            claim = _timed(prepared, _claim_in_transaction, prepared)
             if not claim.owned:
                 raise _NotOwner(claim)  # nothing written: the transaction ends empty
             context.fence = claim.fence
@@ -350,6 +385,8 @@ def _run_atomic(
         return _atomic_failure(prepared, exc, convert, finalize, claimed_first=True)
     if released is not None:
         _send(signals.released, prepared, status=released)
+    else:
+        _send(signals.first, prepared, status=response.status_code)
     return response
 
 
@@ -441,6 +478,8 @@ def _run_optimistic(
         return _atomic_failure(prepared, exc, convert, finalize, claimed_first=False)
     if released is not None:
         _send(signals.released, prepared, status=released)
+    else:
+        _send(signals.first, prepared, status=response.status_code)
     return response
 
 
@@ -495,6 +534,8 @@ def _atomic_failure(
         winner = store.lookup(prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
         if winner is not None:
             return answer(prepared, winner)
+    else:
+        _send(signals.first, prepared, status=response.status_code)
     return response
 
 
@@ -503,14 +544,22 @@ def _claim(prepared: Prepared) -> Claim | HttpResponseBase:
     policy = prepared.policy
     request = prepared.request
     if prepared.store.lookup_before_claim:
-        seen = prepared.store.lookup(prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
+        seen = _timed(
+            prepared,
+            prepared.store.lookup,
+            prepared.scope,
+            prepared.key,
+            fingerprint=prepared.fingerprint,
+        )
         waits = (
             seen is not None and seen.status is ClaimStatus.IN_PROGRESS and policy.get_wait() > 0
         )
         if seen is not None and not _abandoned(seen) and not waits:
             return answer(prepared, seen)
     for _attempt in range(3):
-        claim = prepared.store.claim(
+        claim = _timed(
+            prepared,
+            prepared.store.claim,
             prepared.scope,
             prepared.key,
             fingerprint=prepared.fingerprint,
@@ -561,6 +610,8 @@ def _record(
             return response
         if not completed:
             _send(signals.stale_owner, prepared, fence=claim.fence)
+        else:
+            _send(signals.first, prepared, status=response.status_code)
     else:
         _abort(prepared, claim, status=response.status_code)
     return response

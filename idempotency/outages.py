@@ -82,9 +82,10 @@ def unavailable(
         request=None,
         scope=scope,
         key=key,
+        store=getattr(sender, "__name__", "-"),
+        exception=error,
         backend=backend,
         operation=operation,
-        error=error,
     )
     bursts.log(
         f"store:{backend}",

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections, transaction
 from django.utils import timezone
 
+from idempotency import signals
 from idempotency.conf import idempotency_settings
 
 if TYPE_CHECKING:
@@ -116,6 +117,7 @@ def purge_expired_records(
         seconds=time.perf_counter() - started,
         longest_batch_seconds=longest,
     )
+    signals.purged.send(sender=_model(), deleted=result.deleted, using=alias)
     logger.info(
         "Purged %d expired idempotency records in %d batches (%.2f s, longest batch %.3f s).",
         result.deleted,

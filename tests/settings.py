@@ -8,9 +8,12 @@ from config.settings import DATABASES, INSTALLED_APPS
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
+# a second database for the tests of views that write to two aliases (PostgreSQL only;
+# defined everywhere so those tests can be collected and skipped on SQLite)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # a second PostgreSQL database for the tests of views that write to two aliases
     DATABASES["ledger"] = {
         **DATABASES["default"],
         "NAME": f"{DATABASES['default']['NAME']}_ledger",
     }
+else:
+    DATABASES["ledger"] = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}

@@ -540,7 +540,12 @@ class DatabaseStore(BaseStore):
 def _cache_failed(store: DatabaseStore, operation: str, error: BaseException) -> None:
     """Count a response-cache failure and log it once per burst."""
     signals.response_cache_failed.send(
-        sender=type(store), request=None, scope=None, key=None, operation=operation, error=error
+        sender=type(store),
+        request=None,
+        scope=None,
+        key=None,
+        operation=operation,
+        exception=error,
     )
     bursts.log(
         "response-cache",
