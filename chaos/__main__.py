@@ -2,11 +2,11 @@
 
 Starts a private PostgreSQL cluster and a private Redis (AOF on) on free loopback
 ports, then for each store variant the sample under gunicorn (4 workers), and runs
-every scenario against it with retrying clients. Prints one table and writes it to
-``chaos/RESULTS.md``; exits 1 when any scenario broke an invariant.
+every scenario against it with retrying clients. Prints one table (and writes it to
+``--output``, e.g. ``chaos/RESULTS.md``); exits 1 when any scenario broke an invariant.
 
-    python -m chaos                       # everything (~25 min on 2 CPUs)
-    python -m chaos --smoke               # the CI subset (~3 min)
+    python -m chaos                       # everything (~10 min on 2 CPUs)
+    python -m chaos --smoke               # the CI subset (~2 min)
     python -m chaos --variants redis --scenarios worker-sigkill,storms
 """
 
