@@ -92,7 +92,7 @@ class SampleServer:
             DEBUG="0",
             ALLOWED_HOSTS="127.0.0.1,localhost",
             PYTHONUNBUFFERED="1",
-            LOG_LEVEL="ERROR",
+            LOG_LEVEL="WARNING",  # the library's outage reports show in the gunicorn log
         )
         return env
 
@@ -184,6 +184,12 @@ class SampleServer:
         except ProcessLookupError:
             return False
         return True
+
+    def log_count(self, text: str) -> int:
+        """How many lines of the gunicorn log (the workers' stderr) contain ``text``."""
+        if not self.log.exists():
+            return 0
+        return sum(text in line for line in self.log.read_text(errors="replace").splitlines())
 
     def log_tail(self, lines: int = 30) -> str:
         if not self.log.exists():
