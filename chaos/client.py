@@ -34,6 +34,7 @@ class Outcome:
     statuses: list[int] = field(default_factory=list)  # 0: a connection error
     bodies: set[bytes] = field(default_factory=set)
     final: int = 0
+    finished: float = 0.0  # time.monotonic() of the last answer
 
     @property
     def ok(self) -> bool:
@@ -80,6 +81,7 @@ class Api:
             status = 0 if answer is None else answer[0]
             outcome.statuses.append(status)
             outcome.final = status
+            outcome.finished = time.monotonic()
             if answer is not None and 200 <= status < 300:
                 outcome.bodies.add(answer[2])
             if status and status not in RETRYABLE:
