@@ -6,9 +6,10 @@
     python3 dev.py test [PYTEST ARGS]  # the whole test suite (arguments go to pytest)
 
 Also: ``demo`` (the double-charge story, live: ``manage.py retry_storm``), ``lint``
-(ruff check + ruff format --check, pinned; what CI runs), ``typecheck``, ``bench`` and
-``bench-smoke``; ``--help`` prints this. The virtualenv lives
-in ``.venv`` and is (re)installed whenever ``pyproject.toml`` changes.
+(ruff check + ruff format --check, pinned; what CI runs), ``typecheck``, ``bench``,
+``bench-smoke``, ``chaos`` and ``chaos-smoke`` (the sample under faults); ``--help``
+prints this. The virtualenv lives in ``.venv`` and is (re)installed whenever
+``pyproject.toml`` changes.
 """
 
 from __future__ import annotations
@@ -79,7 +80,10 @@ def main(argv: list[str]) -> None:
         sh(BIN / "ruff", "format", "--check", ".")
     elif command == "typecheck":
         install()
-        sh(BIN / "mypy", "idempotency", "accounts", "orders", "payments", "config")
+        sh(BIN / "mypy", "idempotency", "accounts", "orders", "payments", "config", "chaos")
+    elif command in ("chaos", "chaos-smoke"):
+        install()
+        sh(PYTHON, "-m", "chaos", *(["--smoke"] if command == "chaos-smoke" else []), *rest)
     elif command in ("bench", "bench-smoke"):
         install("dev,bench")
         sh(PYTHON, "-m", "bench", *(["--smoke"] if command == "bench-smoke" else []), *rest)

@@ -124,7 +124,9 @@ class AccountDepositApi(APIView):
     again with a byte-identical body (the first entry), so a client that retries
     after a lost response cannot tell the two apart. The same reference with a
     different amount is a ``409 ledger-reference-conflict``. Without a
-    reference every request is a new deposit (the server generates one).
+    reference the idempotency key names the deposit (``request.idempotency.reference``):
+    the ledger then refuses a second credit under the same key even if the key's
+    idempotency record is gone.
     """
 
     class InputSerializer(serializers.Serializer[Any]):
@@ -145,8 +147,15 @@ class AccountDepositApi(APIView):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         account = account_get_or_create_for_user(user=request_user(request))
+        data = dict(serializer.validated_data)
+        # No reference from the client: the idempotency key's stable reference, so the
+        # ledger's unique (account, reference) stops a second credit even when the key's
+        # record was lost (a lease-mode owner that died after this commit, a Redis restart).
+        context = getattr(request, "idempotency", None)
+        if context is not None:
+            data.setdefault("reference", context.reference)
         try:
-            entry = account_deposit(account_id=account.pk, **serializer.validated_data)
+            entry = account_deposit(account_id=account.pk, **data)
         except AccountError as exc:
             raise account_api_error(exc) from exc
         return Response(self.OutputSerializer(entry).data, status=status.HTTP_201_CREATED)

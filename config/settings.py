@@ -120,7 +120,12 @@ if REDIS_URL:
         "default": {
             "BACKEND": "django_redis.cache.RedisCache",
             "LOCATION": REDIS_URL,
-            "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"},
+            "OPTIONS": {
+                "CLIENT_CLASS": "django_redis.client.DefaultClient",
+                # bounded waits: an unreachable or frozen Redis answers 503, never hangs
+                "SOCKET_CONNECT_TIMEOUT": 2,
+                "SOCKET_TIMEOUT": 2,
+            },
         }
     }
 else:
@@ -212,6 +217,8 @@ if os.environ.get("IDEMPOTENCY_STORE"):
     IDEMPOTENCY["STORE"] = os.environ["IDEMPOTENCY_STORE"]
 if os.environ.get("IDEMPOTENCY_RESPONSE_CACHE"):
     IDEMPOTENCY["RESPONSE_CACHE"] = os.environ["IDEMPOTENCY_RESPONSE_CACHE"]
+if os.environ.get("IDEMPOTENCY_LEASE"):  # seconds; the chaos suite shortens it
+    IDEMPOTENCY["LEASE"] = float(os.environ["IDEMPOTENCY_LEASE"])
 # Distributed locks (the scheduled jobs): Redis when there is one, else PostgreSQL
 # advisory locks. With neither (the embedded default: SQLite, no Redis) the setting is
 # left unset and the sample's jobs lock with a host-local file lock, which is enough

@@ -2,7 +2,9 @@
 
 Every message lives in :data:`MESSAGES`, so each id is used for one problem
 only. The checks read ``settings.IDEMPOTENCY`` as written (not the cached
-settings object), never connect to a database or cache, and never raise.
+settings object) and never raise. Only the deployment check (``check --deploy``)
+connects anywhere: it asks the Redis behind the store, tokens and locks whether it
+persists anything (W007).
 """
 
 from __future__ import annotations
@@ -135,6 +137,13 @@ MESSAGES: dict[str, _Message] = {
         "Use MODE 'atomic' or 'auto' with DatabaseStore, a Redis store for lease mode, or "
         "exclude idempotent views from ATOMIC_REQUESTS with transaction.non_atomic_requests.",
     ),
+    "W007": _Message(
+        "The Redis behind {what} (cache {alias!r}) persists nothing (appendonly no, "
+        'save ""): a restart forgets every record, so retries of completed requests '
+        "run again.",
+        "Turn on AOF (appendonly yes, appendfsync everysec) or RDB snapshots on that Redis, "
+        "or use DatabaseStore. See the README's section on Redis durability.",
+    ),
     "W005": _Message(
         "IDEMPOTENCY['RESPONSE_CACHE'] is set, but the store {store} does not use it.",
         "RESPONSE_CACHE only fronts DatabaseStore; remove it or use DatabaseStore.",
@@ -154,6 +163,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "ATOMIC_CLAIM": ("first", "optimistic"),
     "LOCK_BACKEND": ("redis", "postgres"),
     "SUBMIT_TOKEN_BACKEND": ("database", "redis"),
+    "STORE_UNAVAILABLE": ("reject", "run"),
 }
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 #: Response headers that must never be replayed.
@@ -454,6 +464,62 @@ def _check_aliases(values: dict[str, Any]) -> list[checks.CheckMessage]:
     else:
         errors += _check_atomic_databases(values, databases)
     return errors
+
+
+def _redis_users(raw: dict[Any, Any], values: dict[str, Any], store: type | None) -> list[str]:
+    users = []
+    if _subclass(store, "idempotency.stores.redis.RedisStore"):
+        users.append(f"the store {getattr(store, '__qualname__', '?')}")
+    if raw.get("LOCK_BACKEND") == "redis":
+        users.append("the locks")
+    if values["SUBMIT_TOKEN_BACKEND"] == "redis":
+        users.append("the submit tokens")
+    return users
+
+
+def redis_persists(client: Any) -> bool | None:
+    """Whether a Redis server keeps data across a restart (AOF or RDB), or None when it
+    cannot tell (CONFIG forbidden or renamed, as on managed services, or no answer)."""
+    try:
+        appendonly = client.config_get("appendonly").get("appendonly")
+        save = client.config_get("save").get("save")
+    except Exception:  # noqa: BLE001 - an unanswerable server is not a finding
+        return None
+    if appendonly is None and save is None:
+        return None
+    text = [v.decode() if isinstance(v, bytes) else str(v or "") for v in (appendonly, save)]
+    return text[0].strip().lower() == "yes" or bool(text[1].strip())
+
+
+@checks.register(deploy=True)
+def check_redis_persistence(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """W007: the Redis that holds records, tokens or locks must survive a restart."""
+    raw = getattr(settings, "IDEMPOTENCY", None) or {}
+    if not isinstance(raw, dict):
+        return []
+    values = {**DEFAULTS, **raw}
+    configured = values["STORE"]
+    try:
+        store: type | None = (
+            import_string(configured) if isinstance(configured, str) else configured
+        )
+    except Exception:  # noqa: BLE001 - reported by check_settings (E005)
+        store = None
+    if store is not None and not isinstance(store, type):
+        store = type(store)  # a store instance given in settings
+    users = _redis_users(raw, values, store)
+    alias = values["REDIS_ALIAS"]
+    if not users or _redis_unavailable(alias):
+        return []
+    try:
+        from django_redis import get_redis_connection
+
+        client = get_redis_connection(alias)
+    except Exception:  # noqa: BLE001 - E007 covers a missing or wrong cache
+        return []
+    if redis_persists(client) is False:
+        return [_message("W007", what=" and ".join(users), alias=alias)]
+    return []
 
 
 def _check_atomic_databases(

@@ -68,6 +68,10 @@ DEFAULTS: dict[str, Any] = {
     ],
     # Store 5xx and transient 4xx responses too (at-most-once) instead of releasing.
     "STORE_ERRORS": False,
+    # What a view does when its store cannot be reached: "reject" (503
+    # idempotency-store-unavailable with Retry-After; the view does not run) or "run" (run
+    # it without idempotency: retries may then repeat it). Per view: on_store_unavailable.
+    "STORE_UNAVAILABLE": "reject",
     # Cache alias whose backend stores records for CacheStore.
     "CACHE_ALIAS": "default",
     # Cache alias (django-redis) whose connection RedisStore, tokens and locks use.

@@ -126,6 +126,7 @@ def idempotent(
     mode: str | None = None,
     wait: float | None = None,
     store_errors: bool | None = None,
+    on_store_unavailable: str | None = None,
 ) -> Callable[[F], F]: ...
 def idempotent(view: Any = None, /, **options: Any) -> Any:
     """Make a view honour the ``Idempotency-Key`` header.
@@ -134,7 +135,9 @@ def idempotent(view: Any = None, /, **options: Any) -> Any:
     ``required``, ``ttl``, ``lease``, ``scope`` (a string or ``scope(request)``),
     ``fingerprint``, ``store``, ``mode`` (``"atomic"``/``"lease"``/``"auto"``),
     ``wait`` (seconds to wait for a concurrent first request before 409) and
-    ``store_errors`` (keep 5xx/transient answers: at-most-once).
+    ``store_errors`` (keep 5xx/transient answers: at-most-once) and
+    ``on_store_unavailable`` (``"reject"``: 503 when the store is unreachable;
+    ``"run"``: run the view without idempotency then).
     """
     unknown = set(options) - set(Policy.option_names())
     if unknown:

@@ -108,6 +108,33 @@ class IdempotencyScopeUnavailable(IdempotencyError):
     title = "Idempotency key not accepted from anonymous callers"
 
 
+class StoreUnavailable(IdempotencyError):
+    """The store (database, Redis or cache) behind idempotency could not be reached.
+
+    Raised by stores instead of their backend's connection errors. The request was not
+    run (idempotency fails closed): the client should retry after ``Retry-After``.
+    """
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = _(
+        "The idempotency store is unreachable, so this request was not run; retry later."
+    )
+    default_code = "idempotency-store-unavailable"
+    title = "Idempotency store unavailable"
+
+    def __init__(self, detail: str | None = None, *, retry_after: int = 1, **extra: Any) -> None:
+        super().__init__(detail, **extra)
+        self.retry_after = max(1, int(retry_after))
+        self.wait = self.retry_after  # DRF's exception handler sends it as Retry-After
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
+
+    def __reduce__(self) -> tuple[type[StoreUnavailable], tuple[str]]:
+        # picklable, so a Celery task failing with it reports it faithfully
+        return (type(self), (str(self.detail),))
+
+
 class SubmitTokenInvalid(IdempotencyError):
     status_code = status.HTTP_400_BAD_REQUEST
     default_detail = _("The submit token is missing, expired, or was not issued to you.")

@@ -67,7 +67,12 @@ from django.db import transaction
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
-from idempotency.exceptions import IdempotencyKeyMismatch, ImproperlyApplied, InProgress
+from idempotency.exceptions import (
+    IdempotencyKeyMismatch,
+    ImproperlyApplied,
+    InProgress,
+    StoreUnavailable,
+)
 from idempotency.responses import StoredResponse
 from idempotency.stores import get_store
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus
@@ -313,14 +318,24 @@ class KeyedCall:
 
     def complete(self, claim: Claim, body: bytes) -> bool:
         response = StoredResponse(200, [("Content-Type", JSON_CONTENT_TYPE)], body)
-        done = self.store.complete(
-            self.scope,
-            self.key,
-            fence=claim.fence,
-            response=response,
-            ttl=self.ttl,
-            fingerprint=self.fingerprint,
-        )
+        try:
+            done = self.store.complete(
+                self.scope,
+                self.key,
+                fence=claim.fence,
+                response=response,
+                ttl=self.ttl,
+                fingerprint=self.fingerprint,
+            )
+        except StoreUnavailable:
+            # the call ran: return its result. Its claim ends with its lease (a repeat
+            # after that runs it again; atomic mode's commit fails with the store instead).
+            logger.warning(
+                "idempotency: %s/%s ran but its result could not be stored (store unreachable)",
+                self.scope,
+                self.key,
+            )
+            return False
         if not done:
             self._stale(claim, "completion")
         return done

@@ -41,11 +41,13 @@ from idempotency.exceptions import (
     IdempotencyRequestInProgress,
     IdempotencyScopeUnavailable,
     InvalidIdempotencyKey,
+    StoreUnavailable,
 )
 from idempotency.keys import header_value, parse_key
 from idempotency.policy import Policy
 from idempotency.problems import problem_response
 from idempotency.responses import StoredResponse, acapture, capture, is_storable, replay
+from idempotency.stores import record_digest
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus
 
 logger = logging.getLogger("idempotency")
@@ -93,6 +95,19 @@ class IdempotencyContext:
     fence: int = 0
     recovery_point: str = ""
     recovery_data: Any = None
+    #: Lease mode: this attempt took the key over from an owner whose lease ran out. That
+    #: owner may have crashed *after* its effect and before its record (an effect in the
+    #: application's database cannot commit with a record in Redis): make the effect
+    #: itself idempotent, e.g. with a unique constraint on :attr:`reference`.
+    taken_over: bool = False
+
+    @property
+    def reference(self) -> str:
+        """A stable reference of (scope, key), the same on every attempt and retry:
+        ``idem_`` and 40 hex digits. Store it under a unique constraint of the view's own
+        (a ledger reference, a payment number) so an effect happens once even when its
+        idempotency record was lost."""
+        return f"idem_{record_digest(self.scope, self.key)}"
 
     def save_recovery_point(self, name: str, data: Any = None) -> None:
         if self.mode != "lease":
@@ -272,9 +287,33 @@ def run(
         return call()
     if isinstance(prepared, HttpResponseBase):
         return prepared
-    if prepared.mode == "atomic":
-        return _run_atomic(prepared, call, convert, finalize)
-    return _run_lease(prepared, call, convert, finalize)
+    started = False
+
+    def view() -> HttpResponseBase:
+        nonlocal started
+        started = True
+        return call()
+
+    try:
+        if prepared.mode == "atomic":
+            return _run_atomic(prepared, view, convert, finalize)
+        return _run_lease(prepared, view, convert, finalize)
+    except StoreUnavailable as exc:
+        if started:  # never run a view twice: its attempt ended with the store gone
+            return exc.as_response()
+        return _unavailable(prepared, exc, call)
+
+
+def _unavailable(prepared: Prepared, exc: StoreUnavailable, call: Call) -> HttpResponseBase:
+    """The store could not be reached before the view ran: 503, or run it unprotected."""
+    if prepared.policy.get_on_store_unavailable() != "run":
+        return exc.as_response()
+    logger.warning(
+        "idempotency: store unreachable; running %s %s without idempotency (on_store_unavailable)",
+        prepared.request.method,
+        prepared.request.path,
+    )
+    return call()
 
 
 def _store_response(prepared: Prepared, response: HttpResponseBase) -> StoredResponse | None:
@@ -550,14 +589,26 @@ def _record(
     """Lease mode: complete the key with ``stored``, or release it when that is None."""
     store = prepared.store
     if stored is not None:
-        if not store.complete(
-            prepared.scope,
-            prepared.key,
-            fence=claim.fence,
-            response=stored,
-            ttl=prepared.policy.get_ttl(),
-            fingerprint=prepared.fingerprint,
-        ):
+        try:
+            completed = store.complete(
+                prepared.scope,
+                prepared.key,
+                fence=claim.fence,
+                response=stored,
+                ttl=prepared.policy.get_ttl(),
+                fingerprint=prepared.fingerprint,
+            )
+        except StoreUnavailable:
+            # the view ran: answer what it did. Its claim stays until its lease ends, and
+            # a retry after that runs it again (its effects need their own unique keys).
+            logger.warning(
+                "idempotency: %s/%s ran but its response could not be stored (store "
+                "unreachable); a retry after the lease runs it again",
+                prepared.scope,
+                prepared.key,
+            )
+            return response
+        if not completed:
             _send(signals.stale_owner, prepared, fence=claim.fence)
         else:
             _send(signals.first, prepared, status=response.status_code)
@@ -567,7 +618,11 @@ def _record(
 
 
 def _abort(prepared: Prepared, claim: Claim, **extra: Any) -> None:
-    if prepared.store.release(prepared.scope, prepared.key, fence=claim.fence):
+    try:
+        released = prepared.store.release(prepared.scope, prepared.key, fence=claim.fence)
+    except StoreUnavailable:
+        return  # the claim ends with its lease; the view's own outcome is what counts
+    if released:
         _send(signals.released, prepared, **extra)
     else:
         _send(signals.stale_owner, prepared, fence=claim.fence)
@@ -583,6 +638,7 @@ def _context(prepared: Prepared, claim: Claim) -> IdempotencyContext:
         fence=claim.fence,
         recovery_point=claim.recovery_point,
         recovery_data=claim.recovery_data,
+        taken_over=claim.taken_over,
     )
 
 
@@ -623,7 +679,12 @@ async def run_async(
     if isinstance(prepared, HttpResponseBase):
         return prepared
     prepared.mode = "lease"
-    claim = await sync_to_async(_claim)(prepared)
+    try:
+        claim = await sync_to_async(_claim)(prepared)
+    except StoreUnavailable as exc:
+        if prepared.policy.get_on_store_unavailable() != "run":
+            return exc.as_response()
+        return await call()
     if isinstance(claim, HttpResponseBase):
         return claim
     request.idempotency = _context(prepared, claim)  # type: ignore[attr-defined]

@@ -70,7 +70,8 @@ from django.db import DatabaseError, connections
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
-from idempotency.exceptions import LockNotAcquired
+from idempotency.exceptions import LockNotAcquired, StoreUnavailable
+from idempotency.outages import guard
 
 __all__ = [
     "Lock",
@@ -150,15 +151,18 @@ class RedisHolding(Holding):
         self.timeout = timeout
         self.token = secrets.token_hex(16)
 
+    @guard("redis", keyed=False)
     def try_acquire(self) -> bool:
         if self.timeout is None:
             return bool(self.client.set(self.key, self.token, nx=True))
         px = max(1, int(self.timeout * 1000))
         return bool(self.client.set(self.key, self.token, nx=True, px=px))
 
+    @guard("redis", keyed=False)
     def release(self) -> bool:
         return bool(self.client.register_script(REDIS_RELEASE)(keys=[self.key], args=[self.token]))
 
+    @guard("redis", keyed=False)
     def extend(self, additional: float, *, replace_ttl: bool = False) -> bool:
         extended = self.client.register_script(REDIS_EXTEND)(
             keys=[self.key],
@@ -166,6 +170,7 @@ class RedisHolding(Holding):
         )
         return bool(extended)
 
+    @guard("redis", keyed=False)
     def owned(self) -> bool:
         value = self.client.get(self.key)
         if isinstance(value, bytes):
@@ -230,6 +235,7 @@ class PostgresHolding(Holding):
             "SELECT set_config('idle_session_timeout', %s, false)", [self._idle_ms(seconds)]
         )
 
+    @guard("database", keyed=False)
     def try_acquire(self) -> bool:
         connection = self._connection()
         connection.ensure_connection()  # before pg_version, which would open and close one
@@ -422,7 +428,12 @@ class Lock:
         holding, self._holding = self._holding, None
         if holding is None:
             return False
-        released = holding.release()
+        try:
+            released = holding.release()
+        except StoreUnavailable:
+            # the backend is gone: the lock ends with its timeout (Redis) or its session
+            logger.warning("lock %r could not be released: its backend is unreachable", self.name)
+            return False
         if not released:
             logger.warning(
                 "lock %r was no longer held at release: its timeout (%s s) passed before the "

@@ -32,6 +32,7 @@ class IdempotentMixin:
     idempotency_mode: str | None = None
     idempotency_wait: float | None = None
     idempotency_store_errors: bool | None = None
+    idempotency_on_store_unavailable: str | None = None
     #: Names of the actions (viewsets) or methods that take part; None: every unsafe one.
     idempotent_actions: Collection[str] | None = None
 
@@ -50,6 +51,7 @@ class IdempotentMixin:
             mode=self.idempotency_mode,
             wait=self.idempotency_wait,
             store_errors=self.idempotency_store_errors,
+            on_store_unavailable=self.idempotency_on_store_unavailable,
             scope=self.get_idempotency_scope,
         )
 

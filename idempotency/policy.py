@@ -13,6 +13,8 @@ from idempotency.stores import get_store
 from idempotency.stores.base import BaseStore
 
 MODES = ("auto", "atomic", "lease")
+#: What a view does when its store cannot be reached: answer 503, or run unprotected.
+ON_STORE_UNAVAILABLE = ("reject", "run")
 CLAIMS = ("first", "optimistic")
 
 ScopeOption = str | Callable[[HttpRequest], "str | None"] | None
@@ -31,12 +33,18 @@ class Policy:
     mode: str | None = None
     wait: float | None = None
     store_errors: bool | None = None
+    on_store_unavailable: str | None = None
     claim: str | None = None
     databases: tuple[str, ...] | list[str] | None = None
 
     def __post_init__(self) -> None:
         if self.mode is not None and self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {self.mode!r}")
+        choice = self.on_store_unavailable
+        if choice is not None and choice not in ON_STORE_UNAVAILABLE:
+            raise ValueError(
+                f"on_store_unavailable must be one of {ON_STORE_UNAVAILABLE}, not {choice!r}"
+            )
         if self.claim is not None and self.claim not in CLAIMS:
             raise ValueError(f"claim must be one of {CLAIMS}, not {self.claim!r}")
         if self.databases is not None and (
@@ -80,6 +88,11 @@ class Policy:
             idempotency_settings.STORE_ERRORS if self.store_errors is None else self.store_errors
         )
         return bool(value)
+
+    def get_on_store_unavailable(self) -> str:
+        """``"reject"`` (503, the view does not run) or ``"run"`` (run it unprotected)."""
+        value = self.on_store_unavailable or idempotency_settings.STORE_UNAVAILABLE
+        return str(value)
 
     def get_claim(self) -> str:
         return str(idempotency_settings.ATOMIC_CLAIM if self.claim is None else self.claim)

@@ -19,8 +19,13 @@ Beyond the request flow:
 * ``token_used``: a one-time submit token was presented a second time (409);
   sent with ``scope`` and ``purpose``.
 * ``lock_not_acquired``: :func:`idempotency.lock` gave up waiting; sent with ``name``.
-* ``store_unavailable``: a store could not be reached; sent with ``store`` (the
-  store's class name) and ``exception``.
+* ``store_unavailable``: a store, token or lock backend could not be reached (the
+  request answered 503, a task was retried later); sent with ``store`` (the store's
+  class name), ``exception``, ``backend`` (``"database"``, ``"redis"`` or ``"cache"``),
+  ``operation``, and ``scope``/``key`` (None for tokens and locks).
+* ``response_cache_failed``: the response cache in front of ``DatabaseStore`` raised on
+  ``operation`` (``"get"``, ``"set"`` or ``"delete"``), sent with ``exception``; the
+  database answered instead.
 * ``purged``: a purge of expired records finished; sent with ``deleted`` and
   ``using`` (the database alias), so metrics can sample the table.
 """
@@ -40,6 +45,7 @@ token_used = Signal()
 lock_not_acquired = Signal()
 store_unavailable = Signal()
 purged = Signal()
+response_cache_failed = Signal()
 
 #: Outcome name -> signal, for receivers that handle every outcome alike.
 OUTCOMES: dict[str, Signal] = {

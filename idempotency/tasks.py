@@ -94,7 +94,7 @@ from celery.exceptions import Reject, Retry
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
-from idempotency.exceptions import ImproperlyApplied
+from idempotency.exceptions import ImproperlyApplied, StoreUnavailable
 from idempotency.functions import (
     MODES,
     KeyedCall,
@@ -225,7 +225,10 @@ class IdempotentTask(Task[Any, Any]):
             return self._run_keyed(call, args, kwargs)
 
     def _run_keyed(self, call: KeyedCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        claim = acquire(call)
+        try:
+            claim = acquire(call)
+        except StoreUnavailable as exc:
+            self._retry_unavailable(call, exc, args, kwargs)
         if claim.status is ClaimStatus.COMPLETED:
             logger.info(
                 "idempotency: task %s[%s] is a duplicate of key %s; acknowledged and skipped",
@@ -249,6 +252,37 @@ class IdempotentTask(Task[Any, Any]):
             # the body called self.retry() and swallowed its Retry: nothing to store
             return result
         return finish(call, claim, result)
+
+    def _retry_unavailable(
+        self,
+        call: KeyedCall,
+        exc: StoreUnavailable,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> NoReturn:
+        """The store is unreachable, so the body did not run: deliver the message again
+        later, as :meth:`_defer` does (no retry budget spent: an outage is not the task's
+        failure). Eager and direct calls raise :class:`StoreUnavailable` instead."""
+        request = self.request
+        if request.called_directly or request.is_eager:
+            raise exc
+        countdown = max(float(exc.retry_after), MIN_DEFER_SECONDS)
+        logger.warning(
+            "idempotency: task %s[%s] key %s: the store is unreachable; deferred %.1f s",
+            self.name,
+            request.id,
+            call.key,
+            countdown,
+        )
+        deferred = self.signature_from_request(
+            request, args, kwargs, countdown=countdown, retries=request.retries
+        )
+        try:
+            deferred.apply_async()
+        except Exception as publish_error:
+            raise Reject(publish_error, requeue=True) from publish_error
+        when: Any = countdown
+        raise Retry(f"store unreachable for key {call.key}", exc=exc, when=when, sig=deferred)
 
     def _defer(
         self, call: KeyedCall, claim: Claim, args: tuple[Any, ...], kwargs: dict[str, Any]

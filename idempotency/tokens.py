@@ -68,7 +68,13 @@ from rest_framework.views import APIView
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
-from idempotency.exceptions import ImproperlyApplied, SubmitTokenInvalid, SubmitTokenUsed
+from idempotency.exceptions import (
+    ImproperlyApplied,
+    StoreUnavailable,
+    SubmitTokenInvalid,
+    SubmitTokenUsed,
+)
+from idempotency.outages import guard
 
 __all__ = [
     "IssuedToken",
@@ -144,6 +150,7 @@ class DatabaseTokens:
 
         return SubmitToken.objects.using(self.using)
 
+    @guard("database", keyed=False)
     def issue(self, token_hash: str, scope: str, purpose: str, ttl: float) -> datetime:
         now = timezone.now()
         expires_at = now + timedelta(seconds=ttl)
@@ -156,6 +163,7 @@ class DatabaseTokens:
         )
         return expires_at
 
+    @guard("database", keyed=False)
     def consume(self, token_hash: str, scope: str, purpose: str) -> str:
         now = timezone.now()
         bound = self._tokens().filter(token_hash=token_hash, scope=scope, purpose=purpose)
@@ -217,12 +225,14 @@ class RedisTokens:
     def binding(scope: str, purpose: str) -> str:
         return json.dumps([scope, purpose], separators=(",", ":"))
 
+    @guard("redis", keyed=False)
     def issue(self, token_hash: str, scope: str, purpose: str, ttl: float) -> datetime:
         expires_at = timezone.now() + timedelta(seconds=ttl)
         key, _tombstone = self.keys(token_hash)
         self.client.set(key, self.binding(scope, purpose), px=max(1, int(ttl * 1000)), nx=True)
         return expires_at
 
+    @guard("redis", keyed=False)
     def consume(self, token_hash: str, scope: str, purpose: str) -> str:
         client = self.client
         reply = client.register_script(REDIS_CONSUME)(
@@ -367,7 +377,7 @@ def require_submit_token(
             return _missing().as_response()
         try:
             consume_submit_token(token=token, user_or_scope=get_scope(request), purpose=purpose)
-        except (SubmitTokenInvalid, SubmitTokenUsed) as exc:
+        except (SubmitTokenInvalid, SubmitTokenUsed, StoreUnavailable) as exc:
             return exc.as_response()
         return None
 

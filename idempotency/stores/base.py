@@ -33,6 +33,9 @@ class Claim:
     recovery_point: str = ""
     recovery_data: Any = None
     retry_after: float = 0.0
+    #: CLAIMED only: the key was taken over from an owner whose lease ran out (it may
+    #: have crashed after its effect, before its record: see ``IdempotencyContext``).
+    taken_over: bool = False
 
     @property
     def owned(self) -> bool:

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from django.core.cache import BaseCache, caches
 
 from idempotency.conf import idempotency_settings
+from idempotency.outages import guard
 from idempotency.responses import StoredResponse
 from idempotency.stores import record_digest
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus, new_fence
@@ -56,6 +57,7 @@ class CacheStore(BaseStore):
             recovery_data=record.get("rd"),
         )
 
+    @guard("cache")
     def claim(
         self,
         scope: str,
@@ -101,9 +103,11 @@ class CacheStore(BaseStore):
                 fence=fence,
                 recovery_point=existing.get("rp", ""),
                 recovery_data=existing.get("rd"),
+                taken_over=True,
             )
         return Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0)
 
+    @guard("cache")
     def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
         record = self.cache.get(self.record_key(scope, key))
         return None if record is None else self._as_claim(record, fingerprint)
@@ -114,6 +118,7 @@ class CacheStore(BaseStore):
             return None
         return record  # type: ignore[no-any-return]
 
+    @guard("cache")
     def complete(
         self,
         scope: str,
@@ -137,6 +142,7 @@ class CacheStore(BaseStore):
         self.cache.set(self.record_key(scope, key), record, timeout=ttl)
         return True
 
+    @guard("cache")
     def release(self, scope: str, key: str, *, fence: int) -> bool:
         record = self._owned(scope, key, fence)
         if record is None:
@@ -149,6 +155,7 @@ class CacheStore(BaseStore):
             self.cache.delete(name)
         return True
 
+    @guard("cache")
     def save_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None
     ) -> bool:
@@ -163,5 +170,6 @@ class CacheStore(BaseStore):
         )
         return True
 
+    @guard("cache")
     def delete(self, scope: str, key: str) -> bool:
         return bool(self.cache.delete(self.record_key(scope, key)))

@@ -24,7 +24,9 @@ from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from idempotency import signals
 from idempotency.conf import idempotency_settings
+from idempotency.outages import bursts, guard
 from idempotency.responses import StoredResponse
 from idempotency.stores import record_digest
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus, new_fence
@@ -205,7 +207,7 @@ class DatabaseStore(BaseStore):
         ``takeover``, an in-progress one of the same request whose lease ran out).
 
         Parameters: those of :meth:`_values`, then those of one :meth:`_Clock.now` per
-        "now" of the conflict clause: four in a claim, one in an insert."""
+        "now" of the conflict and RETURNING clauses: six in a claim, two in an insert."""
         qn = connection.ops.quote_name
         now = _Clock.now_sql(connection)
         table = qn(self.model._meta.db_table)
@@ -219,21 +221,23 @@ class DatabaseStore(BaseStore):
                 f" AND {table}.{qn('lease_expires_at')} <= {now}"
                 f" AND {table}.{qn('fingerprint')} = excluded.{qn('fingerprint')})"
             )
-            # a takeover keeps the recovery point the previous owner reached
+            # a takeover keeps the recovery point the previous owner reached, and the
+            # record's created_at (so the new owner can tell it took over)
             keep = (
                 f"CASE WHEN {table}.{qn('expires_at')} <= {now} THEN excluded.{{c}}"
                 f" ELSE {table}.{{c}} END"
             )
             assignments = ", ".join(
                 f"{qn(c)} = " + keep.format(c=qn(c))
-                if c in ("recovery_point", "recovery_data")
+                if c in ("recovery_point", "recovery_data", "created_at")
                 else f"{qn(c)} = excluded.{qn(c)}"
                 for c in _COLUMNS[2:]
             )
         return (
             f"INSERT INTO {table} ({columns}) VALUES ({placeholders}) "
             f"ON CONFLICT ({qn('scope')}, {qn('key')}) DO UPDATE SET {assignments} "
-            f"WHERE {condition} RETURNING {qn('recovery_point')}, {qn('recovery_data')}"
+            f"WHERE {condition} "
+            f"RETURNING {qn('recovery_point')}, {qn('recovery_data')}, {qn('created_at')}, {now}"
         )
 
     @staticmethod
@@ -286,17 +290,12 @@ class DatabaseStore(BaseStore):
 
     # -- the contract --------------------------------------------------------------------
 
+    @guard("database")
     def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
         cache = self.response_cache
-        if cache is not None:
-            cached = cache.get(self._cache_key(scope, key))
-            if cached is not None:
-                if cached["fingerprint"] != fingerprint:
-                    return Claim(ClaimStatus.MISMATCH)
-                return Claim(
-                    ClaimStatus.COMPLETED,
-                    response=StoredResponse(cached["status"], cached["headers"], cached["body"]),
-                )
+        cached = self._cached_response(scope, key, fingerprint) if cache is not None else None
+        if cached is not None:
+            return cached
         connection = connections[self.using]
         # one SELECT through the unique (scope, key) index; plain SQL, because building it
         # with the ORM cost more than running it
@@ -333,6 +332,7 @@ class DatabaseStore(BaseStore):
             retry_after=retry,
         )
 
+    @guard("database")
     def claim(
         self,
         scope: str,
@@ -369,16 +369,18 @@ class DatabaseStore(BaseStore):
                 ttl=ttl,
             )
             with connection.cursor() as cursor:
-                cursor.execute(sql, [*params, *clock.now() * 4])
+                cursor.execute(sql, [*params, *clock.now() * 6])
                 returned = cursor.fetchone()
             if returned is not None:
-                point, data = returned
+                point, data, created, now = returned
                 data = _json(data)
                 return Claim(
                     ClaimStatus.CLAIMED,
                     fence=fence,
                     recovery_point=point or "",
                     recovery_data=data,
+                    # a takeover keeps the first owner's created_at; a new record has now
+                    taken_over=_datetime(connection, created) != _datetime(connection, now),
                 )
             existing = self.lookup(scope, key, fingerprint=fingerprint)
             if existing is not None:
@@ -386,6 +388,7 @@ class DatabaseStore(BaseStore):
             # released between our insert and our read: try again
         return Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0)
 
+    @guard("database")
     def insert_completed(
         self,
         scope: str,
@@ -419,10 +422,11 @@ class DatabaseStore(BaseStore):
             ttl=ttl,
         )
         with connection.cursor() as cursor:
-            cursor.execute(self._sql(connection, "insert"), [*params, *clock.now()])
+            cursor.execute(self._sql(connection, "insert"), [*params, *clock.now() * 2])
             inserted = cursor.fetchone() is not None
         return inserted
 
+    @guard("database")
     def complete(
         self,
         scope: str,
@@ -458,6 +462,7 @@ class DatabaseStore(BaseStore):
             return Now()
         return timezone.now()
 
+    @guard("database")
     def release(self, scope: str, key: str, *, fence: int) -> bool:
         records = self._records().filter(scope=scope, key=key, fence=fence, state="in_progress")
         deleted, _ = records.filter(recovery_point="").delete()
@@ -466,6 +471,7 @@ class DatabaseStore(BaseStore):
         # a recovery point was recorded: keep it, end the lease so a retry resumes at once
         return bool(records.update(lease_expires_at=self._now_value()))
 
+    @guard("database")
     def save_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None
     ) -> bool:
@@ -475,6 +481,7 @@ class DatabaseStore(BaseStore):
             .update(recovery_point=name, recovery_data=data)
         )
 
+    @guard("database")
     def delete(self, scope: str, key: str) -> bool:
         deleted, _ = self._records().filter(scope=scope, key=key).delete()
         self.forget_cached(scope, key)
@@ -483,7 +490,30 @@ class DatabaseStore(BaseStore):
     def forget_cached(self, scope: str, key: str) -> None:
         cache = self.response_cache
         if cache is not None:
-            cache.delete(self._cache_key(scope, key))
+            try:
+                cache.delete(self._cache_key(scope, key))
+            except Exception as exc:  # noqa: BLE001 - the cache only accelerates replays
+                _cache_failed(self, "delete", exc)
+
+    def _cached_response(self, scope: str, key: str, fingerprint: str) -> Claim | None:
+        """The completed record as the response cache holds it, or None (absent, or the
+        cache failed: the database answers then; a cache is never the source of truth)."""
+        cache = self.response_cache
+        if cache is None:
+            return None
+        try:
+            cached = cache.get(self._cache_key(scope, key))
+        except Exception as exc:  # noqa: BLE001 - any cache error: fall back to the database
+            _cache_failed(self, "get", exc)
+            return None
+        if not isinstance(cached, dict):
+            return None
+        if cached.get("fingerprint") != fingerprint:
+            return Claim(ClaimStatus.MISMATCH)
+        return Claim(
+            ClaimStatus.COMPLETED,
+            response=StoredResponse(cached["status"], cached["headers"], cached["body"]),
+        )
 
     def _cache_response(
         self, scope: str, key: str, fingerprint: str, response: StoredResponse, ttl: float
@@ -502,5 +532,24 @@ class DatabaseStore(BaseStore):
                 },
                 timeout=int(ttl),
             )
-        except Exception:  # noqa: BLE001 - the cache only accelerates replays, never decides
-            return
+        except Exception as exc:  # noqa: BLE001 - the cache only accelerates replays
+            # after the commit: the record is in the database, so nothing is lost
+            _cache_failed(self, "set", exc)
+
+
+def _cache_failed(store: DatabaseStore, operation: str, error: BaseException) -> None:
+    """Count a response-cache failure and log it once per burst."""
+    signals.response_cache_failed.send(
+        sender=type(store),
+        request=None,
+        scope=None,
+        key=None,
+        operation=operation,
+        exception=error,
+    )
+    bursts.log(
+        "response-cache",
+        "idempotency: the response cache failed (%s: %s); the database answers instead",
+        operation,
+        error,
+    )

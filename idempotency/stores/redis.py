@@ -13,6 +13,7 @@ import json
 from typing import Any, ClassVar
 
 from idempotency.conf import idempotency_settings
+from idempotency.outages import guard
 from idempotency.responses import StoredResponse
 from idempotency.stores import record_digest
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus, new_fence, now_ms
@@ -33,7 +34,7 @@ if rec[1] then
   local lease = tonumber(rec[3]) or 0
   if lease > now then return {'in_progress', tostring(lease - now), rec[7] or '', rec[8] or ''} end
   redis.call('HSET', KEYS[1], 'fence', ARGV[2], 'lease', tostring(now + tonumber(ARGV[3])))
-  return {'claimed', rec[7] or '', rec[8] or ''}
+  return {'claimed', rec[7] or '', rec[8] or '', 'takeover'}
 end
 redis.call('HSET', KEYS[1], 'state', 'p', 'fp', ARGV[1], 'fence', ARGV[2],
   'lease', tostring(now + tonumber(ARGV[3])), 'method', ARGV[5], 'route', ARGV[6],
@@ -117,6 +118,7 @@ class RedisStore(BaseStore):
     def record_key(self, scope: str, key: str) -> str:
         return f"{idempotency_settings.KEY_PREFIX}:{{{record_digest(scope, key)}}}:rec"
 
+    @guard("redis")
     def claim(
         self,
         scope: str,
@@ -143,6 +145,7 @@ class RedisStore(BaseStore):
                 fence=fence,
                 recovery_point=_text(reply[1]),
                 recovery_data=_data(reply[2]),
+                taken_over=len(reply) > 3,
             )
         if status == "completed":
             return Claim(
@@ -158,6 +161,7 @@ class RedisStore(BaseStore):
             )
         return Claim(ClaimStatus.MISMATCH)
 
+    @guard("redis")
     def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
         state, fp, lease, status, headers, body, point, data = self.client.hmget(
             self.record_key(scope, key),
@@ -180,6 +184,7 @@ class RedisStore(BaseStore):
             recovery_data=_data(data),
         )
 
+    @guard("redis")
     def complete(
         self,
         scope: str,
@@ -202,11 +207,13 @@ class RedisStore(BaseStore):
         )
         return bool(done)
 
+    @guard("redis")
     def release(self, scope: str, key: str, *, fence: int) -> bool:
         return bool(
             self._script("release", RELEASE)(keys=[self.record_key(scope, key)], args=[fence])
         )
 
+    @guard("redis")
     def save_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None
     ) -> bool:
@@ -216,5 +223,6 @@ class RedisStore(BaseStore):
         )
         return bool(saved)
 
+    @guard("redis")
     def delete(self, scope: str, key: str) -> bool:
         return bool(self.client.delete(self.record_key(scope, key)))

@@ -359,3 +359,70 @@ def test_check_command_reports_warnings_without_failing() -> None:
     with override_settings(IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=LOCMEM):
         call_command("check", stdout=out, stderr=err)
     assert "idempotency.W001" in out.getvalue() + err.getvalue()
+
+
+# -- W007: the Redis behind the store persists nothing (check --deploy) -----------------
+
+
+def _persistence_ids(server_url: str, **idempotency: Any) -> list[str]:
+    from idempotency.checks import check_redis_persistence
+    from tests.faults import caches_with
+
+    with override_settings(
+        CACHES=caches_with("private", server_url),
+        IDEMPOTENCY={"REDIS_ALIAS": "private", **idempotency},
+    ):
+        return [message.id or "" for message in check_redis_persistence()]
+
+
+def test_w007_redis_without_persistence_behind_the_store() -> None:
+    from tests.faults import private_redis
+
+    with private_redis(aof=False) as server:
+        assert _persistence_ids(server.url, STORE=REDIS_STORE) == ["idempotency.W007"]
+        assert _persistence_ids(server.url, SUBMIT_TOKEN_BACKEND="redis") == ["idempotency.W007"]
+        assert _persistence_ids(server.url) == []  # nothing keeps records in that Redis
+
+
+def test_w007_silent_with_aof_or_rdb() -> None:
+    from tests.faults import private_redis
+
+    with private_redis(aof=True) as server:
+        assert _persistence_ids(server.url, STORE=REDIS_STORE) == []
+    with private_redis(aof=False) as server:
+        server.client().config_set("save", "3600 1")  # type: ignore[attr-defined]
+        assert _persistence_ids(server.url, STORE=REDIS_STORE) == []
+
+
+def test_w007_tolerates_a_server_that_forbids_config() -> None:
+    from chaos.services import PrivateRedis, redis_server_binary
+
+    if redis_server_binary() is None:
+        pytest.skip("needs redis-server")
+    with PrivateRedis(extra=("--rename-command", "CONFIG", '""')) as server:
+        assert _persistence_ids(server.url, STORE=REDIS_STORE) == []
+
+
+def test_w007_tolerates_an_unreachable_server() -> None:
+    from tests.faults import dead_redis_url
+
+    assert _persistence_ids(dead_redis_url(), STORE=REDIS_STORE) == []
+
+
+def test_check_deploy_reports_w007() -> None:
+    from tests.faults import caches_with, private_redis
+
+    with (
+        private_redis(aof=False) as server,
+        override_settings(
+            CACHES=caches_with("private", server.url),
+            IDEMPOTENCY={"REDIS_ALIAS": "private", "STORE": REDIS_STORE},
+        ),
+    ):
+        out, err = StringIO(), StringIO()
+        report = ""
+        try:
+            call_command("check", "--deploy", stdout=out, stderr=err)
+        except SystemCheckError as exc:  # other deploy checks may fail on test settings
+            report = str(exc)
+        assert "idempotency.W007" in out.getvalue() + err.getvalue() + report

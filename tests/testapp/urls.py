@@ -14,6 +14,8 @@ urlpatterns = [
     path("lease-function/", views.lease_function_view),
     path("outcome/", views.outcome_view),
     path("crash/", views.crash_view),
+    path("fail-open/", views.fail_open_view),
+    path("context/", views.context_view),
     path("phases/", views.phases_view),
     path("async/", views.async_view),
     path("api/", views.EffectApi.as_view()),

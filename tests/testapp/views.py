@@ -191,6 +191,24 @@ class PlainApi(APIView):
         return Response({"id": effect.pk}, status=201)
 
 
+@idempotent(mode="lease", on_store_unavailable="run")
+def fail_open_view(request: HttpRequest) -> HttpResponse:
+    """Runs without idempotency when its store is unreachable (an explicit opt-out)."""
+    effect = _effect(request)
+    return JsonResponse({"id": effect.pk}, status=201)
+
+
+@idempotent(mode="lease")
+def context_view(request: HttpRequest) -> HttpResponse:
+    """Shows what the view sees of its key: ``request.idempotency``."""
+    context = request.idempotency  # type: ignore[attr-defined]
+    effect = _effect(request)
+    return JsonResponse(
+        {"id": effect.pk, "taken_over": context.taken_over, "reference": context.reference},
+        status=201,
+    )
+
+
 @idempotent
 def stream_view(request: HttpRequest) -> StreamingHttpResponse:
     """A streaming answer after a side effect: ``size`` bytes in 1 KiB chunks."""

@@ -1,0 +1,162 @@
+"""Store outages: a backend that cannot be reached becomes :class:`StoreUnavailable`.
+
+Stores, submit tokens and locks wrap their backend calls with :func:`guard`, so a
+database, Redis or cache connection error surfaces as one exception (503 over HTTP,
+a later retry for a task) and one ``store_unavailable`` signal, never as the
+backend's own error (a bare 500). Errors that are not outages (a lock timeout, a
+deadlock, a unique violation, a bug) pass through untouched.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
+
+from django.db import InterfaceError, OperationalError
+
+from idempotency import signals
+from idempotency.conf import idempotency_settings
+from idempotency.exceptions import StoreUnavailable
+
+logger = logging.getLogger("idempotency")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S")
+
+#: PostgreSQL SQLSTATEs of a server that is gone or refusing sessions: connection
+#: exceptions (class 08), admin/crash shutdown, cannot connect now, too many connections.
+_PG_OUTAGE_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+
+
+def _redis_outage(exc: BaseException) -> bool:
+    try:
+        from redis import exceptions as redis_exceptions
+    except ImportError:  # pragma: no cover - redis is an optional extra
+        return False
+    return isinstance(
+        exc,
+        redis_exceptions.ConnectionError  # BusyLoadingError (AOF loading) included
+        | redis_exceptions.TimeoutError
+        | redis_exceptions.ReadOnlyError,  # a replica after a failover
+    )
+
+
+def _database_outage(exc: BaseException) -> bool:
+    if isinstance(exc, InterfaceError):  # the connection is closed
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    cause = exc.__cause__
+    if cause is None or not hasattr(cause, "sqlstate") and not hasattr(cause, "pgcode"):
+        return False  # SQLite ("database is locked" is a lock wait, not an outage)
+    state = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
+    if state is None:  # psycopg: no server answer at all (refused, reset, closed)
+        return True
+    return str(state).startswith("08") or state in _PG_OUTAGE_STATES
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` means the backend could not be reached (rather than refused the call)."""
+    if isinstance(exc, StoreUnavailable):
+        return False
+    return _redis_outage(exc) or _database_outage(exc) or isinstance(exc, ConnectionError)
+
+
+def unavailable(
+    backend: str,
+    operation: str,
+    error: BaseException,
+    *,
+    sender: type[Any] | None = None,
+    scope: str | None = None,
+    key: str | None = None,
+) -> StoreUnavailable:
+    """The :class:`StoreUnavailable` to raise for ``error``, counted and logged (rate-limited)."""
+    signals.store_unavailable.send(
+        sender=sender,
+        request=None,
+        scope=scope,
+        key=key,
+        store=getattr(sender, "__name__", "-"),
+        exception=error,
+        backend=backend,
+        operation=operation,
+    )
+    bursts.log(
+        f"store:{backend}",
+        "idempotency: the %s backend is unreachable (%s failed: %s)",
+        backend,
+        operation,
+        error,
+    )
+    return StoreUnavailable(retry_after=int(idempotency_settings.RETRY_AFTER))
+
+
+def guard(
+    backend: str, *, keyed: bool = True
+) -> Callable[[Callable[Concatenate[S, P], R]], Callable[Concatenate[S, P], R]]:
+    """Decorate a backend method so that an outage raises :class:`StoreUnavailable`.
+
+    ``keyed``: the method's first two positional arguments are ``scope`` and ``key``
+    (store methods), sent with the signal.
+    """
+
+    def decorate(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
+        @functools.wraps(method)
+        def wrapper(self: S, *args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return method(self, *args, **kwargs)
+            except Exception as exc:
+                if not is_outage(exc):
+                    raise
+                scope = str(args[0]) if keyed and len(args) > 1 else None
+                key = str(args[1]) if keyed and len(args) > 1 else None
+                raise unavailable(
+                    backend, method.__name__, exc, sender=type(self), scope=scope, key=key
+                ) from exc
+
+        return cast("Callable[Concatenate[S, P], R]", wrapper)
+
+    return decorate
+
+
+class BurstLog:
+    """Log a recurring failure once per burst: the first time, then at most once a minute.
+
+    The messages suppressed in between are counted in the next one, so an outage of a
+    thousand requests writes a few lines, not a thousand tracebacks.
+    """
+
+    def __init__(self, interval: float = 60.0) -> None:
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._last: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def log(self, name: str, message: str, *args: Any) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            last = self._last.get(name)
+            if last is not None and now - last < self.interval:
+                self._suppressed[name] = self._suppressed.get(name, 0) + 1
+                return False
+            self._last[name] = now
+            suppressed = self._suppressed.pop(name, 0)
+        if suppressed:
+            message += " (%d more since the last report)"
+            args = (*args, suppressed)
+        logger.warning(message, *args)
+        return True
+
+    def reset(self) -> None:
+        with self._lock:
+            self._last.clear()
+            self._suppressed.clear()
+
+
+bursts = BurstLog()
