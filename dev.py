@@ -5,8 +5,9 @@
                                      # (default 127.0.0.1:8000; or a bare PORT)
     python3 dev.py test [PYTEST ARGS]  # the whole test suite (arguments go to pytest)
 
-Also: ``lint`` (ruff check + ruff format --check, pinned; what CI runs),
-``typecheck``, ``bench`` and ``bench-smoke``; ``--help`` prints this. The virtualenv lives
+Also: ``demo`` (the double-charge story, live: ``manage.py retry_storm``), ``lint``
+(ruff check + ruff format --check, pinned; what CI runs), ``typecheck``, ``bench`` and
+``bench-smoke``; ``--help`` prints this. The virtualenv lives
 in ``.venv`` and is (re)installed whenever ``pyproject.toml`` changes.
 """
 
@@ -68,6 +69,10 @@ def main(argv: list[str]) -> None:
     elif command == "test":
         install()
         sh(PYTHON, "-m", "pytest", *rest)
+    elif command == "demo":
+        install()
+        sh(PYTHON, "manage.py", "migrate", "--noinput", "-v0")
+        sh(PYTHON, "manage.py", "retry_storm", *rest)
     elif command == "lint":
         install()
         sh(BIN / "ruff", "check", ".")

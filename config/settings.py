@@ -66,6 +66,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "idempotency",
     "accounts",
     "orders",
@@ -140,7 +142,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": [
-        "rest_framework.parsers.JSONParser",
+        "config.parsers.JSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
@@ -150,6 +152,24 @@ REST_FRAMEWORK = {
     # compact, non-ASCII escaped (idempotency.problems.render_problem)
     "COMPACT_JSON": True,
     "UNICODE_JSON": False,
+    # OpenAPI: bodies from the views' Input/OutputSerializer, plus the Idempotency-Key
+    # contract of every protected view (header, Idempotent-Replayed, 400/409/422 problems).
+    "DEFAULT_SCHEMA_CLASS": "config.schema.SampleAutoSchema",
+}
+
+# /api/schema/ and /api/docs/: Swagger UI served from this server's static files
+# (drf-spectacular-sidecar), never from a CDN.
+SPECTACULAR_SETTINGS = {
+    "TITLE": "django-idempotency sample API",
+    "DESCRIPTION": (
+        "Orders, payments and accounts whose writes are safe to retry: send an "
+        "Idempotency-Key header, and a retry replays the first response."
+    ),
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Celery: without a broker the tasks run eagerly in-process, so the embedded
@@ -186,7 +206,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     },
 }
 
-IDEMPOTENCY: dict[str, Any] = {}
+# The sample counts outcomes in Prometheus metrics, served at /metrics.
+IDEMPOTENCY: dict[str, Any] = {"METRICS": env_bool("IDEMPOTENCY_METRICS", True)}
 if os.environ.get("IDEMPOTENCY_STORE"):
     IDEMPOTENCY["STORE"] = os.environ["IDEMPOTENCY_STORE"]
 if os.environ.get("IDEMPOTENCY_RESPONSE_CACHE"):

@@ -116,6 +116,7 @@ from idempotency.functions import (
     finish,
     key_builder,
     replayed,
+    runs_atomic,
     transaction_for,
 )
 from idempotency.stores import get_store
@@ -212,8 +213,9 @@ class IdempotentTask(Task[Any, Any]):
         if key is None:
             return None
         ttl = self.idempotency_ttl
+        store = get_store(self.idempotency_store)
         return KeyedCall(
-            store=get_store(self.idempotency_store),
+            store=store,
             scope=self.idempotency_scope,
             key=key,
             fingerprint=fingerprint_of("task", self.name),
@@ -222,6 +224,7 @@ class IdempotentTask(Task[Any, Any]):
             ttl=float(idempotency_settings.TTL if ttl is None else ttl),
             wait=float(self.idempotency_wait or 0.0),
             method=TASK_METHOD,
+            atomic=runs_atomic(store, self.idempotency_mode),
         )
 
     # -- the flow --------------------------------------------------------------------

@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from config.settings import *  # noqa: F403
-from config.settings import INSTALLED_APPS
+from config.settings import DATABASES, INSTALLED_APPS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# a second database for the tests of views that write to two aliases (PostgreSQL only;
+# defined everywhere so those tests can be collected and skipped on SQLite)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["ledger"] = {
+        **DATABASES["default"],
+        "NAME": f"{DATABASES['default']['NAME']}_ledger",
+    }
+else:
+    DATABASES["ledger"] = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}

@@ -165,6 +165,25 @@ def flaky_manual(self: IdempotentTask, label: str, failures: int) -> dict[str, A
     return {"attempts": attempt}
 
 
+def _counted_sleep(label: str, seconds: float) -> dict[str, Any]:
+    _incr(key(label, "executions"))  # counted when the body starts: no rollback undoes it
+    time.sleep(seconds)
+    _effect(label)
+    return {"label": label}
+
+
+@app.task(base=IdempotentTask, name="beyond.counted_lease", idempotency_lease=3.0)
+def counted_lease(label: str, seconds: float) -> dict[str, Any]:
+    """Keyed by the task id, lease mode: duplicates are deferred while it runs."""
+    return _counted_sleep(label, seconds)
+
+
+@app.task(base=IdempotentTask, name="beyond.counted_atomic", idempotency_mode="atomic")
+def counted_atomic(label: str, seconds: float) -> dict[str, Any]:
+    """Keyed by the task id, atomic mode: duplicates wait on the record, then replay."""
+    return _counted_sleep(label, seconds)
+
+
 @app.task(
     base=IdempotentTask,
     bind=True,

@@ -157,6 +157,34 @@ def test_worker_killed_mid_task_is_redelivered_and_completes_once(
     assert json.loads(bytes(stored.response_body)) == {"label": label, "pid": second.pid}
 
 
+@pytest.mark.parametrize("task_name", ["counted_lease", "counted_atomic"])
+def test_concurrent_deliveries_to_two_workers_run_the_body_once(
+    start_worker: Callable[..., Worker], counters: Any, task_name: str
+) -> None:
+    """The same message delivered six times to two workers at once (a redelivery storm):
+    the body starts once (counted in Redis as it starts), every delivery succeeds."""
+    queue = unique("beyond-storm")
+    workers = [start_worker(queue), start_worker(queue)]
+    task = getattr(celery_app, task_name)
+    label = unique("storm")
+    task_id = str(uuid.uuid4())
+    deliveries = 6
+    for _ in range(deliveries):
+        task.apply_async((label, 1.0), task_id=task_id, queue=queue)
+
+    def succeeded() -> int:
+        return sum(run["state"] == "SUCCESS" for run in postruns(counters, task_id))
+
+    done = wait_until(lambda: succeeded() >= deliveries, timeout=60)
+    assert done, "\n".join(worker.output() for worker in workers)
+    assert int(counters.get(celery_app.key(label, "executions")) or 0) == 1
+    assert effects(counters, label) == 1
+    successes = [run for run in postruns(counters, task_id) if run["state"] == "SUCCESS"]
+    assert all(run["retval"] == {"label": label} for run in successes)
+    # both workers took deliveries: the duplicates really were concurrent
+    assert len({run["pid"] for run in postruns(counters, task_id)}) == 2
+
+
 def test_deferring_a_duplicate_spends_no_retries_and_leaves_no_state(
     start_worker: Callable[..., Worker], counters: Any
 ) -> None:
