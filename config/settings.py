@@ -205,6 +205,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "task": "orders.relay_outbox",
         "schedule": 5.0,
     },
+    # Sent outbox messages are kept a week for the admin, then deleted (pending never).
+    "purge-sent-order-outbox": {
+        "task": "orders.purge_sent_outbox",
+        "schedule": 3600.0,
+    },
     "reconcile-ledger": {
         "task": "accounts.reconcile_ledger",
         "schedule": 900.0,

@@ -45,6 +45,18 @@ How a delivery is handled (the lease mode of the store contract, as in
   cannot overwrite the new owner's result: its completion is refused and logged
   as a warning.
 
+**Groups and chords.** Each task of a group or a chord is keyed on its own (by its
+task id, unless ``idempotency_key`` derives the key from the arguments). A duplicate
+delivery of a header task is acknowledged and returns the stored result, which the
+result backend receives again: Celery's Redis result backend records each header
+task once (by task id), so the chord still counts every part once and dispatches its
+body once. A duplicate delivery of the body, or the same chord published again with
+the same task ids, runs nothing again either: every task returns its stored result.
+A chord published again with *new* task ids and the default key runs again; derive
+the keys from the message (``idempotency_key=...``) when a publisher may do that.
+Other result backends may count a redelivered header task twice: use the Redis
+backend for chords of idempotent tasks, or give the body an idempotent key of its own.
+
 ``acks_late`` and ``reject_on_worker_lost`` default to True on
 :class:`IdempotentTask`: the message is acknowledged only after the task ran, so
 a worker killed mid-task gets it redelivered, and the key makes that safe.

@@ -22,6 +22,7 @@ the effect happens exactly once. A broker that refuses a publish stops the batch
 
 from __future__ import annotations
 
+import datetime
 import logging
 import time
 from dataclasses import dataclass
@@ -37,6 +38,9 @@ logger = logging.getLogger(__name__)
 
 #: Messages one relay run looks at (``--batch-size``).
 DEFAULT_BATCH_SIZE = 100
+#: How long a sent message stays in the outbox (for the admin and audits) before
+#: :func:`outbox_purge_sent` deletes it. Pending messages are never deleted.
+SENT_RETENTION = datetime.timedelta(days=7)
 
 
 @dataclass(frozen=True)
@@ -139,3 +143,26 @@ def _consumer() -> Any:
     from orders.tasks import order_event_consume  # the tasks import the services
 
     return order_event_consume
+
+
+def outbox_purge_sent(
+    *, older_than: datetime.timedelta = SENT_RETENTION, batch_size: int = 1000
+) -> int:
+    """Delete messages sent more than ``older_than`` ago, in short batches; how many.
+
+    Only sent messages go: a pending one is kept however old it is (the broker may
+    have been down for days; it still has to be published).
+    """
+    cutoff = timezone.now() - older_than
+    deleted = 0
+    while True:
+        ids = list(
+            OutboxMessage.objects.filter(sent_at__lt=cutoff)
+            .order_by("pk")
+            .values_list("pk", flat=True)[:batch_size]
+        )
+        if not ids:
+            return deleted
+        with transaction.atomic():
+            count, _ = OutboxMessage.objects.filter(pk__in=ids, sent_at__lt=cutoff).delete()
+        deleted += count

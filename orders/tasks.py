@@ -22,7 +22,7 @@ from typing import Any
 from celery import shared_task
 
 from idempotency import IdempotentTask
-from orders.outbox import DEFAULT_BATCH_SIZE, outbox_relay
+from orders.outbox import DEFAULT_BATCH_SIZE, outbox_purge_sent, outbox_relay
 from orders.services import ORDER_PAID, order_paid_record
 
 logger = logging.getLogger(__name__)
@@ -79,3 +79,9 @@ def relay_outbox(batch_size: int = DEFAULT_BATCH_SIZE, max_batches: int = 10) ->
         if result.failed or not result.sent:
             break
     return {"sent": sent, "failed": failed, "pending": pending}
+
+
+@shared_task(name="orders.purge_sent_outbox", ignore_result=True)
+def purge_sent_outbox() -> int:
+    """Celery beat task: delete outbox messages sent more than a week ago (never pending)."""
+    return outbox_purge_sent()

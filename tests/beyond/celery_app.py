@@ -40,7 +40,10 @@ app.conf.update(
         "unacked_restore_interval": 1,
         "unacked_restore_throttle": 1,
     },
-    result_backend=None,
+    # a result backend for the chord test (its tasks keep their results); every other
+    # task ignores results
+    result_backend=BROKER_URL,
+    result_expires=600,
     task_ignore_result=True,
     task_default_queue=QUEUE,
     task_acks_late=True,
@@ -201,3 +204,19 @@ def deferred_then_flaky(self: IdempotentTask, label: str) -> dict[str, Any]:
         raise self.retry(countdown=0.2)
     _effect(label)
     return {"attempts": attempt}
+
+
+@app.task(base=IdempotentTask, name="beyond.chord_part", ignore_result=False)
+def chord_part(label: str, number: int) -> int:
+    """A chord header task: counts its effect, returns the square."""
+    _effect(label)
+    return number * number
+
+
+@app.task(base=IdempotentTask, name="beyond.chord_sum", ignore_result=False)
+def chord_sum(results: list[int], label: str) -> int:
+    """The chord's body: records every run of it."""
+    total = sum(results)
+    counters().rpush(key(label, "sums"), total)
+    counters().expire(key(label, "sums"), 600)
+    return total

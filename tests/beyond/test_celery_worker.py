@@ -212,3 +212,42 @@ def test_deferring_a_duplicate_spends_no_retries_and_leaves_no_state(
     overrides = counters.lrange(celery_app.key(label, "override_seen"), 0, -1)
     assert [int(v) for v in overrides] == [0, 0]
     assert effects(counters, label) == 1
+
+
+def test_a_chord_runs_each_part_and_its_body_once_even_when_delivered_twice(
+    start_worker: Callable[..., Worker], counters: Any
+) -> None:
+    """A chord of IdempotentTasks on the Redis result backend. Publishing the very same
+    chord again (every header and the body delivered twice, same task ids) runs no part
+    again: the duplicates return the stored results, and the body's duplicate is skipped
+    the same way, so the body's effect happens once."""
+    from celery import chord
+
+    worker = start_worker()
+    label = unique("chord")
+    header = [celery_app.chord_part.s(label, n).set(queue=worker.queue) for n in (1, 2, 3, 4)]
+    body = celery_app.chord_sum.s(label).set(queue=worker.queue)
+    workflow = chord(header, body)
+    workflow.freeze()
+    part_ids = [sig.id for sig in workflow.tasks.tasks]  # type: ignore[attr-defined]
+    body_id = workflow.body.id
+    sums = celery_app.key(label, "sums")
+
+    workflow.apply_async()
+    assert wait_until(lambda: counters.llen(sums) == 1, timeout=40), worker.output()
+    assert int(counters.lindex(sums, 0)) == 1 + 4 + 9 + 16
+    assert effects(counters, label) == 4
+
+    workflow.apply_async()  # the same messages again
+    assert wait_until(
+        lambda: all(len(postruns(counters, task_id)) >= 2 for task_id in part_ids), timeout=40
+    ), worker.output()
+    time.sleep(1.5)  # a second body, were one dispatched, would have run by now
+    for task_id in part_ids:
+        runs = postruns(counters, task_id)
+        assert [run["state"] for run in runs] == ["SUCCESS", "SUCCESS"]
+        assert runs[0]["retval"] == runs[1]["retval"]
+    assert effects(counters, label) == 4
+    assert counters.llen(sums) == 1  # the body's effect happened once
+    body_runs = postruns(counters, body_id)
+    assert body_runs and all(run["retval"] == 30 for run in body_runs)

@@ -9,8 +9,16 @@ checks each error answer's shape.
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -203,3 +211,51 @@ def test_every_status_has_a_stable_code(status: int) -> None:
 def test_the_admin_keeps_its_html(client: Any) -> None:
     response = client.get("/admin/nope/")
     assert response["Content-Type"].startswith("text/html")
+
+
+def test_the_readmes_run_command_answers_problems_too(tmp_path: Any) -> None:
+    """``manage.py runserver`` (what ``python3 dev.py run`` serves) with ``DEBUG=1``: a URL
+    404 and a real 500 (an empty database: no tables) are problem+json, no HTML, no trace."""
+    root = Path(__file__).resolve().parents[2]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in {"DJANGO_SETTINGS_MODULE"}},
+        "DEBUG": "1",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'empty.sqlite3'}",
+    }
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def fetch(path: str, **headers: str) -> tuple[int, str, bytes]:
+        request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, response.headers["Content-Type"], response.read()
+        except urllib.error.HTTPError as error:
+            return error.code, error.headers["Content-Type"], error.read()
+
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                status, content_type, body = fetch("/api/nope/")
+                break
+            except (ConnectionError, urllib.error.URLError):
+                assert time.monotonic() < deadline, "runserver did not start"
+                time.sleep(0.2)
+        assert (status, content_type) == (404, "application/problem+json")
+        assert json.loads(body)["code"] == "not-found"
+        status, content_type, body = fetch("/api/orders/", Authorization="Token " + "0" * 40)
+        assert (status, content_type) == (500, "application/problem+json")
+        assert json.loads(body)["code"] == "server-error"
+        assert b"Traceback" not in body and b"no such table" not in body
+    finally:
+        server.terminate()
+        server.wait(10)

@@ -135,6 +135,13 @@ class TestCancelRefunds:
         me = api_client.get("/api/accounts/me/").json()
         assert (me["balance"], me["version"]) == ("100.00", 3)
 
+    def test_the_longest_pay_no_fits_the_refund_reference(self, user: User) -> None:
+        funded_account("100.00", user=user)
+        order = paid_order(user, pay_no="p" * 60)
+        order_cancel(order_id=order.pk)
+        refund = LedgerEntry.objects.get(kind=LedgerEntryKind.REFUND)
+        assert refund.reference == "rf_" + "p" * 60
+
     def test_a_refund_reference_cannot_be_taken_by_a_deposit(self, api_client: APIClient) -> None:
         response = api_client.post(
             "/api/accounts/me/deposit/", {"amount": "1.00", "reference": "rf_PAY-3"}, format="json"

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from orders.outbox import DEFAULT_BATCH_SIZE, outbox_pending_count, outbox_relay
+from orders.outbox import (
+    DEFAULT_BATCH_SIZE,
+    outbox_pending_count,
+    outbox_purge_sent,
+    outbox_relay,
+)
 
 
 class Command(BaseCommand):
@@ -25,6 +31,12 @@ class Command(BaseCommand):
             "--throttle", type=float, default=0.0, help="seconds to pause between publishes"
         )
         parser.add_argument("--dry-run", action="store_true", help="only count what is pending")
+        parser.add_argument(
+            "--purge-sent-days",
+            type=float,
+            default=None,
+            help="afterwards, delete messages sent more than this many days ago",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["dry_run"]:
@@ -43,4 +55,8 @@ class Command(BaseCommand):
             sent, failed, pending = sent + result.sent, failed + result.failed, result.pending
             if result.failed or not result.sent:
                 break
-        self.stdout.write(f"relay_outbox: {sent} sent, {failed} failed, {pending} pending")
+        summary = f"relay_outbox: {sent} sent, {failed} failed, {pending} pending"
+        if options["purge_sent_days"] is not None:
+            purged = outbox_purge_sent(older_than=timedelta(days=options["purge_sent_days"]))
+            summary += f", {purged} purged"
+        self.stdout.write(summary)
