@@ -86,9 +86,9 @@ class Chromium:
         self._next_id = 0
         self.session = ""
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
-            "sessionId"
-        ]
+        self.session = self.send(
+            "Target.attachToTarget", {"targetId": target, "flatten": True}
+        )["sessionId"]
 
     # -- the protocol -----------------------------------------------------------------
 
