@@ -51,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "SubmitTokenUsed": "idempotency.exceptions",
     "ImproperlyApplied": "idempotency.exceptions",
     "StaleOwner": "idempotency.exceptions",
+    "StoreNotDurable": "idempotency.exceptions",
     "problem_response": "idempotency.problems",
     "idempotency_settings": "idempotency.conf",
     "purge_expired_records": "idempotency.purge",
@@ -90,6 +91,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.exceptions import InvalidIdempotencyKey as InvalidIdempotencyKey
     from idempotency.exceptions import LockNotAcquired as LockNotAcquired
     from idempotency.exceptions import StaleOwner as StaleOwner
+    from idempotency.exceptions import StoreNotDurable as StoreNotDurable
     from idempotency.exceptions import SubmitTokenInvalid as SubmitTokenInvalid
     from idempotency.exceptions import SubmitTokenUsed as SubmitTokenUsed
     from idempotency.functions import FunctionKeyMismatch as FunctionKeyMismatch
