@@ -3,7 +3,19 @@
 from __future__ import annotations
 
 from config.settings import *  # noqa: F403
-from config.settings import INSTALLED_APPS
+from config.settings import DATABASES, INSTALLED_APPS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# A second database for the read-replica tests (tests/scale/test_replicas.py): created
+# only when a test asks for it, holding stale or empty copies of the primary's tables.
+DATABASES["replica"] = {
+    **DATABASES["default"],
+    "NAME": (
+        f"{DATABASES['default']['NAME']}_replica"
+        if DATABASES["default"]["ENGINE"].endswith("postgresql")
+        else ":memory:"
+    ),
+    "TEST": {"NAME": None},
+}
