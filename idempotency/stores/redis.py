@@ -152,17 +152,32 @@ class RedisStore(BaseStore):
         """Run script ``name`` on ``key``; with ``wait_replicas``, then ``WAIT`` on the same
         connection. The reply, and how many replicas acknowledged (None without WAIT)."""
         script = self._script(name, source)
-        replicas = self.wait_replicas
-        if replicas <= 0:
+        if self.wait_replicas <= 0:
             return script(keys=[key], args=args), None
         client = self.client
-        node_client = client
-        if hasattr(client, "get_node_from_key"):  # RedisCluster: the primary of key's slot
-            node_client = client.get_redis_connection(client.get_node_from_key(key))
+        if not hasattr(client, "get_node_from_key"):
+            return self._run_waiting(client, script, key, args)
+        # RedisCluster: straight to the primary of key's slot (a cluster pipeline cannot
+        # run scripts); after a failover or resharding, learn the new topology and retry
+        # once. A retried claim that did reach the old primary finds its own record and
+        # answers "in progress": never a second owner.
+        from redis.exceptions import RedisError
+
+        try:
+            node = client.get_redis_connection(client.get_node_from_key(key))
+            return self._run_waiting(node, script, key, args)
+        except RedisError:
+            client.nodes_manager.initialize()
+            node = client.get_redis_connection(client.get_node_from_key(key))
+            return self._run_waiting(node, script, key, args)
+
+    def _run_waiting(
+        self, client: Any, script: Any, key: str, args: list[Any]
+    ) -> tuple[Any, int | None]:
         # WAIT counts the writes of its own connection: one pipeline, one connection
-        with node_client.pipeline(transaction=False) as pipe:
+        with client.pipeline(transaction=False) as pipe:
             script(keys=[key], args=args, client=pipe)
-            pipe.execute_command("WAIT", replicas, max(1, int(self.wait_timeout * 1000)))
+            pipe.execute_command("WAIT", self.wait_replicas, max(1, int(self.wait_timeout * 1000)))
             reply, acknowledged = pipe.execute()
         return reply, int(acknowledged)
 

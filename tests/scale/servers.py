@@ -211,6 +211,17 @@ class RedisClusterServer:
                         return next(n for n in self.nodes if n.port == port)
         raise ServerError(f"no live node knows the primary of {key!r}")
 
+    def serving_primaries(self) -> list[ClusterNode]:
+        """The live nodes currently serving slots."""
+        for node in self.live_nodes():
+            with contextlib.suppress(Exception):
+                ports = {
+                    int(p[1])
+                    for _s, _e, p, *_r in node.client().execute_command("CLUSTER", "SLOTS")
+                }
+                return [n for n in self.nodes if n.port in ports]
+        raise ServerError("no live node answers CLUSTER SLOTS")
+
     def flush(self) -> None:
         """Empty every primary (this private cluster only)."""
         for node in self.live_nodes():
