@@ -19,3 +19,7 @@ DATABASES["replica"] = {
     ),
     "TEST": {"NAME": None},
 }
+
+# The PgBouncer tests (tests/scale/test_pgbouncer.py) point this alias at a PgBouncer
+# they start in front of the test database; until then it mirrors "default".
+DATABASES["bouncer"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
