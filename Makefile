@@ -2,7 +2,7 @@
 # `python3 dev.py test`) and needs nothing but Python 3.11+.
 PYTHON ?= python3
 
-.PHONY: install run test lint typecheck bench bench-smoke clean
+.PHONY: install run test demo lint typecheck bench bench-smoke clean
 
 install:
 	$(PYTHON) -c 'import dev; dev.install()'
@@ -12,6 +12,9 @@ run:
 
 test:
 	$(PYTHON) dev.py test $(PYTEST_ARGS)
+
+demo:
+	$(PYTHON) dev.py demo $(DEMO_ARGS)
 
 lint:
 	$(PYTHON) dev.py lint

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """The project's two commands, with nothing but Python 3.11+ on the machine.
 
-    python3 dev.py run     # virtualenv, install, migrate, seed the demo, serve :8000
-    python3 dev.py test    # the whole test suite (arguments after "test" go to pytest)
+    python3 dev.py run [ADDR:PORT]   # virtualenv, install, migrate, seed the demo, serve
+                                     # (default 127.0.0.1:8000; or a bare PORT)
+    python3 dev.py test [PYTEST ARGS]  # the whole test suite (arguments go to pytest)
 
-Also: ``lint``, ``typecheck``, ``bench`` and ``bench-smoke``. The virtualenv lives
+Also: ``demo`` (the double-charge story, live: ``manage.py retry_storm``), ``lint``
+(ruff check + ruff format --check, pinned; what CI runs), ``typecheck``, ``bench`` and
+``bench-smoke``; ``--help`` prints this. The virtualenv lives
 in ``.venv`` and is (re)installed whenever ``pyproject.toml`` changes.
 """
 
@@ -44,16 +47,32 @@ def install(extras: str = "dev") -> None:
     STAMP.write_text("\n".join([*done, wanted]) + "\n")
 
 
+def run_address(rest: list[str]) -> tuple[str, list[str]]:
+    """``run``'s address (``[ADDR:]PORT`` first, else ``$HOST``, else 127.0.0.1:8000)
+    and the arguments left for ``runserver``."""
+    if rest and not rest[0].startswith("-"):
+        return rest[0], rest[1:]
+    return os.environ.get("HOST", "127.0.0.1:8000"), rest
+
+
 def main(argv: list[str]) -> None:
     command, rest = (argv[0], argv[1:]) if argv else ("", [])
+    if command in ("-h", "--help", "help"):
+        print(__doc__)
+        return
     if command == "run":
+        address, rest = run_address(rest)
         install()
         sh(PYTHON, "manage.py", "migrate", "--noinput")
         sh(PYTHON, "manage.py", "seed_demo")
-        sh(PYTHON, "manage.py", "runserver", os.environ.get("HOST", "127.0.0.1:8000"), *rest)
+        sh(PYTHON, "manage.py", "runserver", address, *rest)
     elif command == "test":
         install()
         sh(PYTHON, "-m", "pytest", *rest)
+    elif command == "demo":
+        install()
+        sh(PYTHON, "manage.py", "migrate", "--noinput", "-v0")
+        sh(PYTHON, "manage.py", "retry_storm", *rest)
     elif command == "lint":
         install()
         sh(BIN / "ruff", "check", ".")

@@ -21,15 +21,17 @@ from accounts.errors import (
     InvalidReference,
     LedgerReferenceConflict,
 )
-from accounts.money import MIN_AMOUNT
+from accounts.selectors import ledger_entry_list
+from accounts.serializer_fields import AmountField
 from accounts.services import REFERENCE_PATTERN, account_deposit, account_get_or_create_for_user
 from idempotency import idempotent
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-#: Ledger references the API keeps for itself (payments deduct under ``pay_<pay_no>``).
-RESERVED_REFERENCE_PREFIXES = ("pay_",)
+#: Ledger references the API keeps for itself (payments deduct under ``pay_<pay_no>``,
+#: refunds credit under ``rf_<pay_no>``).
+RESERVED_REFERENCE_PREFIXES = ("pay_", "rf_")
 
 
 class InsufficientFundsError(APIException):
@@ -126,13 +128,13 @@ class AccountDepositApi(APIView):
     """
 
     class InputSerializer(serializers.Serializer[Any]):
-        amount = serializers.DecimalField(max_digits=12, decimal_places=2, min_value=MIN_AMOUNT)
+        amount = AmountField()
         reference = serializers.RegexField(REFERENCE_PATTERN, max_length=64, required=False)
 
         def validate_reference(self, value: str) -> str:
             if value.startswith(RESERVED_REFERENCE_PREFIXES):
                 raise serializers.ValidationError(
-                    _("References starting with 'pay_' are reserved for payments.")
+                    _("References starting with 'pay_' or 'rf_' are reserved for payments.")
                 )
             return value
 
@@ -148,3 +150,20 @@ class AccountDepositApi(APIView):
         except AccountError as exc:
             raise account_api_error(exc) from exc
         return Response(self.OutputSerializer(entry).data, status=status.HTTP_201_CREATED)
+
+
+class AccountLedgerApi(APIView):
+    """``GET /api/accounts/me/ledger/``: the caller's ledger, newest first.
+
+    Every balance change once: ``deposit`` (positive), ``deduction`` (a payment,
+    negative, reference ``pay_<pay_no>``) and ``refund`` (a cancelled payment
+    credited back, positive, reference ``rf_<pay_no>``), each with the balance after
+    it. The amounts always add up to the balance: deposits - payments + refunds.
+    """
+
+    OutputSerializer = LedgerEntryOutputSerializer
+
+    def get(self, request: Request) -> Response:
+        account = account_get_or_create_for_user(user=request_user(request))
+        entries = ledger_entry_list(account_id=account.pk)
+        return Response(self.OutputSerializer(entries, many=True).data)

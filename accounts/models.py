@@ -49,6 +49,7 @@ class Account(models.Model):
 class LedgerEntryKind(models.TextChoices):
     DEPOSIT = "deposit", _("Deposit")
     DEDUCTION = "deduction", _("Deduction")
+    REFUND = "refund", _("Refund")
 
 
 class LedgerEntry(models.Model):
@@ -64,7 +65,7 @@ class LedgerEntry(models.Model):
         _("amount"),
         max_digits=12,
         decimal_places=2,
-        help_text=_("Signed: negative for deductions."),
+        help_text=_("Signed: negative for deductions, positive for deposits and refunds."),
     )
     balance_after = models.DecimalField(_("balance after"), max_digits=12, decimal_places=2)
     reference = models.CharField(_("reference"), max_length=64)

@@ -101,6 +101,19 @@ def account_deposit(
     )
 
 
+def account_refund(*, account_id: int, amount: Decimal, reference: str) -> LedgerEntry:
+    """Credit ``amount`` back to the account, once per ``reference``.
+
+    The same version-checked update as a deposit, recorded as a ``refund`` ledger
+    entry: a repeat with the same reference and amount returns the first entry.
+    """
+    amount = require_amount(amount)
+    _require_reference(reference)
+    return _change_balance(
+        account_id=account_id, delta=amount, reference=reference, kind=LedgerEntryKind.REFUND
+    )
+
+
 def _require_reference(reference: str) -> None:
     if not isinstance(reference, str) or not REFERENCE_PATTERN.fullmatch(reference):
         raise InvalidReference(str(reference))

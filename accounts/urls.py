@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from django.urls import path
 
-from accounts.apis import AccountDepositApi, AccountMeApi
+from accounts.apis import AccountDepositApi, AccountLedgerApi, AccountMeApi
 
 app_name = "accounts"
 
 urlpatterns = [
     path("me/", AccountMeApi.as_view(), name="me"),
     path("me/deposit/", AccountDepositApi.as_view(), name="deposit"),
+    path("me/ledger/", AccountLedgerApi.as_view(), name="ledger"),
 ]

@@ -364,7 +364,7 @@ def targets(
     }
     if peers:
         best_name = max(peers, key=lambda n: peers[n])
-        for name in ("db-atomic", "db-lease", "redis", "db-redis-cache"):
+        for name in ("db-atomic", "db-optimistic", "db-lease", "redis", "db-redis-cache"):
             s = summaries.get((name, FIRST))
             if s is not None and s.ratio is not None:
                 rows.append(

@@ -492,6 +492,19 @@ def run(options: Options) -> Results:
     return results
 
 
+def _chart(report: str, options: Options) -> Path | None:
+    """The SVG chart of the ratios, beside the report (a smoke run draws it to a temp file)."""
+    from bench.chart import write_chart
+
+    if options.output is not None:
+        return write_chart(report, options.output.with_suffix(".svg"))
+    with tempfile.TemporaryDirectory() as tmp:
+        chart = write_chart(report, Path(tmp) / "smoke.svg")
+        if not chart.read_bytes().lstrip().startswith(b"<?xml"):
+            raise RuntimeError("the chart is not an SVG document")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     from bench.report import render
 
@@ -511,6 +524,9 @@ def main(argv: list[str] | None = None) -> int:
     if options.output is not None:
         options.output.write_text(report)
         log(f"report written to {options.output}")
+    chart = _chart(report, options)
+    if chart is not None:
+        log(f"chart written to {chart}")
     if results.failures:
         log("FAILED:\n  " + "\n  ".join(results.failures))
         return 1

@@ -10,6 +10,7 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler, set_rollback
 
+from config.middleware import problem_for_status
 from idempotency.problems import PROBLEM_CONTENT_TYPE, problem_body, problem_response
 
 TITLES = {
@@ -55,11 +56,9 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """``handler404``: URLs that match no route answer problem+json too."""
-    return problem_response(404, "not-found", "Not found", "No such resource.")
+    return problem_response(404, *problem_for_status(404))
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     """``handler500``: an unexpected error, as problem+json and without a stack trace."""
-    return problem_response(
-        500, "server-error", "Server error", "The server failed to handle this request."
-    )
+    return problem_response(500, *problem_for_status(500))

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from config.defaults import DEV_GATEWAY_SECRET, DEV_SECRET_KEY
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -51,7 +53,8 @@ def database_from_url(url: str) -> dict[str, Any]:
     raise ValueError(f"Unsupported DATABASE_URL scheme: {parts.scheme!r}")
 
 
-SECRET_KEY = os.environ.get("SECRET_KEY", "dev-only-insecure-secret-key-change-me")
+# Development defaults; `manage.py check --deploy` fails on them (config/checks.py).
+SECRET_KEY = os.environ.get("SECRET_KEY", DEV_SECRET_KEY)
 DEBUG = env_bool("DEBUG", True)
 ALLOWED_HOSTS = [
     h for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h
@@ -66,13 +69,19 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "idempotency",
     "accounts",
     "orders",
     "payments",
+    "config.apps.SampleProjectConfig",
 ]
 
 MIDDLEWARE = [
+    # first: it sees every answer last, and turns any error that is not JSON yet (URL
+    # 404s, 500s, Django's 400/413, DEBUG's HTML pages) into problem+json
+    "config.middleware.ProblemDetailsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -147,6 +156,28 @@ REST_FRAMEWORK = {
     ],
     "EXCEPTION_HANDLER": "config.problems.problem_exception_handler",
     "COERCE_DECIMAL_TO_STRING": True,
+    # one rendering for every JSON answer, the library's problem details included:
+    # compact, non-ASCII escaped (idempotency.problems.render_problem)
+    "COMPACT_JSON": True,
+    "UNICODE_JSON": False,
+    # OpenAPI: bodies from the views' Input/OutputSerializer, plus the Idempotency-Key
+    # contract of every protected view (header, Idempotent-Replayed, 400/409/422 problems).
+    "DEFAULT_SCHEMA_CLASS": "config.schema.SampleAutoSchema",
+}
+
+# /api/schema/ and /api/docs/: Swagger UI served from this server's static files
+# (drf-spectacular-sidecar), never from a CDN.
+SPECTACULAR_SETTINGS = {
+    "TITLE": "django-idempotency sample API",
+    "DESCRIPTION": (
+        "Orders, payments and accounts whose writes are safe to retry: send an "
+        "Idempotency-Key header, and a retry replays the first response."
+    ),
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Celery: without a broker the tasks run eagerly in-process, so the embedded
@@ -171,13 +202,20 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     },
     # Runs under the lock "reconcile-ledger" (see accounts/tasks.py): a second
     # scheduler firing at the same time skips instead of running twice.
+    # The transactional outbox of order.paid (orders/outbox.py): whatever the on-commit
+    # publish missed (a broker that was down) goes out within a few seconds of its return.
+    "relay-order-outbox": {
+        "task": "orders.relay_outbox",
+        "schedule": 5.0,
+    },
     "reconcile-ledger": {
         "task": "accounts.reconcile_ledger",
         "schedule": 900.0,
     },
 }
 
-IDEMPOTENCY: dict[str, Any] = {}
+# The sample counts outcomes in Prometheus metrics, served at /metrics.
+IDEMPOTENCY: dict[str, Any] = {"METRICS": env_bool("IDEMPOTENCY_METRICS", True)}
 if os.environ.get("IDEMPOTENCY_STORE"):
     IDEMPOTENCY["STORE"] = os.environ["IDEMPOTENCY_STORE"]
 if os.environ.get("IDEMPOTENCY_RESPONSE_CACHE"):
@@ -194,9 +232,11 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     IDEMPOTENCY["LOCK_BACKEND"] = "postgres"
 
 # Shared secret of the payment gateway: it signs each callback's body with HMAC-SHA256
-# (POST /api/payments/callback/, header X-Gateway-Signature). Set it in production.
+# (POST /api/payments/callback/, header X-Gateway-Signature). Set it in production: with
+# DEBUG off the default is empty (every callback is refused), and `check --deploy` fails
+# on a missing, short or development secret.
 PAYMENT_GATEWAY_SECRET = os.environ.get(
-    "PAYMENT_GATEWAY_SECRET", "dev-only-gateway-secret-change-me"
+    "PAYMENT_GATEWAY_SECRET", DEV_GATEWAY_SECRET if DEBUG else ""
 )
 
 LOGGING = {

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.authtoken.views import obtain_auth_token
 
-from idempotency.tokens import SubmitTokenIssueView
+from idempotency import SubmitTokenIssueView, metrics_view
 from orders.apis import ORDER_FORM_TOKEN_PURPOSE
 
 urlpatterns = [
@@ -21,6 +22,11 @@ urlpatterns = [
     path("api/accounts/", include("accounts.urls")),
     path("api/orders/", include("orders.urls")),
     path("api/payments/", include("payments.urls")),
+    # The OpenAPI schema and its docs page (Swagger UI, served locally).
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    # Prometheus metrics (keep it off the public internet, as usual for /metrics).
+    path("metrics", metrics_view, name="metrics"),
 ]
 
 handler404 = "config.problems.not_found"

@@ -55,6 +55,9 @@ _EXPORTS: dict[str, str] = {
     "problem_response": "idempotency.problems",
     "idempotency_settings": "idempotency.conf",
     "purge_expired_records": "idempotency.purge",
+    # observability (optional extras: imported only when used)
+    "metrics_view": "idempotency.metrics",
+    "JsonFormatter": "idempotency.logs",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -98,6 +101,8 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.functions import idempotent_function as idempotent_function
     from idempotency.locks import Lock as Lock
     from idempotency.locks import lock as lock
+    from idempotency.logs import JsonFormatter as JsonFormatter
+    from idempotency.metrics import metrics_view as metrics_view
     from idempotency.middleware import IdempotencyMiddleware as IdempotencyMiddleware
     from idempotency.mixins import IdempotentMixin as IdempotentMixin
     from idempotency.problems import problem_response as problem_response

@@ -95,11 +95,33 @@ MESSAGES: dict[str, _Message] = {
         "IDEMPOTENCY['DATABASE_ALIAS'] names the database {alias!r}, which is not in DATABASES.",
         "Add that alias to DATABASES or name one of: {aliases}.",
     ),
+    "E016": _Message(
+        "IDEMPOTENCY['TTL'] ({ttl}) is shorter than IDEMPOTENCY['LEASE'] ({lease}).",
+        "A record must outlive its lease, or an in-progress key could expire and run again "
+        "while its first request is still running: make TTL at least LEASE.",
+    ),
+    "E017": _Message(
+        "IDEMPOTENCY['ATOMIC_DATABASES'] {problem}.",
+        "List the aliases (keys of DATABASES) that protected views write to, besides "
+        "DATABASE_ALIAS.",
+    ),
+    "E018": _Message(
+        "IDEMPOTENCY['METRICS'] is on, but prometheus_client is not installed.",
+        "pip install 'django-idempotency[metrics]', or set METRICS to False.",
+    ),
     "W001": _Message(
         "The idempotency store is a CacheStore on the cache {alias!r}, a LocMemCache: "
         "each process has its own, so a key is only deduplicated within one process.",
         "With several worker processes (gunicorn, uWSGI, Celery), point "
         "IDEMPOTENCY['CACHE_ALIAS'] at a shared cache (Redis), or use DatabaseStore.",
+    ),
+    "W006": _Message(
+        "Atomic mode wraps only the database {alias!r} in the view's transaction; "
+        "writes to {aliases} would stay outside it.",
+        "A view that writes to those databases keeps those writes when its key is released "
+        "(a 5xx, an exception), and its retry repeats them. List the aliases protected views "
+        "write to in IDEMPOTENCY['ATOMIC_DATABASES'] (or per view: databases=[...]), or "
+        "silence this warning if no protected view writes there.",
     ),
     "W003": _Message(
         "IDEMPOTENCY['RESPONSE_CACHE'] is the cache {alias!r}, a LocMemCache: it is not "
@@ -117,7 +139,7 @@ MESSAGES: dict[str, _Message] = {
         "IDEMPOTENCY['RESPONSE_CACHE'] is set, but the store {store} does not use it.",
         "RESPONSE_CACHE only fronts DatabaseStore; remove it or use DatabaseStore.",
     ),
-    "W006": _Message(
+    "W007": _Message(
         "IDEMPOTENCY['DATABASE_ALIAS'] is {alias!r}, which the DATABASE_ROUTERS treat as "
         "read-only for {model}: they send its reads there and its writes to {write!r}.",
         "Point DATABASE_ALIAS at the primary ({write!r}). The library reads and writes "
@@ -138,6 +160,7 @@ _NUMBERS: dict[str, tuple[bool, bool]] = {
     "REDIS_WAIT_TIMEOUT": (False, False),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
+    "ATOMIC_CLAIM": ("first", "optimistic"),
     "LOCK_BACKEND": ("redis", "postgres"),
     "SUBMIT_TOKEN_BACKEND": ("database", "redis"),
 }
@@ -244,11 +267,27 @@ def _check_values(values: dict[str, Any]) -> list[checks.CheckMessage]:
                 "E004", name="LOCK_TIMEOUT", value=lock_timeout, expected="None or a number > 0"
             )
         )
+    if values["METRICS"] and importlib.util.find_spec("prometheus_client") is None:
+        errors.append(_message("E018"))
     for name, choices in _CHOICES.items():
         if values[name] not in choices:
             errors.append(
                 _message("E014", name=name, value=values[name], choices=", ".join(choices))
             )
+    max_bytes = values["MAX_RESPONSE_BYTES"]
+    if max_bytes is not None and not _is_number(max_bytes, integer=True, zero=False):
+        errors.append(
+            _message(
+                "E004",
+                name="MAX_RESPONSE_BYTES",
+                value=max_bytes,
+                expected="None or an integer > 0",
+            )
+        )
+    ttl, lease = values["TTL"], values["LEASE"]
+    numbers = (_is_number(v, integer=False, zero=False) for v in (ttl, lease))
+    if all(numbers) and ttl < lease:
+        errors.append(_message("E016", ttl=ttl, lease=lease))
     return errors
 
 
@@ -422,11 +461,13 @@ def _check_aliases(values: dict[str, Any]) -> list[checks.CheckMessage]:
         errors.append(
             _message("E015", alias=alias, aliases=", ".join(sorted(databases)) or "(none)")
         )
+    else:
+        errors += _check_atomic_databases(values, databases)
     return errors
 
 
 def _check_routers(values: dict[str, Any]) -> list[checks.CheckMessage]:
-    """W006: the store's alias is one the routers only read from (a replica)."""
+    """W007: the store's alias is one the routers only read from (a replica)."""
     alias = values["DATABASE_ALIAS"]
     databases = getattr(settings, "DATABASES", {}) or {}
     if not getattr(settings, "DATABASE_ROUTERS", None) or alias not in databases:
@@ -442,5 +483,25 @@ def _check_routers(values: dict[str, Any]) -> list[checks.CheckMessage]:
         except Exception:  # noqa: BLE001 - a router's own bug is not ours to report
             continue
         if read == alias and write != alias:
-            return [_message("W006", alias=alias, model=model._meta.label, write=write)]
+            return [_message("W007", alias=alias, model=model._meta.label, write=write)]
+    return []
+
+
+def _check_atomic_databases(
+    values: dict[str, Any], databases: dict[str, Any]
+) -> list[checks.CheckMessage]:
+    """E017 for ATOMIC_DATABASES naming unknown aliases; W006 when views may write to a
+    database that atomic mode leaves outside the view's transaction."""
+    wrapped = values["ATOMIC_DATABASES"]
+    known = ", ".join(sorted(databases)) or "(none)"
+    if not isinstance(wrapped, list | tuple) or not all(isinstance(a, str) for a in wrapped):
+        return [_message("E017", problem=f"must be a list of database aliases, not {wrapped!r}")]
+    unknown = [alias for alias in wrapped if alias not in databases]
+    if unknown:
+        return [_message("E017", problem=f"names {unknown!r}, not in DATABASES ({known})")]
+    if values["MODE"] == "lease":
+        return []
+    outside = sorted(set(databases) - {values["DATABASE_ALIAS"], *wrapped})
+    if outside:
+        return [_message("W006", aliases=", ".join(outside), alias=values["DATABASE_ALIAS"])]
     return []

@@ -23,6 +23,13 @@ DEFAULTS: dict[str, Any] = {
     "STORE": "idempotency.stores.DatabaseStore",
     # "atomic", "lease" or "auto" (atomic where the store supports it, else lease).
     "MODE": "auto",
+    # Atomic mode: "first" claims the key inside the view's transaction before the view
+    # runs (a concurrent duplicate waits and never runs the view); "optimistic" inserts
+    # the record after the view, for views whose every effect is in that transaction.
+    "ATOMIC_CLAIM": "first",
+    # Atomic mode: database aliases wrapped in the view's transaction besides
+    # DATABASE_ALIAS (list every alias a protected view writes to).
+    "ATOMIC_DATABASES": [],
     # Seconds a completed record is kept and replayed (24 h).
     "TTL": 86400,
     # Seconds a lease-mode claim is owned before another request may take it over.
@@ -46,6 +53,9 @@ DEFAULTS: dict[str, Any] = {
     "FINGERPRINT": "idempotency.fingerprints.request_fingerprint",
     # Request headers (names) that also go into the fingerprint.
     "FINGERPRINT_HEADERS": [],
+    # Largest response body stored for replay (bytes); a larger one commits, and its
+    # key answers retries with 410 idempotency-response-not-stored. None: no limit.
+    "MAX_RESPONSE_BYTES": 1048576,
     # Response headers kept and replayed (Content-Type is always kept).
     "REPLAY_HEADERS": [
         "Content-Language",
@@ -87,6 +97,10 @@ DEFAULTS: dict[str, Any] = {
     "LOCK_BACKEND": "redis",
     # Rows deleted per batch by purge_idempotency_records.
     "PURGE_BATCH_SIZE": 5000,
+    # Count outcomes and claim latency in Prometheus metrics (needs prometheus-client).
+    "METRICS": False,
+    # Log one record per non-trivial outcome on the "idempotency.outcomes" logger.
+    "LOG_OUTCOMES": True,
 }
 
 #: Settings that hold dotted paths, imported on first use.

@@ -85,6 +85,20 @@ class IdempotencyRequestInProgress(IdempotencyError):
         return {"Retry-After": str(self.retry_after)}
 
 
+class IdempotencyResponseNotStored(IdempotencyError):
+    """Replayed for a key whose first request completed with a response too large to
+    store (``MAX_RESPONSE_BYTES``) or one that could not be read back (an async stream):
+    the request ran once and will not run again, but its response cannot be repeated."""
+
+    status_code = status.HTTP_410_GONE
+    default_detail = _(
+        "The request with this idempotency key already completed, but its response was "
+        "not stored, so it cannot be replayed. It will not run again."
+    )
+    default_code = "idempotency-response-not-stored"
+    title = "Response not stored"
+
+
 class IdempotencyScopeUnavailable(IdempotencyError):
     status_code = status.HTTP_403_FORBIDDEN
     default_detail = _(

@@ -63,6 +63,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
@@ -285,6 +286,8 @@ class KeyedCall:
     ttl: float
     wait: float
     method: str = FUNCTION_METHOD
+    #: The claim lives in an open transaction of the store's database (atomic mode)
+    atomic: bool = False
 
     def claim(self) -> Claim:
         return self.store.claim(
@@ -323,6 +326,18 @@ class KeyedCall:
         return done
 
     def release(self, claim: Claim, reason: BaseException | None = None) -> bool:
+        if self.atomic:
+            # the claim is part of the open transaction: rolling it back releases the key
+            # (no SQL: after a database error the transaction can run none)
+            transaction.set_rollback(True, using=self.store.using)  # type: ignore[attr-defined]
+            signals.released.send(
+                sender=type(self.store),
+                request=None,
+                scope=self.scope,
+                key=self.key,
+                exception=reason,
+            )
+            return True
         try:
             released = self.store.release(self.scope, self.key, fence=claim.fence)
         except Exception:
@@ -364,15 +379,20 @@ class KeyedCall:
 MODES = ("lease", "atomic", "auto")
 
 
-def transaction_for(store: BaseStore, mode: str) -> AbstractContextManager[Any]:
-    """The transaction a call runs in: the store's own in atomic mode, none in lease mode."""
+def runs_atomic(store: BaseStore, mode: str) -> bool:
+    """Whether a call in ``mode`` runs in a transaction of ``store`` (atomic mode)."""
     if mode == "lease" or (mode == "auto" and not store.supports_atomic):
-        return nullcontext()
+        return False
     if not store.supports_atomic:
         raise ImproperlyConfigured(
             f"{type(store).__name__} cannot run atomic mode; use mode='lease' or DatabaseStore."
         )
-    return store.atomic()
+    return True
+
+
+def transaction_for(store: BaseStore, mode: str) -> AbstractContextManager[Any]:
+    """The transaction a call runs in: the store's own in atomic mode, none in lease mode."""
+    return store.atomic() if runs_atomic(store, mode) else nullcontext()
 
 
 def _free(seen: Claim | None) -> bool:
@@ -502,14 +522,16 @@ def idempotent_function(
             raise TypeError(f"@idempotent_function decorates callables, got {func!r}")
         if mode == "atomic" and iscoroutinefunction(func):
             raise ImproperlyApplied("Async functions cannot use atomic mode; use mode='lease'.")
+        async_func_given = iscoroutinefunction(func)
         owner = qualified_name(func)
         build = key_builder(key, func, owner=owner)
         fingerprint = fingerprint_of("function", owner)
 
         def keyed(args: tuple[Any, ...], kwargs: dict[str, Any]) -> KeyedCall:
             settings = idempotency_settings
+            resolved = get_store(store)
             return KeyedCall(
-                store=get_store(store),
+                store=resolved,
                 scope=scope,
                 key=build(args, kwargs),
                 fingerprint=fingerprint,
@@ -517,6 +539,7 @@ def idempotent_function(
                 lease=float(settings.LEASE if lease is None else lease),
                 ttl=float(settings.TTL if ttl is None else ttl),
                 wait=float(settings.WAIT if wait is None else wait),
+                atomic=mode != "lease" and not async_func_given and runs_atomic(resolved, mode),
             )
 
         wrapper: Any

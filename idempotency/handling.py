@@ -3,10 +3,16 @@
 1. Only unsafe methods with a key take part; the key is parsed strictly.
 2. The scope comes from the authenticated caller (this runs after DRF's
    ``initial()``: authentication, permissions and throttles have passed).
-3. **Atomic mode** (DatabaseStore): look the key up; if absent, run the view
-   and insert the completed record inside one transaction with the view's
-   writes. A concurrent duplicate's insert waits on the unique index, fails
-   once the first commits, rolls its whole transaction back and replays.
+3. **Atomic mode** (DatabaseStore): look the key up (a replay needs nothing
+   more); if absent, open one transaction for the view's writes, *claim the key
+   in it before the view runs*, run the view and store its response in the same
+   transaction. A concurrent duplicate's claim waits on the unique index until
+   the first commits, then replays it; it never runs the view. A released
+   outcome (5xx, exception) rolls the claim back with the view's writes.
+   ``claim="optimistic"`` runs the view first and inserts the completed record
+   at the end (one statement less), for views whose every effect is in that
+   transaction: concurrent duplicates may then run the view, and all but one
+   roll back.
 4. **Lease mode** (any store): claim first (committed, with a lease and a
    fencing token), run the view, then complete or release with the token.
 """
@@ -16,9 +22,10 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig
@@ -38,10 +45,13 @@ from idempotency.exceptions import (
 from idempotency.keys import header_value, parse_key
 from idempotency.policy import Policy
 from idempotency.problems import problem_response
-from idempotency.responses import StoredResponse, capture, is_storable, replay
+from idempotency.responses import StoredResponse, acapture, capture, is_storable, replay
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus
 
 logger = logging.getLogger("idempotency")
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -56,6 +66,14 @@ def _identity(response: HttpResponseBase) -> HttpResponseBase:
 
 class _LostRace(Exception):
     """Atomic mode: a concurrent duplicate committed the key first."""
+
+
+class _NotOwner(Exception):
+    """Atomic mode, claim first: the key is held by a live record; answer from it."""
+
+    def __init__(self, claim: Claim) -> None:
+        super().__init__()
+        self.claim = claim
 
 
 @dataclass
@@ -98,6 +116,14 @@ class Prepared:
     scope: str
     key: str
     fingerprint: str
+    #: Seconds the store took to decide who owns the key (lookup or claim).
+    claim_seconds: float | None = None
+
+
+def route_of(request: HttpRequest) -> str:
+    """The URL pattern that matched ``request`` (bounded, unlike the path), for metrics."""
+    match = getattr(request, "resolver_match", None)
+    return str(match.route) if match is not None and match.route else "<unmatched>"
 
 
 def _send(signal: Any, prepared: Prepared, **extra: Any) -> None:
@@ -106,8 +132,20 @@ def _send(signal: Any, prepared: Prepared, **extra: Any) -> None:
         request=prepared.request,
         scope=prepared.scope,
         key=prepared.key,
+        route=route_of(prepared.request),
+        claim_seconds=prepared.claim_seconds,
         **extra,
     )
+
+
+def _timed(prepared: Prepared, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``call(*args, **kwargs)``, its duration added to ``prepared.claim_seconds``."""
+    started = time.perf_counter()
+    try:
+        return call(*args, **kwargs)
+    finally:
+        elapsed = time.perf_counter() - started
+        prepared.claim_seconds = (prepared.claim_seconds or 0.0) + elapsed
 
 
 def prepare(request: HttpRequest, policy: Policy) -> Prepared | HttpResponseBase | None:
@@ -130,6 +168,16 @@ def prepare(request: HttpRequest, policy: Policy) -> Prepared | HttpResponseBase
             raise IdempotencyScopeUnavailable()
         fingerprint = policy.get_fingerprint(request)
     except (InvalidIdempotencyKey, IdempotencyKeyRequired, IdempotencyScopeUnavailable) as exc:
+        if not isinstance(exc, IdempotencyScopeUnavailable):
+            signals.invalid_key.send(
+                sender=None,
+                request=request,
+                scope=None,
+                key=None,
+                code=exc.code,
+                route=route_of(request),
+                claim_seconds=None,
+            )
         return exc.as_response()
     except RequestDataTooBig:
         return problem_response(
@@ -230,79 +278,208 @@ def run(
 
 
 def _store_response(prepared: Prepared, response: HttpResponseBase) -> StoredResponse | None:
+    """What to keep of ``response``, or None when its outcome releases the key."""
     if not is_storable(response.status_code, store_errors=prepared.policy.get_store_errors()):
         return None
-    stored = capture(response)
-    if stored is None:
-        logger.warning(
-            "idempotency: %s %s returned a streaming response; it cannot be stored, key released",
-            prepared.request.method,
-            prepared.request.path,
-        )
-    return stored
+    return capture(response, limit=idempotency_settings.MAX_RESPONSE_BYTES)
+
+
+@contextmanager
+def _transaction(prepared: Prepared) -> Iterator[list[str]]:
+    """Atomic mode's transaction: the store's database and every alias the view names
+    (``databases``), so a rollback leaves nothing behind in any of them."""
+    aliases = prepared.policy.get_databases(prepared.store.using)  # type: ignore[attr-defined]
+    with ExitStack() as stack:
+        for alias in aliases:
+            stack.enter_context(transaction.atomic(using=alias))
+        yield aliases
+
+
+def _roll_back(aliases: list[str]) -> None:
+    for alias in aliases:
+        transaction.set_rollback(True, using=alias)
 
 
 def _run_atomic(
     prepared: Prepared, call: Call, convert: Convert | None, finalize: Finalize
 ) -> HttpResponseBase:
     store: Any = prepared.store
-    existing = store.lookup(prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
-    if existing is not None:
-        if existing.status is ClaimStatus.IN_PROGRESS and prepared.policy.get_wait() > 0:
-            existing = _poll(prepared, prepared.policy.get_wait()) or existing
-        return answer(prepared, existing)
+    existing = _timed(
+        prepared, store.lookup, prepared.scope, prepared.key, fingerprint=prepared.fingerprint
+    )
+    if existing is not None and not _abandoned(existing):
+        return _answer_waiting(prepared, existing)
+    if prepared.policy.get_claim() == "optimistic":
+        return _run_optimistic(prepared, call, convert, finalize)
     request = prepared.request
-    request.idempotency = IdempotencyContext(  # type: ignore[attr-defined]
+    context = IdempotencyContext(
         prepared.scope, prepared.key, prepared.fingerprint, "atomic", store
     )
-    ttl = prepared.policy.get_ttl()
+    request.idempotency = context  # type: ignore[attr-defined]
+    released: int | None = None
     try:
-        with store.atomic():
-            bound_lock_waits(store)
+        with _transaction(prepared) as aliases:
+            claim = _timed(prepared, _claim_in_transaction, prepared)
+            if not claim.owned:
+                raise _NotOwner(claim)  # nothing written: the transaction ends empty
+            context.fence = claim.fence
             response = finalize(call())
             stored = _store_response(prepared, response)
             if stored is None:
                 # released: nothing of this attempt may stay, or a retry would double it
-                transaction.set_rollback(True, using=store.using)
-                _send(signals.released, prepared, status=response.status_code)
+                _roll_back(aliases)
+                released = response.status_code
+            elif not store.complete(
+                prepared.scope,
+                prepared.key,
+                fence=claim.fence,
+                response=stored,
+                ttl=prepared.policy.get_ttl(),
+                fingerprint=prepared.fingerprint,
+            ):  # pragma: no cover - the claim is ours until this transaction ends
+                raise _LostRace
+    except _NotOwner as lost:
+        return _answer_waiting(prepared, lost.claim)
+    except _ClaimLocked:
+        return answer(prepared, Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0))
+    except Exception as exc:
+        return _atomic_failure(prepared, exc, convert, finalize, claimed_first=True)
+    if released is not None:
+        _send(signals.released, prepared, status=released)
+    else:
+        _send(signals.first, prepared, status=response.status_code)
+    return response
+
+
+def _abandoned(claim: Claim) -> bool:
+    """An in-progress record whose lease ran out: the next claim takes it over."""
+    return claim.status is ClaimStatus.IN_PROGRESS and claim.retry_after <= 0
+
+
+def _answer_waiting(prepared: Prepared, claim: Claim) -> HttpResponseBase:
+    """Answer from a record someone else holds, after waiting up to ``wait`` for it."""
+    if claim.status is ClaimStatus.IN_PROGRESS and prepared.policy.get_wait() > 0:
+        claim = _poll(prepared, prepared.policy.get_wait()) or claim
+    return answer(prepared, claim)
+
+
+class _ClaimLocked(Exception):
+    """Atomic mode: the claim waited ``LOCK_TIMEOUT`` on a concurrent duplicate's claim."""
+
+
+def _claim_in_transaction(prepared: Prepared) -> Claim:
+    """Claim the key inside the open transaction; on PostgreSQL with ``LOCK_TIMEOUT`` the
+    wait on a concurrent duplicate's claim is bounded (and only that wait: the bound is
+    lifted again before the view runs, so the view's own lock waits are its own)."""
+    store: Any = prepared.store
+    request = prepared.request
+
+    def claim() -> Claim:
+        claimed: Claim = store.claim(
+            prepared.scope,
+            prepared.key,
+            fingerprint=prepared.fingerprint,
+            lease=prepared.policy.get_lease(),
+            ttl=prepared.policy.get_ttl(),
+            method=request.method or "",
+            route=request.path,
+        )
+        return claimed
+
+    timeout = idempotency_settings.LOCK_TIMEOUT
+    connection = connections[store.using]
+    if timeout is None or connection.vendor != "postgresql":
+        return claim()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT current_setting('lock_timeout'), set_config('lock_timeout', %s, true)",
+            [f"{max(1, int(timeout * 1000))}ms"],
+        )
+        previous = cursor.fetchone()[0]
+    try:
+        claimed = claim()
+    except OperationalError as exc:
+        if _is_lock_error(exc):
+            raise _ClaimLocked from exc
+        raise
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('lock_timeout', %s, true)", [previous])
+    return claimed
+
+
+def _run_optimistic(
+    prepared: Prepared, call: Call, convert: Convert | None, finalize: Finalize
+) -> HttpResponseBase:
+    """Atomic mode, ``claim="optimistic"``: run the view, insert the completed record last."""
+    store: Any = prepared.store
+    request = prepared.request
+    request.idempotency = IdempotencyContext(  # type: ignore[attr-defined]
+        prepared.scope, prepared.key, prepared.fingerprint, "atomic", store
+    )
+    released: int | None = None
+    try:
+        with _transaction(prepared) as aliases:
+            bound_lock_waits(store)
+            response = finalize(call())
+            stored = _store_response(prepared, response)
+            if stored is None:
+                _roll_back(aliases)
+                released = response.status_code
             elif not store.insert_completed(
                 prepared.scope,
                 prepared.key,
                 fingerprint=prepared.fingerprint,
                 response=stored,
-                ttl=ttl,
+                ttl=prepared.policy.get_ttl(),
                 method=request.method or "",
                 route=request.path,
             ):
                 raise _LostRace
-        return response
     except Exception as exc:
-        return _atomic_failure(prepared, exc, convert, finalize)
+        return _atomic_failure(prepared, exc, convert, finalize, claimed_first=False)
+    if released is not None:
+        _send(signals.released, prepared, status=released)
+    else:
+        _send(signals.first, prepared, status=response.status_code)
+    return response
 
 
 def _atomic_failure(
-    prepared: Prepared, exc: Exception, convert: Convert | None, finalize: Finalize
+    prepared: Prepared,
+    exc: Exception,
+    convert: Convert | None,
+    finalize: Finalize,
+    *,
+    claimed_first: bool,
 ) -> HttpResponseBase:
-    """Atomic mode: the transaction rolled back; answer for the winner, or for the error."""
+    """Atomic mode: the transaction rolled back; answer for the winner, or for the error.
+
+    With the claim taken first, no duplicate can have run: an ``IntegrityError`` or a
+    lock error is the view's own failure, never a lost race, and is answered as such.
+    """
     store: Any = prepared.store
-    lost = isinstance(exc, _LostRace | IntegrityError)
-    locked = isinstance(exc, OperationalError) and _is_lock_error(exc)
-    if lost or locked:
-        # a committed duplicate won the key (our insert, or the view's own unique insert)
-        winner = store.lookup(prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
-        if winner is not None:
-            return answer(prepared, winner)
-        if not isinstance(exc, IntegrityError):
-            return answer(prepared, Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0))
+    if not claimed_first:
+        lost = isinstance(exc, _LostRace | IntegrityError)
+        locked = isinstance(exc, OperationalError) and _is_lock_error(exc)
+        if lost or locked:
+            # a committed duplicate won the key (our insert, or the view's own unique insert)
+            winner = store.lookup(prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
+            if winner is not None:
+                return answer(prepared, winner)
+            if not isinstance(exc, IntegrityError):
+                return answer(prepared, Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0))
     if isinstance(exc, IdempotencyError):
+        _send(signals.released, prepared, exception=exc)
         return exc.as_response()
-    _send(signals.released, prepared, exception=exc)
     if convert is None:
+        _send(signals.released, prepared, exception=exc)
         raise exc
     response = finalize(convert(exc))
     stored = _store_response(prepared, response)
     if stored is None:
+        _send(signals.released, prepared, exception=exc)
         return response
+    # a definitive error (a 4xx the view raised): stored, so a retry replays it
     request = prepared.request
     with store.atomic():
         inserted = store.insert_completed(
@@ -318,6 +495,8 @@ def _atomic_failure(
         winner = store.lookup(prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
         if winner is not None:
             return answer(prepared, winner)
+    else:
+        _send(signals.first, prepared, status=response.status_code)
     return response
 
 
@@ -325,8 +504,23 @@ def _claim(prepared: Prepared) -> Claim | HttpResponseBase:
     """Lease mode: own the key, or the response for a caller that does not."""
     policy = prepared.policy
     request = prepared.request
+    if prepared.store.lookup_before_claim:
+        seen = _timed(
+            prepared,
+            prepared.store.lookup,
+            prepared.scope,
+            prepared.key,
+            fingerprint=prepared.fingerprint,
+        )
+        waits = (
+            seen is not None and seen.status is ClaimStatus.IN_PROGRESS and policy.get_wait() > 0
+        )
+        if seen is not None and not _abandoned(seen) and not waits:
+            return answer(prepared, seen)
     for _attempt in range(3):
-        claim = prepared.store.claim(
+        claim = _timed(
+            prepared,
+            prepared.store.claim,
             prepared.scope,
             prepared.key,
             fingerprint=prepared.fingerprint,
@@ -347,7 +541,13 @@ def _claim(prepared: Prepared) -> Claim | HttpResponseBase:
 
 
 def _finish(prepared: Prepared, claim: Claim, response: HttpResponseBase) -> HttpResponseBase:
-    stored = _store_response(prepared, response)
+    return _record(prepared, claim, response, _store_response(prepared, response))
+
+
+def _record(
+    prepared: Prepared, claim: Claim, response: HttpResponseBase, stored: StoredResponse | None
+) -> HttpResponseBase:
+    """Lease mode: complete the key with ``stored``, or release it when that is None."""
     store = prepared.store
     if stored is not None:
         if not store.complete(
@@ -359,6 +559,8 @@ def _finish(prepared: Prepared, claim: Claim, response: HttpResponseBase) -> Htt
             fingerprint=prepared.fingerprint,
         ):
             _send(signals.stale_owner, prepared, fence=claim.fence)
+        else:
+            _send(signals.first, prepared, status=response.status_code)
     else:
         _abort(prepared, claim, status=response.status_code)
     return response
@@ -438,7 +640,10 @@ async def run_async(
     except BaseException as exc:
         await sync_to_async(_abort)(prepared, claim, exception=exc)
         raise
-    return await sync_to_async(_finish)(prepared, claim, response)
+    stored = None
+    if is_storable(response.status_code, store_errors=prepared.policy.get_store_errors()):
+        stored = await acapture(response, limit=idempotency_settings.MAX_RESPONSE_BYTES)
+    return await sync_to_async(_record)(prepared, claim, response, stored)
 
 
 __all__ = [

@@ -69,6 +69,7 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_asy
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 
+from idempotency import signals
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import LockNotAcquired
 
@@ -451,9 +452,13 @@ class Lock:
         holding = self._holding
         return holding is not None and holding.owned()
 
+    def _not_acquired(self) -> LockNotAcquired:
+        signals.lock_not_acquired.send(sender=type(self), name=self.name)
+        return LockNotAcquired(self.name, 0.0 if self.wait is None else float(self.wait))
+
     def __enter__(self) -> Lock:
         if not self.acquire():
-            raise LockNotAcquired(self.name, 0.0 if self.wait is None else float(self.wait))
+            raise self._not_acquired()
         return self
 
     def __exit__(
@@ -467,7 +472,7 @@ class Lock:
     async def __aenter__(self) -> Lock:
         acquired = await sync_to_async(self.acquire)()
         if not acquired:
-            raise LockNotAcquired(self.name, 0.0 if self.wait is None else float(self.wait))
+            raise self._not_acquired()
         return self
 
     async def __aexit__(

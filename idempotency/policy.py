@@ -13,6 +13,7 @@ from idempotency.stores import get_store
 from idempotency.stores.base import BaseStore
 
 MODES = ("auto", "atomic", "lease")
+CLAIMS = ("first", "optimistic")
 
 ScopeOption = str | Callable[[HttpRequest], "str | None"] | None
 
@@ -30,10 +31,19 @@ class Policy:
     mode: str | None = None
     wait: float | None = None
     store_errors: bool | None = None
+    claim: str | None = None
+    databases: tuple[str, ...] | list[str] | None = None
 
     def __post_init__(self) -> None:
         if self.mode is not None and self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {self.mode!r}")
+        if self.claim is not None and self.claim not in CLAIMS:
+            raise ValueError(f"claim must be one of {CLAIMS}, not {self.claim!r}")
+        if self.databases is not None and (
+            isinstance(self.databases, str)
+            or not all(isinstance(alias, str) for alias in self.databases)
+        ):
+            raise ValueError(f"databases must be a list of aliases, not {self.databases!r}")
         for name in ("ttl", "lease", "wait"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int | float) or value < 0):
@@ -70,6 +80,14 @@ class Policy:
             idempotency_settings.STORE_ERRORS if self.store_errors is None else self.store_errors
         )
         return bool(value)
+
+    def get_claim(self) -> str:
+        return str(idempotency_settings.ATOMIC_CLAIM if self.claim is None else self.claim)
+
+    def get_databases(self, store_alias: str) -> list[str]:
+        """Aliases atomic mode wraps in the view's transaction: the store's first."""
+        extra = idempotency_settings.ATOMIC_DATABASES if self.databases is None else self.databases
+        return [store_alias, *(alias for alias in extra if alias != store_alias)]
 
     def get_store(self) -> BaseStore:
         if isinstance(self.store, BaseStore):  # a store instance given to the view: as is

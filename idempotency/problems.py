@@ -10,6 +10,16 @@ from django.http import HttpResponse
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 
 
+def render_problem(body: dict[str, Any]) -> bytes:
+    """The bytes of a problem document: compact JSON, non-ASCII escaped.
+
+    The same rendering as DRF's ``JSONRenderer`` with ``COMPACT_JSON`` (its default)
+    and ``UNICODE_JSON = False``, so a project whose DRF errors are problem details
+    too answers every error in one style.
+    """
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=True).encode()
+
+
 def problem_body(status: int, code: str, title: str, detail: str, **extra: Any) -> dict[str, Any]:
     """The problem document: ``type``/``code`` are stable, ``detail`` is for humans."""
     from idempotency.conf import idempotency_settings
@@ -35,7 +45,7 @@ def problem_response(
     **extra: Any,
 ) -> HttpResponse:
     """An ``application/problem+json`` response, rendered and ready to return from any view."""
-    content = json.dumps(problem_body(status, code, title, detail, **extra)).encode()
+    content = render_problem(problem_body(status, code, title, detail, **extra))
     response = HttpResponse(content, status=status, content_type=PROBLEM_CONTENT_TYPE)
     for name, value in (headers or {}).items():
         response[name] = value

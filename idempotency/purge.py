@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections, transaction
 from django.utils import timezone
 
+from idempotency import signals
 from idempotency.conf import idempotency_settings
 
 if TYPE_CHECKING:
@@ -69,7 +70,8 @@ def purge_expired_records(
 
     :param batch_size: rows per batch (default: ``PURGE_BATCH_SIZE``).
     :param dry_run: count what would be deleted, delete nothing.
-    :param now: the cut-off (default: the current time).
+    :param now: the cut-off (default: the current time, by the database server's clock on
+        PostgreSQL).
     :param max_batches: stop after this many batches (default: until none are left).
     :param using: database alias (default: ``DATABASE_ALIAS``).
     """
@@ -79,7 +81,7 @@ def purge_expired_records(
     if max_batches is not None and max_batches < 1:
         raise ValueError(f"max_batches must be a positive integer, not {max_batches!r}")
     alias = using or str(idempotency_settings.DATABASE_ALIAS)
-    cutoff = now or timezone.now()
+    cutoff = now or _database_now(alias)
     started = time.perf_counter()
 
     if dry_run:
@@ -115,6 +117,7 @@ def purge_expired_records(
         seconds=time.perf_counter() - started,
         longest_batch_seconds=longest,
     )
+    signals.purged.send(sender=_model(), deleted=result.deleted, using=alias)
     logger.info(
         "Purged %d expired idempotency records in %d batches (%.2f s, longest batch %.3f s).",
         result.deleted,
@@ -123,6 +126,18 @@ def purge_expired_records(
         result.longest_batch_seconds,
     )
     return result
+
+
+def _database_now(alias: str) -> datetime:
+    """The current time by the clock the store judges expiry with: PostgreSQL's own
+    (so an application server whose clock runs ahead never purges live records)."""
+    connection = connections[alias]
+    if connection.vendor != "postgresql":
+        return timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        value: datetime = cursor.fetchone()[0]
+    return value
 
 
 def _delete_batch(connection: BaseDatabaseWrapper, cutoff: datetime, size: int) -> int:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
+from django.http import HttpResponse, HttpResponseBase
 
 from idempotency.conf import idempotency_settings, on_reload
 
@@ -69,17 +70,94 @@ def _forget_replay_headers() -> None:
     _replay_headers = None
 
 
-def capture(response: HttpResponseBase) -> StoredResponse | None:
-    """The storable form of a rendered response, or None when it cannot be stored (streaming)."""
-    if isinstance(response, StreamingHttpResponse) or getattr(response, "streaming", False):
-        return None
+def capture(response: HttpResponseBase, *, limit: int | None = None) -> StoredResponse:
+    """The storable form of a rendered response.
+
+    A streaming response is read into memory up to ``limit`` bytes and handed back to
+    the client unchanged (its content is re-attached, already read or not). A body over
+    ``limit`` bytes, or an async stream that a sync caller cannot read, is stored as a
+    410 ``idempotency-response-not-stored`` problem instead (:func:`not_stored`): the
+    request ran and its effects stay, but repeats cannot replay what it answered.
+    """
+    if getattr(response, "streaming", False):
+        return _capture_stream(response, limit)
     render = getattr(response, "render", None)
     if callable(render) and not getattr(response, "is_rendered", True):
         render()
-    allowed = replay_headers()
-    headers = [(name, value) for name, value in response.items() if name.lower() in allowed]
     content: bytes = response.content  # type: ignore[attr-defined]
-    return StoredResponse(status=response.status_code, headers=headers, body=content)
+    if limit is not None and len(content) > limit:
+        return not_stored(response.status_code, size=len(content), limit=limit)
+    return StoredResponse(response.status_code, _kept_headers(response), content)
+
+
+async def acapture(response: HttpResponseBase, *, limit: int | None = None) -> StoredResponse:
+    """:func:`capture` for async views, which may return async streams."""
+    if not (getattr(response, "streaming", False) and getattr(response, "is_async", False)):
+        return capture(response, limit=limit)
+    chunks: list[bytes] = []
+    size = 0
+    iterator = response.streaming_content.__aiter__()  # type: ignore[attr-defined]
+    async for chunk in iterator:
+        chunks.append(bytes(chunk))
+        size += len(chunk)
+        if limit is not None and size > limit:
+            response.streaming_content = _achain(chunks, iterator)  # type: ignore[attr-defined]
+            return not_stored(response.status_code, size=None, limit=limit)
+    response.streaming_content = _alist(chunks)  # type: ignore[attr-defined]
+    return StoredResponse(response.status_code, _kept_headers(response), b"".join(chunks))
+
+
+async def _alist(chunks: list[bytes]) -> Any:
+    for chunk in chunks:
+        yield chunk
+
+
+async def _achain(chunks: list[bytes], rest: Any) -> Any:
+    for chunk in chunks:
+        yield chunk
+    async for chunk in rest:
+        yield chunk
+
+
+def _capture_stream(response: Any, limit: int | None) -> StoredResponse:
+    if getattr(response, "is_async", False):
+        # an async iterator cannot be read from sync code; the client still gets it whole
+        return not_stored(response.status_code, size=None, limit=limit)
+    chunks: list[bytes] = []
+    size = 0
+    iterator = iter(response.streaming_content)
+    for chunk in iterator:
+        chunks.append(bytes(chunk))
+        size += len(chunk)
+        if limit is not None and size > limit:
+            response.streaming_content = itertools.chain(chunks, iterator)
+            return not_stored(response.status_code, size=None, limit=limit)
+    response.streaming_content = chunks
+    return StoredResponse(response.status_code, _kept_headers(response), b"".join(chunks))
+
+
+def _kept_headers(response: HttpResponseBase) -> list[tuple[str, str]]:
+    allowed = replay_headers()
+    return [(name, value) for name, value in response.items() if name.lower() in allowed]
+
+
+def not_stored(status: int, *, size: int | None, limit: int | None) -> StoredResponse:
+    """What a key whose response could not be stored replays: a 410 problem naming the
+    original status, so a retry learns the request completed and does not run it again."""
+    from idempotency.exceptions import IdempotencyResponseNotStored
+
+    how_big = f"{size} bytes" if size is not None else "a stream"
+    reason = (
+        f"its response ({how_big}) was larger than the {limit} bytes the server stores"
+        if limit is not None
+        else "its response was an async stream, which cannot be stored"
+    )
+    problem = IdempotencyResponseNotStored(
+        f"The request with this idempotency key already completed with status {status}, "
+        f"but {reason}, so it cannot be replayed. It will not run again.",
+        original_status=status,
+    ).as_response()
+    return StoredResponse(problem.status_code, _kept_headers(problem), problem.content)
 
 
 def replay(stored: StoredResponse) -> HttpResponse:

@@ -33,10 +33,12 @@ How a delivery is handled (the lease mode of the store contract, as in
   JSON (a non-JSON result releases the key and fails with :class:`TypeError`).
 * **in progress**: another delivery of the key is running, or its worker died
   without acknowledging. The duplicate is not dropped (the work could be lost
-  with the dead worker): it is re-scheduled with ``self.retry(countdown=<rest
-  of the lease>)``. Once the lease has passed, the next delivery takes the key
-  over and runs the work. These deferrals count as Celery retries
-  (``request.retries``) but never exhaust ``max_retries``. Under
+  with the dead worker): it is published again with a countdown of the rest of
+  the lease and this delivery ends in state RETRY. Once the lease has passed,
+  the next delivery takes the key over and runs the work. A deferral is **not**
+  a retry of the task: ``request.retries`` stays as it was, ``max_retries`` is
+  never spent by deferrals, and nothing is set on the task instance (which
+  every delivery in a worker shares). Under
   ``task_always_eager`` (or a direct call) an in-progress key raises
   :class:`~idempotency.exceptions.InProgress` instead.
 * **fencing**: a worker whose lease was taken over (it was only slow, not dead)
@@ -88,11 +90,13 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, ParamSpec, TypeVar, cast, overload
 
 from celery import Celery, Task, shared_task
+from celery.exceptions import Reject, Retry
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import ImproperlyApplied
 from idempotency.functions import (
+    MODES,
     KeyedCall,
     KeySpec,
     acquire,
@@ -100,6 +104,7 @@ from idempotency.functions import (
     finish,
     key_builder,
     replayed,
+    runs_atomic,
     transaction_for,
 )
 from idempotency.stores import get_store
@@ -196,8 +201,9 @@ class IdempotentTask(Task[Any, Any]):
         if key is None:
             return None
         ttl = self.idempotency_ttl
+        store = get_store(self.idempotency_store)
         return KeyedCall(
-            store=get_store(self.idempotency_store),
+            store=store,
             scope=self.idempotency_scope,
             key=key,
             fingerprint=fingerprint_of("task", self.name),
@@ -206,6 +212,7 @@ class IdempotentTask(Task[Any, Any]):
             ttl=float(idempotency_settings.TTL if ttl is None else ttl),
             wait=float(self.idempotency_wait or 0.0),
             method=TASK_METHOD,
+            atomic=runs_atomic(store, self.idempotency_mode),
         )
 
     # -- the flow --------------------------------------------------------------------
@@ -228,7 +235,7 @@ class IdempotentTask(Task[Any, Any]):
             )
             return replayed(call, claim)
         if claim.status is not ClaimStatus.CLAIMED:
-            self._defer(call, claim)
+            self._defer(call, claim, args, kwargs)
         running = _Running(self, call, claim)
         token = _running.set(running)
         try:
@@ -243,23 +250,38 @@ class IdempotentTask(Task[Any, Any]):
             return result
         return finish(call, claim, result)
 
-    def _defer(self, call: KeyedCall, claim: Claim) -> NoReturn:
-        """A delivery of a key still in progress: run again once its lease has passed."""
+    def _defer(
+        self, call: KeyedCall, claim: Claim, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> NoReturn:
+        """A delivery of a key still in progress: run again once its lease has passed.
+
+        The message is published again with a countdown and the same ``retries`` count,
+        then this delivery ends as Celery's ``Retry`` does (acknowledged, state RETRY).
+        Unlike ``Task.retry`` it spends none of the task's retry budget and sets nothing
+        on the task instance, which every delivery in the worker shares.
+        """
         request = self.request
         if request.called_directly or request.is_eager:
             raise call.in_progress()
         signals.conflict.send(sender=type(call.store), request=None, scope=call.scope, key=call.key)
         countdown = max(float(claim.retry_after), MIN_DEFER_SECONDS)
-        limit = None if self.max_retries is None else max(self.max_retries, request.retries + 1)
         logger.info(
-            "idempotency: task %s[%s] key %s is in progress elsewhere; retrying in %.1f s",
+            "idempotency: task %s[%s] key %s is in progress elsewhere; deferred %.1f s",
             self.name,
             request.id,
             call.key,
             countdown,
         )
-        Task.retry(self, countdown=countdown, max_retries=limit)
-        raise AssertionError("unreachable: Task.retry raises")  # pragma: no cover
+        deferred = self.signature_from_request(
+            request, args, kwargs, countdown=countdown, retries=request.retries
+        )
+        try:
+            deferred.apply_async()
+        except Exception as exc:
+            # not re-published: hand the message back to the broker rather than lose it
+            raise Reject(exc, requeue=True) from exc
+        when: Any = countdown  # the stubs want numbers.Real, which float is at runtime
+        raise Retry(f"key {call.key} is in progress elsewhere", when=when, sig=deferred)
 
     def retry(self, *args: Any, **kwargs: Any) -> Any:
         """Celery's retry, after releasing this delivery's key (so the retry can claim it).
@@ -287,6 +309,7 @@ def idempotent_task(
     lease: float | None = None,
     store: Any = None,
     wait: float = 0.0,
+    mode: str = "lease",
     **options: Any,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 def idempotent_task(
@@ -300,13 +323,16 @@ def idempotent_task(
     lease: float | None = None,
     store: Any = None,
     wait: float = 0.0,
+    mode: str = "lease",
     **options: Any,
 ) -> Any:
     """Declare an idempotent Celery task: ``app.task`` (or ``shared_task``) with
     ``base=IdempotentTask``.
 
-    ``key``, ``scope``, ``ttl``, ``lease``, ``store`` and ``wait`` set the
-    ``idempotency_*`` options of :class:`IdempotentTask`; every other keyword
+    ``key``, ``scope``, ``ttl``, ``lease``, ``store``, ``wait`` and ``mode`` set the
+    ``idempotency_*`` options of :class:`IdempotentTask` (``mode`` as for
+    :func:`~idempotency.functions.idempotent_function`: ``"lease"``, ``"atomic"`` or
+    ``"auto"``); every other keyword
     (``bind``, ``name``, ``autoretry_for``, ``max_retries``, ``acks_late`` …) goes
     to Celery unchanged. ``base`` may name a subclass of :class:`IdempotentTask`.
     Usable bare (``@idempotent_task``) or called.
@@ -318,6 +344,8 @@ def idempotent_task(
         )
     if key is not None and not (isinstance(key, str) or callable(key)):
         raise TypeError(f"key must be a format string or a callable, got {key!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     attributes: dict[str, Any] = {
         "base": base,
         # a staticmethod, so a key function never becomes a method of the task class
@@ -327,6 +355,7 @@ def idempotent_task(
         "idempotency_lease": lease,
         "idempotency_store": store,
         "idempotency_wait": wait,
+        "idempotency_mode": mode,
     }
     decorator: Any = (app.task if app is not None else shared_task)(**attributes, **options)
     if func is not None:

@@ -66,6 +66,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from idempotency import signals
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import ImproperlyApplied, SubmitTokenInvalid, SubmitTokenUsed
 
@@ -293,6 +294,7 @@ def consume_submit_token(*, token: str, user_or_scope: Any, purpose: str) -> Non
     if outcome == OK:
         return
     if outcome == USED:
+        signals.token_used.send(sender=None, scope=scope, purpose=purpose)
         raise SubmitTokenUsed()
     raise SubmitTokenInvalid()
 

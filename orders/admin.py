@@ -14,8 +14,9 @@ from django.utils.translation import gettext_lazy as _
 
 from accounts.admin_base import ReadOnlyModelAdmin
 from orders.errors import IllegalTransition
-from orders.models import DailySales, Order, OrderStatus, Receipt
-from orders.services import order_transition
+from orders.models import DailySales, Order, OrderStatus, OutboxMessage, Receipt
+from orders.services import order_cancel, order_transition
+from payments.errors import PaymentError
 
 
 @admin.register(Order)
@@ -44,8 +45,11 @@ class OrderAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         moved = refused = 0
         for order_id in queryset.values_list("pk", flat=True):
             try:
-                order_transition(order_id=order_id, to=to)
-            except IllegalTransition:
+                if to == OrderStatus.CANCELLED:
+                    order_cancel(order_id=order_id)  # a PAID order is refunded
+                else:
+                    order_transition(order_id=order_id, to=to)
+            except (IllegalTransition, PaymentError):
                 refused += 1
             else:
                 moved += 1
@@ -90,3 +94,14 @@ class DailySalesAdmin(ReadOnlyModelAdmin):
     list_display = ("date", "orders", "total", "updated_at")
     date_hierarchy = "date"
     ordering = ("-date",)
+
+
+@admin.register(OutboxMessage)
+class OutboxMessageAdmin(ReadOnlyModelAdmin):
+    """The transactional outbox: what was announced, and whether the relay has sent it."""
+
+    list_display = ("id", "event", "message_id", "created_at", "sent_at", "attempts")
+    list_filter = ("event", ("sent_at", admin.EmptyFieldListFilter))
+    search_fields = ("message_id",)
+    date_hierarchy = "created_at"
+    ordering = ("-id",)

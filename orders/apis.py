@@ -14,7 +14,8 @@ from rest_framework.views import APIView
 
 from accounts.api_errors import api_error_for
 from accounts.apis import request_user
-from accounts.money import MIN_AMOUNT
+from accounts.permissions import IsMerchant
+from accounts.serializer_fields import AmountField
 from idempotency import SubmitTokenPermission, idempotency_settings, idempotent
 from orders.errors import (
     IllegalTransition,
@@ -25,7 +26,14 @@ from orders.errors import (
 )
 from orders.models import Order, OrderStatus
 from orders.selectors import order_get, order_list
-from orders.services import REQUEST_ID_PATTERN, order_checkout, order_create, order_transition
+from orders.services import (
+    REQUEST_ID_PATTERN,
+    order_cancel,
+    order_checkout,
+    order_create,
+    order_transition,
+)
+from payments.errors import OrderNotRefundable, PaymentError
 
 #: Purpose of the one-time submit tokens of the order form (``POST /api/orders/checkout/``).
 ORDER_FORM_TOKEN_PURPOSE = "order-form"
@@ -49,23 +57,41 @@ class InvalidRequestIdError(APIException):
     default_detail = _("The request id is not 1-64 characters of letters, digits and '_.:-'.")
 
 
+class OrderNotFoundError(NotFound):
+    """One answer for an order that does not exist and for anyone else's order."""
+
+    default_detail = _("No such order.")
+
+
+class OrderNotRefundableError(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "order_not_refundable"
+    default_detail = _("The order was paid through the payment gateway; refund it there.")
+
+
 _API_ERRORS: dict[type[OrderError], type[APIException]] = {
     OrderRequestConflict: OrderRequestConflictError,
     IllegalTransition: IllegalTransitionError,
     InvalidRequestId: InvalidRequestIdError,
-    OrderNotFound: NotFound,
 }
 
 
-def order_api_error(exc: OrderError) -> APIException:
+def order_api_error(exc: OrderError | PaymentError) -> APIException:
     """The API error (problem+json with a stable code) that answers a domain error."""
+    if isinstance(exc, OrderNotFound):
+        return OrderNotFoundError()  # never the id: the same words for every missing order
+    if isinstance(exc, OrderNotRefundable):
+        return OrderNotRefundableError(detail=str(exc))
+    if isinstance(exc, PaymentError):
+        return APIException(detail=str(exc))
     return api_error_for(exc, _API_ERRORS)
 
 
 def get_order_or_404(request: Request, order_id: int) -> Order:
+    """One of the caller's orders; anyone else's is the same 404 as a missing one."""
     order = order_get(user=request_user(request), order_id=order_id)
     if order is None:
-        raise NotFound(_("No such order."))
+        raise OrderNotFoundError()
     return order
 
 
@@ -90,7 +116,7 @@ class OrderListCreateApi(APIView):
 
     class InputSerializer(serializers.Serializer[Any]):
         request_id = serializers.RegexField(REQUEST_ID_PATTERN, max_length=64)
-        amount = serializers.DecimalField(max_digits=12, decimal_places=2, min_value=MIN_AMOUNT)
+        amount = AmountField()
 
     OutputSerializer = OrderOutputSerializer
 
@@ -126,7 +152,7 @@ class OrderCheckoutApi(APIView):
     submit_token_purpose = ORDER_FORM_TOKEN_PURPOSE
 
     class InputSerializer(serializers.Serializer[Any]):
-        amount = serializers.DecimalField(max_digits=12, decimal_places=2, min_value=MIN_AMOUNT)
+        amount = AmountField()
 
     OutputSerializer = OrderOutputSerializer
 
@@ -155,32 +181,51 @@ class OrderDetailApi(APIView):
         return Response(self.OutputSerializer(order).data)
 
 
-class OrderTransitionApi(APIView):
-    """``POST /api/orders/{id}/<action>/``: move the order to :attr:`target`.
+class OrderCancelApi(APIView):
+    """``POST /api/orders/{id}/cancel/``: the customer cancels one of their orders.
 
-    ``200 OK`` with the order; repeating a move that is done answers the same.
-    A move the status table forbids is a ``409 illegal-transition``.
+    ``200 OK`` with the order. A PAID order's payment is refunded to the balance
+    in the same transaction (a ``refund`` ledger entry ``rf_<pay_no>``), once, however
+    many cancels race. Repeating a done cancel answers the same and refunds nothing.
+    A SHIPPED or COMPLETED order cannot be cancelled: ``409 illegal-transition``; an
+    order paid through the gateway: ``409 order-not-refundable`` (it stays PAID).
     """
 
-    target: ClassVar[str]
     OutputSerializer = OrderOutputSerializer
 
     def post(self, request: Request, pk: int) -> Response:
         order = get_order_or_404(request, pk)
         try:
-            order = order_transition(order_id=order.pk, to=self.target)
+            order = order_cancel(order_id=order.pk)
+        except (OrderError, PaymentError) as exc:
+            raise order_api_error(exc) from exc
+        return Response(self.OutputSerializer(order).data)
+
+
+class OrderFulfilmentApi(APIView):
+    """``POST /api/orders/{id}/<action>/``: staff or a merchant moves any order to
+    :attr:`target`.
+
+    A customer gets ``403 permission-denied`` before any order is looked up. ``200
+    OK`` with the order; repeating a move that is done answers the same. A move the
+    status table forbids is a ``409 illegal-transition``.
+    """
+
+    permission_classes = [IsAuthenticated, IsMerchant]
+    target: ClassVar[str]
+    OutputSerializer = OrderOutputSerializer
+
+    def post(self, request: Request, pk: int) -> Response:
+        try:
+            order = order_transition(order_id=pk, to=self.target)
         except OrderError as exc:
             raise order_api_error(exc) from exc
         return Response(self.OutputSerializer(order).data)
 
 
-class OrderCancelApi(OrderTransitionApi):
-    target = OrderStatus.CANCELLED
-
-
-class OrderShipApi(OrderTransitionApi):
+class OrderShipApi(OrderFulfilmentApi):
     target = OrderStatus.SHIPPED
 
 
-class OrderCompleteApi(OrderTransitionApi):
+class OrderCompleteApi(OrderFulfilmentApi):
     target = OrderStatus.COMPLETED

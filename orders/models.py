@@ -43,8 +43,10 @@ class Order(models.Model):
     request_id = models.CharField(
         _("request id"),
         max_length=64,
-        unique=True,
-        help_text=_("Chosen by the client; a repeat with the same id returns the same order."),
+        help_text=_(
+            "Chosen by the client, unique per user; a repeat with the same id returns the "
+            "same order. Another user's ids are invisible: each user has their own."
+        ),
     )
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -72,6 +74,10 @@ class Order(models.Model):
             check_constraint(
                 condition=models.Q(amount__gt=Decimal("0")),
                 name="orders_order_amount_positive",
+            ),
+            models.UniqueConstraint(
+                fields=["user", "request_id"],
+                name="orders_order_unique_request_id_per_user",
             ),
         ]
 
@@ -123,3 +129,36 @@ class DailySales(models.Model):
 
     def __str__(self) -> str:
         return f"Sales of {self.date}: {self.orders} order(s), {self.total}"
+
+
+class OutboxMessage(models.Model):
+    """An event written in the transaction of the change it announces (transactional outbox).
+
+    The payment's transaction inserts it, so it exists exactly when the payment
+    committed; the relay (:mod:`orders.outbox`) publishes it to the broker at least
+    once and then sets ``sent_at``. Consumers deduplicate by ``message_id``.
+    """
+
+    message_id = models.CharField(_("message id"), max_length=128, unique=True)
+    event = models.CharField(_("event"), max_length=64)
+    payload = models.JSONField(_("payload"), default=dict)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    sent_at = models.DateTimeField(_("sent at"), null=True, blank=True)
+    attempts = models.PositiveIntegerField(_("publish attempts"), default=0)
+    last_error = models.TextField(_("last error"), blank=True, default="")
+
+    class Meta:
+        verbose_name = _("outbox message")
+        verbose_name_plural = _("outbox messages")
+        ordering = ["id"]
+        indexes = [
+            models.Index(
+                fields=["id"],
+                condition=models.Q(sent_at__isnull=True),
+                name="orders_outbox_pending_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        state = "sent" if self.sent_at else "pending"
+        return f"{self.event} {self.message_id} ({state})"

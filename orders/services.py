@@ -1,9 +1,10 @@
 """Writes of the orders app.
 
-* Creating is idempotent per client ``request_id``: look up, else insert in a
-  savepoint and, when a concurrent request won the unique index, return its
-  order. A repeat gets the same order; a request id reused for another user or
-  amount is a :class:`OrderRequestConflict`, never a silent success.
+* Creating is idempotent per client ``request_id``, which is unique **per user**
+  (another user's ids are neither visible nor blocking): look up, else insert in
+  a savepoint and, when a concurrent request won the unique index, return its
+  order. A repeat gets the same order; a request id reused for another amount
+  is a :class:`OrderRequestConflict`, never a silent success.
 * Moving an order is one conditional ``UPDATE ... WHERE id = ? AND status IN
   (<allowed sources>)`` judged by its row count. Zero rows means the order was
   not in a source status: when it already is in the target the move was done
@@ -12,9 +13,10 @@
 * Checkout (a web form with a one-time submit token) creates the order under a
   request id derived from the token, so even the database refuses a second order
   for one form.
-* Paying publishes an ``order.paid`` message once the payment commits
-  (:func:`order_paid_publish`); its consumer (:mod:`orders.tasks`) writes the
-  receipt and counts the sale (:func:`order_paid_record`).
+* Paying writes an ``order.paid`` message to the transactional outbox
+  (:func:`order_paid_publish`, :mod:`orders.outbox`), relayed to the broker after
+  the commit; its consumer (:mod:`orders.tasks`) writes the receipt and counts the
+  sale (:func:`order_paid_record`), once per message id.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from django.utils import timezone
 from accounts.money import identifier_pattern, require_amount
 from orders.errors import IllegalTransition, InvalidRequestId, OrderNotFound, OrderRequestConflict
 from orders.models import DailySales, Order, OrderStatus, Receipt, transition_sources
+from orders.outbox import outbox_enqueue, outbox_relay
 from orders.selectors import order_get_by_id
 
 if TYPE_CHECKING:
@@ -52,14 +55,14 @@ def order_create(*, user: User, request_id: str, amount: Decimal) -> tuple[Order
         raise InvalidRequestId(str(request_id))
     amount = require_amount(amount)
     with transaction.atomic():
-        existing = _order_by_request_id(request_id)
+        existing = _order_by_request_id(user=user, request_id=request_id)
         if existing is None:
             try:
                 with transaction.atomic():
                     order = Order.objects.create(request_id=request_id, user=user, amount=amount)
             except IntegrityError:
-                # A concurrent request inserted this request id first.
-                existing = _order_by_request_id(request_id)
+                # A concurrent request of this user inserted this request id first.
+                existing = _order_by_request_id(user=user, request_id=request_id)
                 if existing is None:
                     raise
             else:
@@ -67,13 +70,14 @@ def order_create(*, user: User, request_id: str, amount: Decimal) -> tuple[Order
                 # exactly what every repeat will be answered with.
                 order.refresh_from_db()
                 return order, True
-        if existing.user_id != user.pk or existing.amount != amount:
+        if existing.amount != amount:
             raise OrderRequestConflict(request_id)
         return existing, False
 
 
-def _order_by_request_id(request_id: str) -> Order | None:
-    return Order.objects.filter(request_id=request_id).first()
+def _order_by_request_id(*, user: User, request_id: str) -> Order | None:
+    # request ids are unique per user: another user's ids are neither seen nor blocking
+    return Order.objects.filter(user=user, request_id=request_id).first()
 
 
 def order_transition(
@@ -113,7 +117,42 @@ def order_transition(
 
 
 def order_cancel(*, order_id: int) -> Order:
-    return order_transition(order_id=order_id, to=OrderStatus.CANCELLED)
+    """Cancel the order; a PAID order gets its payment refunded in the same transaction.
+
+    CREATED -> CANCELLED moves nothing else. PAID -> CANCELLED credits the payment
+    back to the payer's balance (:func:`payments.services.payment_refund`): the
+    conditional update of the order's status and the refund commit together, so of
+    concurrent cancels (or a cancel racing a ship) exactly one makes the move and
+    only that one refunds; the others find the order already CANCELLED (a repeat,
+    answered like the first) or SHIPPED (an :class:`IllegalTransition`). A SHIPPED
+    order cannot be cancelled.
+    """
+    from payments.services import payment_refund  # payments builds on orders
+
+    for _attempt in range(2):
+        with transaction.atomic():
+            try:
+                order = order_transition(
+                    order_id=order_id,
+                    to=OrderStatus.CANCELLED,
+                    expected_from={OrderStatus.PAID},
+                    allow_repeat=False,
+                )
+            except IllegalTransition:
+                pass
+            else:
+                payment_refund(order=order)
+                return order
+        try:
+            # never from PAID here: a cancel of a paid order must refund
+            return order_transition(
+                order_id=order_id, to=OrderStatus.CANCELLED, expected_from={OrderStatus.CREATED}
+            )
+        except IllegalTransition as exc:
+            if exc.current != OrderStatus.PAID:
+                raise
+            # paid between our two updates: go round once more and refund
+    raise IllegalTransition(order_id, OrderStatus.PAID, OrderStatus.CANCELLED)
 
 
 def order_ship(*, order_id: int) -> Order:
@@ -144,19 +183,21 @@ def order_paid_message_id(*, order_id: int) -> str:
 
 
 def order_paid_publish(*, order_id: int) -> str:
-    """Publish ``order.paid`` for the order once the current transaction commits.
+    """Announce ``order.paid``: write it to the outbox in the current transaction.
 
-    Nothing is published when the transaction rolls back. The publish is
-    ``robust``: a broker that refuses it is logged, it never turns a committed
-    payment into an error answer. Returns the message id.
+    The message exists exactly when the payment commits (a rollback takes it
+    along). Once the transaction commits, the relay publishes it at once (the
+    fast path; ``robust``: a broker that refuses it is logged and never turns a
+    committed payment into an error answer); whatever that misses, the beat task
+    ``orders.relay_outbox`` publishes later (:mod:`orders.outbox`). Returns the
+    message id.
     """
-    from orders.tasks import order_event_consume  # the tasks import these services
-
     message_id = order_paid_message_id(order_id=order_id)
-    publish = functools.partial(
-        order_event_consume.delay, message_id=message_id, event=ORDER_PAID, order_id=order_id
+    message = outbox_enqueue(
+        message_id=message_id, event=ORDER_PAID, payload={"order_id": order_id}
     )
-    transaction.on_commit(publish, robust=True)
+    relay = functools.partial(outbox_relay, batch_size=1, message_ids=[message.pk])
+    transaction.on_commit(relay, robust=True)
     return message_id
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from celery import shared_task
 
 from idempotency import IdempotentTask
+from orders.outbox import DEFAULT_BATCH_SIZE, outbox_relay
 from orders.services import ORDER_PAID, order_paid_record
 
 logger = logging.getLogger(__name__)
@@ -60,3 +61,21 @@ def order_event_consume(
         "receipt_id": receipt.pk,
         "sales_date": sales.date.isoformat(),
     }
+
+
+@shared_task(name="orders.relay_outbox", ignore_result=True)
+def relay_outbox(batch_size: int = DEFAULT_BATCH_SIZE, max_batches: int = 10) -> dict[str, int]:
+    """Celery beat task: publish pending outbox messages (``order.paid``), oldest first.
+
+    Safe to run from several schedulers at once: each message is published under
+    its row lock, skipped by any other relay. Stops early when the broker refuses
+    a publish (the next run retries) or nothing is pending.
+    """
+    sent = failed = 0
+    pending = 0
+    for _ in range(max_batches):
+        result = outbox_relay(batch_size=batch_size)
+        sent, failed, pending = sent + result.sent, failed + result.failed, result.pending
+        if result.failed or not result.sent:
+            break
+    return {"sent": sent, "failed": failed, "pending": pending}

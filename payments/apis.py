@@ -17,14 +17,14 @@ from rest_framework.views import APIView
 from accounts.api_errors import api_error_for
 from accounts.apis import account_api_error, request_user
 from accounts.errors import AccountError
-from accounts.money import MIN_AMOUNT
+from accounts.serializer_fields import AmountField
 from idempotency import (
     IdempotencyRequestInProgress,
     InProgress,
     idempotent,
     idempotent_function,
 )
-from orders.apis import order_api_error
+from orders.apis import get_order_or_404, order_api_error
 from orders.errors import OrderError
 from payments.authentication import GatewaySignatureAuthentication, IsPaymentGateway
 from payments.errors import (
@@ -121,10 +121,12 @@ class OrderPayApi(APIView):
     """``POST /api/orders/{id}/pay/`` ``{pay_no}``: pay one of the caller's orders.
 
     ``201 Created`` with the payment. A repeat with the same pay number answers
-    ``201`` with a byte-identical body and pays nothing again. Errors:
-    ``404`` (not the caller's order), ``409 order-not-payable`` (not CREATED,
-    e.g. paid under another number), ``409 payment-conflict`` (the number paid
-    something else), ``409 insufficient-funds``.
+    ``201`` with a byte-identical body and pays nothing again. Pay numbers are
+    unique per user: another user's numbers are neither visible nor blocking.
+    Errors: ``404`` (not the caller's order; checked first), ``409
+    order-not-payable`` (not CREATED, e.g. paid under another number), ``409
+    payment-conflict`` (the caller's number paid another order), ``409
+    insufficient-funds``.
     """
 
     class InputSerializer(serializers.Serializer[Any]):
@@ -134,11 +136,14 @@ class OrderPayApi(APIView):
 
     @idempotent(required=True)
     def post(self, request: Request, pk: int) -> Response:
+        order = get_order_or_404(request, pk)  # anyone else's order: 404 before anything else
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         try:
             record, _created = payment_pay(
-                user=request_user(request), order_id=pk, pay_no=serializer.validated_data["pay_no"]
+                user=request_user(request),
+                order_id=order.pk,
+                pay_no=serializer.validated_data["pay_no"],
             )
         except (PaymentError, OrderError, AccountError) as exc:
             raise payment_api_error(exc) from exc
@@ -238,7 +243,7 @@ class GatewayCallbackApi(APIView):
     class InputSerializer(serializers.Serializer[Any]):
         trade_no = serializers.RegexField(TRADE_NO_PATTERN, max_length=TRADE_NO_MAX_LENGTH)
         order_id = serializers.IntegerField(min_value=1, max_value=MAX_ORDER_ID)
-        amount = serializers.DecimalField(max_digits=12, decimal_places=2, min_value=MIN_AMOUNT)
+        amount = AmountField()
         status = serializers.ChoiceField(choices=GatewayPaymentStatus.choices)
 
     def post(self, request: Request) -> Response | HttpResponse:

@@ -66,3 +66,20 @@ class TradeNoConflict(PaymentError):
             "status; a trade is notified with the same content every time."
         )
         self.trade_no = trade_no
+
+
+class OrderNotRefundable(PaymentError):
+    """A PAID order without a balance payment: it was paid through the gateway."""
+
+    def __init__(self, order_id: int) -> None:
+        super().__init__(
+            f"Order {order_id} was paid through the payment gateway; "
+            "refund it through the gateway, not by cancelling it here."
+        )
+        self.order_id = order_id
+
+
+class PaymentAlreadyRefunded(PaymentError):
+    def __init__(self, pay_no: str) -> None:
+        super().__init__(f"Payment {pay_no!r} was already refunded.")
+        self.pay_no = pay_no

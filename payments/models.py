@@ -9,14 +9,17 @@ from django.utils.translation import gettext_lazy as _
 
 class PaymentStatus(models.TextChoices):
     SUCCEEDED = "SUCCEEDED", _("Succeeded")
+    REFUNDED = "REFUNDED", _("Refunded")
 
 
 class PaymentRecord(models.Model):
     pay_no = models.CharField(
         _("pay number"),
         max_length=64,
-        unique=True,
-        help_text=_("Chosen by the client; a repeat with the same number returns this payment."),
+        help_text=_(
+            "Chosen by the client, unique per user; a repeat with the same number returns "
+            "this payment."
+        ),
     )
     order = models.ForeignKey(
         "orders.Order",
@@ -48,6 +51,12 @@ class PaymentRecord(models.Model):
         verbose_name = _("payment record")
         verbose_name_plural = _("payment records")
         ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "pay_no"],
+                name="payments_paymentrecord_unique_pay_no_per_user",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"Payment {self.pay_no}: {self.amount} for order {self.order_id}"

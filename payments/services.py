@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, transaction
 
+from accounts.models import LedgerEntry
 from accounts.money import identifier_pattern, require_amount
-from accounts.services import account_deduct, account_get_or_create_for_user
+from accounts.services import account_deduct, account_get_or_create_for_user, account_refund
 from orders.errors import IllegalTransition, OrderNotFound
 from orders.models import Order, OrderStatus
 from orders.selectors import order_get, order_get_by_id
@@ -40,6 +41,8 @@ from payments.errors import (
     InvalidPayNo,
     InvalidTradeNo,
     OrderNotPayable,
+    OrderNotRefundable,
+    PaymentAlreadyRefunded,
     PaymentConflict,
     TradeNoConflict,
 )
@@ -52,6 +55,8 @@ if TYPE_CHECKING:
 PAY_NO_MAX_LENGTH = 60
 PAY_NO_PATTERN = identifier_pattern(PAY_NO_MAX_LENGTH)
 LEDGER_REFERENCE_PREFIX = "pay_"
+#: Ledger reference of a payment's refund: ``rf_<pay_no>`` (63 characters at most).
+REFUND_REFERENCE_PREFIX = "rf_"
 TRADE_NO_MAX_LENGTH = 64
 TRADE_NO_PATTERN = identifier_pattern(TRADE_NO_MAX_LENGTH)
 
@@ -61,21 +66,24 @@ logger = logging.getLogger(__name__)
 def payment_pay(*, user: User, order_id: int, pay_no: str) -> tuple[PaymentRecord, bool]:
     """Pay the user's order once per ``pay_no``; the record and whether this call made it.
 
-    A repeat with the same ``pay_no`` (same user and order) returns the first
-    record and changes nothing. Raises :class:`PaymentConflict` when ``pay_no``
-    paid something else, :class:`OrderNotPayable` when the order is not CREATED
-    (for instance already paid under another number), ``OrderNotFound`` and the
-    accounts errors (``InsufficientFunds``, ...), each after rolling back.
+    The order is looked up first, among the user's own: anyone else's order is
+    ``OrderNotFound`` before anything else is checked. Pay numbers are unique per
+    user, so another user's numbers are neither visible nor blocking. A repeat
+    with the same ``pay_no`` (same order) returns the first record and changes
+    nothing. Raises :class:`PaymentConflict` when the user's ``pay_no`` paid
+    another order, :class:`OrderNotPayable` when the order is not CREATED (for
+    instance already paid under another number) and the accounts errors
+    (``InsufficientFunds``, ...), each after rolling back.
     """
-    if not isinstance(pay_no, str) or not PAY_NO_PATTERN.fullmatch(pay_no):
-        raise InvalidPayNo(str(pay_no))
     with transaction.atomic():
-        existing = _payment_by_pay_no(pay_no)
-        if existing is not None:
-            return _same_payment(existing, user=user, order_id=order_id), False
         order = order_get(user=user, order_id=order_id)
         if order is None:
             raise OrderNotFound(order_id)
+        if not isinstance(pay_no, str) or not PAY_NO_PATTERN.fullmatch(pay_no):
+            raise InvalidPayNo(str(pay_no))
+        existing = _payment_by_pay_no(user=user, pay_no=pay_no)
+        if existing is not None:
+            return _same_payment(existing, order_id=order_id), False
         try:
             with transaction.atomic():
                 record = PaymentRecord.objects.create(
@@ -88,10 +96,10 @@ def payment_pay(*, user: User, order_id: int, pay_no: str) -> tuple[PaymentRecor
                 )
         except IntegrityError:
             # A concurrent request with this pay number inserted first (and committed).
-            existing = _payment_by_pay_no(pay_no)
+            existing = _payment_by_pay_no(user=user, pay_no=pay_no)
             if existing is None:
                 raise
-            return _same_payment(existing, user=user, order_id=order_id), False
+            return _same_payment(existing, order_id=order_id), False
         try:
             order_transition(
                 order_id=order.pk,
@@ -111,14 +119,41 @@ def payment_pay(*, user: User, order_id: int, pay_no: str) -> tuple[PaymentRecor
     return record, True
 
 
-def _payment_by_pay_no(pay_no: str) -> PaymentRecord | None:
-    return PaymentRecord.objects.filter(pay_no=pay_no).first()
+def _payment_by_pay_no(*, user: User, pay_no: str) -> PaymentRecord | None:
+    return PaymentRecord.objects.filter(user=user, pay_no=pay_no).first()
 
 
-def _same_payment(existing: PaymentRecord, *, user: User, order_id: int) -> PaymentRecord:
-    if existing.user_id != user.pk or existing.order_id != order_id:
+def _same_payment(existing: PaymentRecord, *, order_id: int) -> PaymentRecord:
+    if existing.order_id != order_id:
         raise PaymentConflict(existing.pay_no)
     return existing
+
+
+def payment_refund(*, order: Order) -> LedgerEntry:
+    """Credit the balance payment of a just-cancelled order back to its payer, once.
+
+    Runs inside the transaction that moved the order PAID -> CANCELLED (see
+    :func:`orders.services.order_cancel`). Three guards, each enough on its own:
+    the order's conditional status update (only one cancel moves it), the
+    payment's ``SUCCEEDED -> REFUNDED`` conditional update, and the ledger's
+    unique ``(account, "rf_<pay_no>")`` reference. The credit itself is the
+    accounts app's version-checked update. Raises :class:`OrderNotRefundable`
+    for an order paid through the gateway (the gateway holds that money).
+    """
+    record = PaymentRecord.objects.filter(order_id=order.pk).first()
+    if record is None:
+        raise OrderNotRefundable(order.pk)
+    moved = PaymentRecord.objects.filter(pk=record.pk, status=PaymentStatus.SUCCEEDED).update(
+        status=PaymentStatus.REFUNDED
+    )
+    if moved != 1:
+        raise PaymentAlreadyRefunded(record.pay_no)
+    account = account_get_or_create_for_user(user=record.user)
+    return account_refund(
+        account_id=account.pk,
+        amount=record.amount,
+        reference=f"{REFUND_REFERENCE_PREFIX}{record.pay_no}",
+    )
 
 
 def gateway_payment_record(

@@ -17,6 +17,9 @@ from django.db import connection
 
 REQUIRE_SERVICES = os.environ.get("IDEMPOTENCY_TEST_REQUIRE_SERVICES") == "1"
 
+# the ``chromium`` fixture: a real headless browser
+pytest_plugins = ["tests.chromium"]
+
 
 def on_postgres() -> bool:
     return connection.vendor == "postgresql"

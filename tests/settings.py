@@ -8,6 +8,16 @@ from config.settings import DATABASES, INSTALLED_APPS
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
+# a second database for the tests of views that write to two aliases (PostgreSQL only;
+# defined everywhere so those tests can be collected and skipped on SQLite)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["ledger"] = {
+        **DATABASES["default"],
+        "NAME": f"{DATABASES['default']['NAME']}_ledger",
+    }
+else:
+    DATABASES["ledger"] = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
+
 # A second database for the read-replica tests (tests/scale/test_replicas.py): created
 # only when a test asks for it, holding stale or empty copies of the primary's tables.
 DATABASES["replica"] = {

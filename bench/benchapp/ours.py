@@ -23,6 +23,10 @@ def _variant(name: str, **options: Any) -> type[APIView]:
 
 
 DbAtomicWrite = _variant("DbAtomicWrite", store=DatabaseStore(), mode="atomic")
+# the opt-in insert-last claim: one statement less, but concurrent duplicates run the view
+DbOptimisticWrite = _variant(
+    "DbOptimisticWrite", store=DatabaseStore(), mode="atomic", claim="optimistic"
+)
 DbLeaseWrite = _variant("DbLeaseWrite", store=DatabaseStore(), mode="lease")
 RedisWrite = _variant("RedisWrite", store=RedisStore(), mode="lease")
 # DatabaseStore in atomic mode with completed responses cached in Redis (the "default"

@@ -53,6 +53,11 @@ class BaseStore:
 
     #: Whether the store can claim inside the view's own database transaction.
     supports_atomic: ClassVar[bool] = False
+    #: Whether lease mode should look a key up before claiming it: where a claim that
+    #: meets a completed record costs a second statement to read it (the database), a
+    #: replay is then one statement; where the claim answers with the record (Redis),
+    #: the claim alone is cheapest.
+    lookup_before_claim: ClassVar[bool] = False
 
     def atomic(self) -> AbstractContextManager[Any]:
         """The transaction atomic mode runs in (only where ``supports_atomic``)."""

@@ -6,8 +6,9 @@ followed by an unguarded write. It is the only store that supports *atomic
 mode*, where the record commits in the same transaction as the view's writes.
 
 With ``RESPONSE_CACHE`` set to a cache alias (Redis recommended), completed
-responses are also written to that cache once their transaction commits and
-read from it first, so a replay costs no SQL.
+responses are read from that cache first, and written to it by the first replay
+that reads them from the database: every later replay costs no SQL, and a first
+request pays no cache write.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, ClassVar
 from django.core.cache import BaseCache, caches
 from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -76,8 +78,47 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
+class _Clock:
+    """Where a statement's "now" comes from.
+
+    On PostgreSQL it is the database server's clock (``statement_timestamp()``), so
+    every application server judges leases and expiry by one clock and one whose clock
+    runs ahead can never take over a live lease. SQLite runs inside the application's
+    process, so its clock is the application's.
+    """
+
+    SERVER_NOW = "statement_timestamp()"
+
+    def __init__(self, connection: BaseDatabaseWrapper) -> None:
+        self.server = connection.vendor == "postgresql"
+        self._adapt = connection.ops.adapt_datetimefield_value
+        self._now = timezone.now()
+
+    @classmethod
+    def now_sql(cls, connection: BaseDatabaseWrapper) -> str:
+        return cls.SERVER_NOW if connection.vendor == "postgresql" else "%s"
+
+    @classmethod
+    def later_sql(cls, connection: BaseDatabaseWrapper) -> str:
+        """SQL of "now plus a parameter's seconds"."""
+        if connection.vendor == "postgresql":
+            return f"({cls.SERVER_NOW} + %s * interval '1 second')"
+        return "%s"
+
+    def now(self) -> list[Any]:
+        """Parameters of one :meth:`now_sql`."""
+        return [] if self.server else [self._adapt(self._now)]
+
+    def later(self, seconds: float) -> list[Any]:
+        """Parameters of one :meth:`later_sql`."""
+        if self.server:
+            return [float(seconds)]
+        return [self._adapt(self._now + timedelta(seconds=seconds))]
+
+
 class DatabaseStore(BaseStore):
     supports_atomic: ClassVar[bool] = True
+    lookup_before_claim: ClassVar[bool] = True
 
     def __init__(self, using: str | None = None, *, response_cache: str | None = None) -> None:
         """``using``: database alias (default ``DATABASE_ALIAS``); ``response_cache``: cache
@@ -137,9 +178,13 @@ class DatabaseStore(BaseStore):
         # range condition on expires_at would make PostgreSQL's planner probe the end of
         # the expires_at index for its estimate, and right after a purge that end is a
         # long run of dead entries: planning alone took 20 times the query (0.5 ms).
+        # On PostgreSQL the server's clock comes back with the row, to judge it by.
         qn = connection.ops.quote_name
+        columns = [qn(c) for c in _LOOKUP_FIELDS]
+        if connection.vendor == "postgresql":
+            columns.append(_Clock.SERVER_NOW)
         return (
-            f"SELECT {', '.join(qn(c) for c in _LOOKUP_FIELDS)} "
+            f"SELECT {', '.join(columns)} "
             f"FROM {qn(self.model._meta.db_table)} "
             f"WHERE {qn('scope')} = %s AND {qn('key')} = %s"
         )
@@ -149,28 +194,34 @@ class DatabaseStore(BaseStore):
         return (
             f"UPDATE {qn(self.model._meta.db_table)} SET {qn('state')} = 'completed', "
             f"{qn('status_code')} = %s, {qn('response_headers')} = %s, "
-            f"{qn('response_body')} = %s, {qn('completed_at')} = %s, "
-            f"{qn('lease_expires_at')} = NULL, {qn('expires_at')} = %s "
+            f"{qn('response_body')} = %s, {qn('completed_at')} = {_Clock.now_sql(connection)}, "
+            f"{qn('lease_expires_at')} = NULL, {qn('expires_at')} = {_Clock.later_sql(connection)} "
             f"WHERE {qn('scope')} = %s AND {qn('key')} = %s AND {qn('fence')} = %s "
             f"AND {qn('state')} = 'in_progress'"
         )
 
     def _upsert_sql(self, connection: BaseDatabaseWrapper, *, takeover: bool) -> str:
+        """``INSERT … ON CONFLICT``: a new record, replacing only an expired one (or, with
+        ``takeover``, an in-progress one of the same request whose lease ran out).
+
+        Parameters: those of :meth:`_values`, then those of one :meth:`_Clock.now` per
+        "now" of the conflict clause: four in a claim, one in an insert."""
         qn = connection.ops.quote_name
+        now = _Clock.now_sql(connection)
         table = qn(self.model._meta.db_table)
         columns = ", ".join(qn(c) for c in _COLUMNS)
-        placeholders = ", ".join(["%s"] * len(_COLUMNS))
+        placeholders = ", ".join(self._placeholders(connection, claim=takeover))
         assignments = ", ".join(f"{qn(c)} = excluded.{qn(c)}" for c in _COLUMNS[2:])
-        condition = f"{table}.{qn('expires_at')} <= %s"
+        condition = f"{table}.{qn('expires_at')} <= {now}"
         if takeover:
             condition += (
                 f" OR ({table}.{qn('state')} = 'in_progress'"
-                f" AND {table}.{qn('lease_expires_at')} <= %s"
+                f" AND {table}.{qn('lease_expires_at')} <= {now}"
                 f" AND {table}.{qn('fingerprint')} = excluded.{qn('fingerprint')})"
             )
             # a takeover keeps the recovery point the previous owner reached
             keep = (
-                f"CASE WHEN {table}.{qn('expires_at')} <= %s THEN excluded.{{c}}"
+                f"CASE WHEN {table}.{qn('expires_at')} <= {now} THEN excluded.{{c}}"
                 f" ELSE {table}.{{c}} END"
             )
             assignments = ", ".join(
@@ -185,31 +236,42 @@ class DatabaseStore(BaseStore):
             f"WHERE {condition} RETURNING {qn('recovery_point')}, {qn('recovery_data')}"
         )
 
-    def _row(
-        self,
-        connection: BaseDatabaseWrapper,
+    @staticmethod
+    def _placeholders(connection: BaseDatabaseWrapper, *, claim: bool) -> list[str]:
+        """The VALUES of an upsert, column by column: a claim (in progress, with a lease)
+        or a completed record (atomic mode's optimistic insert)."""
+        now, later = _Clock.now_sql(connection), _Clock.later_sql(connection)
+        timed = {
+            "lease_expires_at": later if claim else "NULL",
+            "created_at": now,
+            "completed_at": "NULL" if claim else now,
+            "expires_at": later,
+        }
+        return [timed.get(column, "%s") for column in _COLUMNS]
+
+    @staticmethod
+    def _values(
+        clock: _Clock,
         scope: str,
         key: str,
         *,
         fingerprint: str,
-        state: str,
         fence: int,
-        lease_expires_at: datetime | None,
+        lease: float | None,
         method: str,
         route: str,
         response: StoredResponse | None,
-        now: datetime,
         ttl: float,
     ) -> list[Any]:
-        dt = connection.ops.adapt_datetimefield_value
-
+        """Parameters of the VALUES of :meth:`_placeholders`: a claim when ``lease`` is
+        given, else a completed record holding ``response``."""
         return [
             scope,
             key,
             fingerprint,
-            state,
+            "in_progress" if lease is not None else "completed",
             fence,
-            dt(lease_expires_at),
+            *(clock.later(lease) if lease is not None else []),
             method[:10],
             route[:255],
             response.status if response else None,
@@ -217,9 +279,9 @@ class DatabaseStore(BaseStore):
             response.body if response else None,
             "",
             None,
-            dt(now),
-            dt(now) if response else None,
-            dt(now + timedelta(seconds=ttl)),
+            *clock.now(),
+            *(clock.now() if lease is None else []),
+            *clock.later(ttl),
         ]
 
     # -- the contract --------------------------------------------------------------------
@@ -243,8 +305,10 @@ class DatabaseStore(BaseStore):
             found = cursor.fetchone()
         if found is None:
             return None
-        (fp, state, lease_expires_at, status, headers, body, point, data, expires) = found
-        now = timezone.now()
+        (fp, state, lease_expires_at, status, headers, body, point, data, expires) = found[:9]
+        # the database server's clock where there is one (PostgreSQL), else ours
+        now = _datetime(connection, found[9]) if len(found) > 9 else None
+        now = now or timezone.now()
         expires_at = _datetime(connection, expires)
         if expires_at is None or expires_at <= now:
             return None  # expired: absent, even before it is purged
@@ -253,7 +317,8 @@ class DatabaseStore(BaseStore):
         if state == "completed":
             response = StoredResponse.from_parts(status, headers, body)
             if cache is not None:
-                self._cache_response(scope, key, fingerprint, response, expires_at)
+                remaining = (expires_at - now).total_seconds()
+                self._cache_response(scope, key, fingerprint, response, remaining)
             return Claim(ClaimStatus.COMPLETED, response=response)
         lease_expires_at = _datetime(connection, lease_expires_at)
         data = _json(data)
@@ -279,28 +344,32 @@ class DatabaseStore(BaseStore):
         method: str = "",
         route: str = "",
     ) -> Claim:
+        """Own the key, or the state of the live record that holds it.
+
+        Inside a transaction (atomic mode) the claim is part of it: invisible to others
+        until the commit, and a concurrent claim of the same key waits on the unique index
+        until this transaction ends, then sees the committed record (or claims the key,
+        when this transaction rolled back).
+        """
         connection = connections[self.using]
         sql = self._sql(connection, "claim")
         for _attempt in range(5):
-            now = timezone.now()
+            clock = _Clock(connection)
             fence = new_fence()
-            params = self._row(
-                connection,
+            params = self._values(
+                clock,
                 scope,
                 key,
                 fingerprint=fingerprint,
-                state="in_progress",
                 fence=fence,
-                lease_expires_at=now + timedelta(seconds=lease),
+                lease=lease,
                 method=method,
                 route=route,
                 response=None,
-                now=now,
                 ttl=ttl,
             )
-            at = connection.ops.adapt_datetimefield_value(now)
             with connection.cursor() as cursor:
-                cursor.execute(sql, [*params, at, at, at, at])
+                cursor.execute(sql, [*params, *clock.now() * 4])
                 returned = cursor.fetchone()
             if returned is not None:
                 point, data = returned
@@ -328,38 +397,30 @@ class DatabaseStore(BaseStore):
         method: str = "",
         route: str = "",
     ) -> bool:
-        """Atomic mode: insert the completed record inside the caller's transaction.
+        """Atomic mode, optimistic claim: insert the completed record inside the caller's
+        transaction, after the view ran.
 
         False when a live record already holds the key (a concurrent duplicate
         committed first); the caller then rolls its transaction back and replays.
         On PostgreSQL the insert waits for a concurrent uncommitted one to finish.
         """
         connection = connections[self.using]
-        now = timezone.now()
-        params = self._row(
-            connection,
+        clock = _Clock(connection)
+        params = self._values(
+            clock,
             scope,
             key,
             fingerprint=fingerprint,
-            state="completed",
             fence=0,
-            lease_expires_at=None,
+            lease=None,
             method=method,
             route=route,
             response=response,
-            now=now,
             ttl=ttl,
         )
-        at = connection.ops.adapt_datetimefield_value(now)
         with connection.cursor() as cursor:
-            cursor.execute(self._sql(connection, "insert"), [*params, at])
+            cursor.execute(self._sql(connection, "insert"), [*params, *clock.now()])
             inserted = cursor.fetchone() is not None
-        if inserted and self.response_cache is not None:
-            expires = now + timedelta(seconds=ttl)
-            transaction.on_commit(
-                lambda: self._cache_response(scope, key, fingerprint, response, expires),
-                using=self.using,
-            )
         return inserted
 
     def complete(
@@ -373,9 +434,7 @@ class DatabaseStore(BaseStore):
         fingerprint: str = "",
     ) -> bool:
         connection = connections[self.using]
-        now = timezone.now()
-        expires = now + timedelta(seconds=ttl)
-        dt = connection.ops.adapt_datetimefield_value
+        clock = _Clock(connection)
         with connection.cursor() as cursor:
             cursor.execute(
                 self._sql(connection, "complete"),
@@ -383,20 +442,21 @@ class DatabaseStore(BaseStore):
                     response.status,
                     response.headers_json(),
                     response.body,
-                    dt(now),
-                    dt(expires),
+                    *clock.now(),
+                    *clock.later(ttl),
                     scope,
                     key,
                     fence,
                 ],
             )
             updated = cursor.rowcount
-        if updated and fingerprint and self.response_cache is not None:
-            transaction.on_commit(
-                lambda: self._cache_response(scope, key, fingerprint, response, expires),
-                using=self.using,
-            )
         return bool(updated)
+
+    def _now_value(self) -> Any:
+        """ "Now" for an ORM update: the database server's clock on PostgreSQL."""
+        if connections[self.using].vendor == "postgresql":
+            return Now()
+        return timezone.now()
 
     def release(self, scope: str, key: str, *, fence: int) -> bool:
         records = self._records().filter(scope=scope, key=key, fence=fence, state="in_progress")
@@ -404,7 +464,7 @@ class DatabaseStore(BaseStore):
         if deleted:
             return True
         # a recovery point was recorded: keep it, end the lease so a retry resumes at once
-        return bool(records.update(lease_expires_at=timezone.now()))
+        return bool(records.update(lease_expires_at=self._now_value()))
 
     def save_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None
@@ -426,11 +486,10 @@ class DatabaseStore(BaseStore):
             cache.delete(self._cache_key(scope, key))
 
     def _cache_response(
-        self, scope: str, key: str, fingerprint: str, response: StoredResponse, expires: datetime
+        self, scope: str, key: str, fingerprint: str, response: StoredResponse, ttl: float
     ) -> None:
         cache = self.response_cache
-        ttl = int((expires - timezone.now()).total_seconds())
-        if cache is None or ttl <= 0:
+        if cache is None or int(ttl) <= 0:
             return
         try:
             cache.set(
@@ -441,7 +500,7 @@ class DatabaseStore(BaseStore):
                     "headers": response.headers,
                     "body": response.body,
                 },
-                timeout=ttl,
+                timeout=int(ttl),
             )
         except Exception:  # noqa: BLE001 - the cache only accelerates replays, never decides
             return

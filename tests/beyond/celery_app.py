@@ -160,3 +160,44 @@ def flaky_manual(self: IdempotentTask, label: str, failures: int) -> dict[str, A
         raise self.retry(countdown=0.2)
     _effect(label)
     return {"attempts": attempt}
+
+
+def _counted_sleep(label: str, seconds: float) -> dict[str, Any]:
+    _incr(key(label, "executions"))  # counted when the body starts: no rollback undoes it
+    time.sleep(seconds)
+    _effect(label)
+    return {"label": label}
+
+
+@app.task(base=IdempotentTask, name="beyond.counted_lease", idempotency_lease=3.0)
+def counted_lease(label: str, seconds: float) -> dict[str, Any]:
+    """Keyed by the task id, lease mode: duplicates are deferred while it runs."""
+    return _counted_sleep(label, seconds)
+
+
+@app.task(base=IdempotentTask, name="beyond.counted_atomic", idempotency_mode="atomic")
+def counted_atomic(label: str, seconds: float) -> dict[str, Any]:
+    """Keyed by the task id, atomic mode: duplicates wait on the record, then replay."""
+    return _counted_sleep(label, seconds)
+
+
+@app.task(
+    base=IdempotentTask,
+    bind=True,
+    name="beyond.deferred_then_flaky",
+    max_retries=1,
+    idempotency_key="deferred_{label}",
+    idempotency_lease=float(os.environ.get("BEYOND_DEFER_LEASE", "3")),
+)
+def deferred_then_flaky(self: IdempotentTask, label: str) -> dict[str, Any]:
+    """Records what each run of its body sees, fails once through ``self.retry()``."""
+    client = counters()
+    client.rpush(key(label, "retries_seen"), self.request.retries)
+    client.rpush(key(label, "override_seen"), int(hasattr(self, "override_max_retries")))
+    client.expire(key(label, "retries_seen"), 600)
+    client.expire(key(label, "override_seen"), 600)
+    attempt = _incr(key(label, "attempts"))
+    if attempt == 1:
+        raise self.retry(countdown=0.2)
+    _effect(label)
+    return {"attempts": attempt}

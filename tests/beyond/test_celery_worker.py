@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from idempotency.models import IdempotencyRecord
+from idempotency.stores.base import ClaimStatus
 from tests.beyond import celery_app
 from tests.beyond.support import Worker, unique, wait_until
 
@@ -154,3 +155,60 @@ def test_worker_killed_mid_task_is_redelivered_and_completes_once(
     stored = record(task_id)
     assert stored is not None
     assert json.loads(bytes(stored.response_body)) == {"label": label, "pid": second.pid}
+
+
+@pytest.mark.parametrize("task_name", ["counted_lease", "counted_atomic"])
+def test_concurrent_deliveries_to_two_workers_run_the_body_once(
+    start_worker: Callable[..., Worker], counters: Any, task_name: str
+) -> None:
+    """The same message delivered six times to two workers at once (a redelivery storm):
+    the body starts once (counted in Redis as it starts), every delivery succeeds."""
+    queue = unique("beyond-storm")
+    workers = [start_worker(queue), start_worker(queue)]
+    task = getattr(celery_app, task_name)
+    label = unique("storm")
+    task_id = str(uuid.uuid4())
+    deliveries = 6
+    for _ in range(deliveries):
+        task.apply_async((label, 1.0), task_id=task_id, queue=queue)
+
+    def succeeded() -> int:
+        return sum(run["state"] == "SUCCESS" for run in postruns(counters, task_id))
+
+    done = wait_until(lambda: succeeded() >= deliveries, timeout=60)
+    assert done, "\n".join(worker.output() for worker in workers)
+    assert int(counters.get(celery_app.key(label, "executions")) or 0) == 1
+    assert effects(counters, label) == 1
+    successes = [run for run in postruns(counters, task_id) if run["state"] == "SUCCESS"]
+    assert all(run["retval"] == {"label": label} for run in successes)
+    # both workers took deliveries: the duplicates really were concurrent
+    assert len({run["pid"] for run in postruns(counters, task_id)}) == 2
+
+
+def test_deferring_a_duplicate_spends_no_retries_and_leaves_no_state(
+    start_worker: Callable[..., Worker], counters: Any
+) -> None:
+    """Another delivery holds the key; this one is deferred until the lease passes. Its
+    body then sees ``request.retries == 0`` and still has its whole budget (max_retries=1)
+    for a real failure, and no ``override_max_retries`` was left on the task instance."""
+    worker = start_worker()
+    label = unique("defer")
+    task = celery_app.deferred_then_flaky
+    holder = task.idempotent_call((label,), {})
+    assert holder is not None and holder.claim().status is ClaimStatus.CLAIMED
+    task_id = str(uuid.uuid4())
+    task.apply_async((label,), task_id=task_id, queue=worker.queue)
+
+    assert wait_until(
+        lambda: any(run["state"] == "SUCCESS" for run in postruns(counters, task_id)),
+        timeout=40,
+    ), worker.output()
+    states = [run["state"] for run in postruns(counters, task_id)]
+    # at least one deferral (RETRY before the body ever ran), one real retry, success
+    assert states[-1] == "SUCCESS" and states.count("RETRY") >= 2, states
+    assert "FAILURE" not in states
+    seen = [int(v) for v in counters.lrange(celery_app.key(label, "retries_seen"), 0, -1)]
+    assert seen == [0, 1]  # deferrals did not count: the body's first run is retry 0
+    overrides = counters.lrange(celery_app.key(label, "override_seen"), 0, -1)
+    assert [int(v) for v in overrides] == [0, 0]
+    assert effects(counters, label) == 1

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from celery import Celery
+from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 from django.utils import timezone
 
@@ -252,3 +253,64 @@ def test_purge_submit_tokens_beat_task() -> None:
     assert purge_expired_submit_tokens_task.name == "idempotency.purge_expired_submit_tokens"
     assert purge_expired_submit_tokens_task.apply().get() == 1
     assert not SubmitToken.objects.exists()
+
+
+@idempotent_task(app=app, name="eager.atomic_writer", key="atomic:{label}", mode="atomic")
+def atomic_writer(label: str, fail: bool) -> int:
+    from tests.testapp.models import Effect
+
+    Effect.objects.create(label=label)
+    if fail:
+        raise RuntimeError("after the write")
+    return Effect.objects.filter(label=label).count()
+
+
+@idempotent_task(app=app, name="eager.lease_writer", key="lease:{label}")
+def lease_writer(label: str, fail: bool) -> int:
+    from tests.testapp.models import Effect
+
+    Effect.objects.create(label=label)
+    if fail:
+        raise RuntimeError("after the write")
+    return Effect.objects.filter(label=label).count()
+
+
+class TestIdempotentTaskMode:
+    """``idempotent_task(mode=...)`` is ``idempotent_function``'s ``mode``."""
+
+    def test_mode_sets_the_task_option(self) -> None:
+        assert atomic_writer.idempotency_mode == "atomic"
+        assert lease_writer.idempotency_mode == "lease"
+
+    def test_an_unknown_mode_is_refused(self) -> None:
+        with pytest.raises(ValueError, match="mode must be one of"):
+            idempotent_task(app=app, name="eager.bad_mode", mode="sometimes")
+
+    @pytest.mark.django_db(transaction=True)
+    @override_settings(IDEMPOTENCY={"STORE": DB_STORE})
+    def test_atomic_mode_rolls_the_tasks_writes_back_with_the_claim(self) -> None:
+        from tests.testapp.models import Effect
+
+        label = uuid.uuid4().hex
+        with pytest.raises(RuntimeError):
+            atomic_writer.apply((label, True), task_id=str(uuid.uuid4())).get()
+        assert not Effect.objects.filter(label=label).exists()
+        assert not IdempotencyRecord.objects.filter(key=f"atomic:{label}").exists()
+        assert atomic_writer.apply((label, False)).get() == 1
+        assert atomic_writer.apply((label, False)).get() == 1  # the stored result
+        assert Effect.objects.filter(label=label).count() == 1
+
+    @pytest.mark.django_db(transaction=True)
+    @override_settings(IDEMPOTENCY={"STORE": DB_STORE})
+    def test_lease_mode_keeps_a_failed_runs_writes(self) -> None:
+        from tests.testapp.models import Effect
+
+        label = uuid.uuid4().hex
+        with pytest.raises(RuntimeError):
+            lease_writer.apply((label, True)).get()
+        assert Effect.objects.filter(label=label).count() == 1  # no transaction around it
+
+    @override_settings(IDEMPOTENCY={"STORE": "idempotency.stores.CacheStore"})
+    def test_atomic_mode_needs_the_database_store(self) -> None:
+        with pytest.raises(ImproperlyConfigured, match="cannot run atomic mode"):
+            atomic_writer.apply((uuid.uuid4().hex, False)).get()

@@ -36,16 +36,25 @@ def layer(queries: list[str]) -> list[str]:
     return [q for q in queries if TABLE in q]
 
 
-def test_database_store_atomic_adds_one_lookup_and_one_insert(
-    client_a: Client, wallet: Wallet
+@pytest.mark.parametrize(
+    ("claim", "statements"),
+    [
+        # the default: look up, claim before the view, store the response: one statement
+        # more than the optimistic insert-last, which runs the view before it claims
+        ("first", ["SELECT", "INSERT", "UPDATE"]),
+        ("optimistic", ["SELECT", "INSERT"]),
+    ],
+)
+def test_database_store_atomic_adds_a_lookup_a_claim_and_a_completion(
+    client_a: Client, wallet: Wallet, claim: str, statements: list[str]
 ) -> None:
-    with override_settings(IDEMPOTENCY={"MODE": "atomic"}):
+    with override_settings(IDEMPOTENCY={"MODE": "atomic", "ATOMIC_CLAIM": claim}):
         baseline = run(client_a, None)
         key = str(uuid.uuid4())
         first = run(client_a, key)
         replay = run(client_a, key)
     first_layer = layer(first)
-    assert [q.split()[0] for q in first_layer] == ["SELECT", "INSERT"]
+    assert [q.split()[0] for q in first_layer] == statements
     # beyond its two statements the layer only turns the view's atomic() into a savepoint
     others = [q for q in first if TABLE not in q]
     savepoints = [q for q in others if "SAVEPOINT" in q]
@@ -63,8 +72,10 @@ def test_database_store_lease_adds_claim_and_completion(client_a: Client, wallet
         key = str(uuid.uuid4())
         first = run(client_a, key)
         replay = run(client_a, key)
-    assert [q.split()[0] for q in layer(first)] == ["INSERT", "UPDATE"]
-    assert [q.split()[0] for q in layer(replay)] == ["INSERT", "SELECT"]
+    # lease mode on the database looks up first: a replay is one SELECT, a first request
+    # a SELECT that misses, the claim and the completion
+    assert [q.split()[0] for q in layer(first)] == ["SELECT", "INSERT", "UPDATE"]
+    assert [q.split()[0] for q in layer(replay)] == ["SELECT"]
 
 
 @pytest.mark.redis
@@ -72,8 +83,12 @@ def test_response_cache_makes_replays_sql_free(client_a: Client, wallet: Wallet)
     with override_settings(IDEMPOTENCY={"MODE": "atomic", "RESPONSE_CACHE": "default"}):
         key = str(uuid.uuid4())
         first = run(client_a, key)
+        warming = run(client_a, key)
         replay = run(client_a, key)
-    assert [q.split()[0] for q in layer(first)] == ["SELECT", "INSERT"]
+    # the first request writes nothing to the cache; the first replay reads the database
+    # and fills it; every later replay runs no SQL beyond authentication
+    assert [q.split()[0] for q in layer(first)] == ["SELECT", "INSERT", "UPDATE"]
+    assert [q.split()[0] for q in layer(warming)] == ["SELECT"]
     assert layer(replay) == []
     assert len(replay) == 1  # the token lookup of authentication, nothing else
 

@@ -26,8 +26,14 @@ CACHE_STORE = "idempotency.stores.CacheStore"
 REDIS_STORE = "idempotency.stores.RedisStore"
 
 
+def _one_database() -> dict[str, Any]:
+    return {"default": django_settings.DATABASES["default"]}
+
+
 def ids(**overrides: Any) -> list[str]:
-    """The ids check_settings reports with ``overrides`` in place."""
+    """The ids check_settings reports with ``overrides`` in place (one database unless
+    the overrides name others)."""
+    overrides.setdefault("DATABASES", _one_database())
     with override_settings(**overrides):
         return [message.id or "" for message in check_settings()]
 
@@ -48,6 +54,7 @@ def test_no_idempotency_setting_at_all_produces_no_messages(
 ) -> None:
     if hasattr(settings, "IDEMPOTENCY"):
         del settings.IDEMPOTENCY
+    settings.DATABASES = _one_database()
     assert check_settings() == []
 
 
@@ -71,7 +78,7 @@ def test_e001_not_a_dict(value: Any) -> None:
 
 
 def test_e002_unknown_key_suggests_the_close_one() -> None:
-    with override_settings(IDEMPOTENCY={"TLL": 60}):
+    with override_settings(IDEMPOTENCY={"TLL": 60}, DATABASES=_one_database()):
         (message,) = check_settings()
     assert message.id == "idempotency.E002"
     assert "'TLL'" in message.msg
@@ -108,8 +115,10 @@ def test_e004_not_a_positive_number(name: str, value: Any) -> None:
     [
         {"WAIT": 0},
         {"WAIT": 2.5},
-        {"TTL": 0.5},
+        {"TTL": 0.5, "LEASE": 0.5},
         {"PURGE_BATCH_SIZE": 1},
+        {"MAX_RESPONSE_BYTES": None},
+        {"MAX_RESPONSE_BYTES": 1},
         {"LOCK_TIMEOUT": None},
         {"LOCK_TIMEOUT": 2},
     ],
@@ -168,7 +177,9 @@ def test_e007_django_redis_not_installed(monkeypatch: pytest.MonkeyPatch) -> Non
         return None if name == "django_redis" else real(name, *args)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    with override_settings(IDEMPOTENCY={"STORE": REDIS_STORE}, CACHES=REDIS):
+    with override_settings(
+        IDEMPOTENCY={"STORE": REDIS_STORE}, CACHES=REDIS, DATABASES=_one_database()
+    ):
         (message,) = check_settings()
     assert message.id == "idempotency.E007"
     assert "not installed" in message.msg
@@ -235,6 +246,51 @@ def test_e015_database_alias_not_in_databases() -> None:
     only("E015", IDEMPOTENCY={"DATABASE_ALIAS": "records"})
 
 
+@pytest.mark.parametrize("value", [0, -1, 1.5, "1MB", True])
+def test_e004_max_response_bytes(value: Any) -> None:
+    only("E004", IDEMPOTENCY={"MAX_RESPONSE_BYTES": value})
+
+
+def test_e014_atomic_claim_choices() -> None:
+    only("E014", IDEMPOTENCY={"ATOMIC_CLAIM": "last"})
+    assert ids(IDEMPOTENCY={"ATOMIC_CLAIM": "optimistic"}) == []
+
+
+def test_e016_ttl_shorter_than_the_lease() -> None:
+    only("E016", IDEMPOTENCY={"TTL": 30, "LEASE": 60})
+    assert ids(IDEMPOTENCY={"TTL": 60, "LEASE": 60}) == []
+
+
+def _two_databases() -> dict[str, Any]:
+    default = django_settings.DATABASES["default"]
+    return {"default": default, "ledger": {**default, "NAME": "ledger.sqlite3"}}
+
+
+@pytest.mark.parametrize("value", ["ledger", ["nope"], [1]])
+def test_e017_atomic_databases(value: Any) -> None:
+    only("E017", IDEMPOTENCY={"ATOMIC_DATABASES": value}, DATABASES=_two_databases())
+
+
+def test_w006_a_database_outside_atomic_modes_transaction() -> None:
+    only("W006", DATABASES=_two_databases())
+    assert ids(IDEMPOTENCY={"ATOMIC_DATABASES": ["ledger"]}, DATABASES=_two_databases()) == []
+    # lease mode has no transaction to leave anything out of
+    assert ids(IDEMPOTENCY={"MODE": "lease"}, DATABASES=_two_databases()) == []
+
+
+def test_e018_metrics_without_prometheus_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "prometheus_client" else find_spec(name, *a),
+    )
+    only("E018", IDEMPOTENCY={"METRICS": True})
+    assert ids(IDEMPOTENCY={"METRICS": False}) == []
+
+
 # -- warnings ---------------------------------------------------------------------------
 
 
@@ -253,7 +309,7 @@ def atomic_requests() -> dict[str, Any]:
     """DATABASES as configured, with ATOMIC_REQUESTS on for the default database."""
     return {
         alias: {**config, "ATOMIC_REQUESTS": alias == "default"}
-        for alias, config in django_settings.DATABASES.items()
+        for alias, config in _one_database().items()
     }
 
 

@@ -48,5 +48,18 @@ def api_client(user: User) -> APIClient:
 
 
 @pytest.fixture
+def merchant(db: None) -> User:
+    return UserFactory(username="shopkeeper", is_staff=True)
+
+
+@pytest.fixture
+def staff_client(merchant: User) -> APIClient:
+    """A client authenticated as a staff user (who ships and completes orders)."""
+    client = KeyedAPIClient(raise_request_exception=False)
+    client.force_authenticate(user=merchant)
+    return client
+
+
+@pytest.fixture
 def anon_client() -> APIClient:
     return APIClient(raise_request_exception=False)

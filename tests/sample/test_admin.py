@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from accounts.models import LedgerEntry
-from orders.models import OrderStatus
+from orders.models import OrderStatus, OutboxMessage
 from payments.models import PaymentRecord
 from payments.services import payment_pay
 from tests.sample.factories import OrderFactory, UserFactory, funded_account
@@ -82,3 +82,23 @@ def test_bulk_actions_follow_the_status_table(admin_client: Client, user: User) 
     created.refresh_from_db()
     shipped.refresh_from_db()
     assert (created.status, shipped.status) == (OrderStatus.CANCELLED, OrderStatus.SHIPPED)
+
+
+def test_the_admin_cancel_of_a_paid_order_refunds_it(admin_client: Client, user: User) -> None:
+    account = funded_account("100.00", user=user)
+    order = OrderFactory(user=user, amount=Decimal("40.00"))
+    payment_pay(user=user, order_id=order.pk, pay_no="P-1")
+    admin_client.post(
+        reverse("admin:orders_order_changelist"),
+        {"action": "cancel_orders", "_selected_action": [order.pk]},
+    )
+    order.refresh_from_db()
+    account.refresh_from_db()
+    assert (order.status, account.balance) == (OrderStatus.CANCELLED, Decimal("100.00"))
+
+
+def test_the_outbox_is_listed_read_only(admin_client: Client, user: User) -> None:
+    OutboxMessage.objects.create(message_id="order.paid:1", event="order.paid")
+    response = admin_client.get(reverse("admin:orders_outboxmessage_changelist"))
+    assert response.status_code == 200
+    assert b"order.paid:1" in response.content

@@ -152,10 +152,11 @@ class TestSuccess:
         )
         assert key == "pay_callback:T-9"
 
-    def test_the_amount_may_be_a_json_number(self, gateway: APIClient, order: Order) -> None:
+    def test_the_amount_must_be_a_json_string(self, gateway: APIClient, order: Order) -> None:
         response = callback(gateway, **notification(order, amount=25))
-        assert response.status_code == 200
-        assert response.json()["amount"] == "25.00"
+        body = assert_problem(response, 400, "validation-error")
+        assert "amount" in body["errors"]
+        assert not GatewayPayment.objects.exists()
 
 
 @pytest.mark.django_db

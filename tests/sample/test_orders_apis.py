@@ -55,11 +55,15 @@ def test_request_id_with_another_amount_is_409(api_client: APIClient) -> None:
     assert Order.objects.get().amount == Decimal("9.90")
 
 
-def test_request_id_of_another_user_is_409(api_client: APIClient, other_user: User) -> None:
-    OrderFactory(user=other_user, request_id="req-1", amount=Decimal("9.90"))
-    response = api_client.post(ORDERS, {"request_id": "req-1", "amount": "9.90"}, format="json")
-    body = assert_problem(response, 409, "order-request-conflict")
-    assert "9.90" not in body["detail"]
+def test_request_id_of_another_user_names_a_new_order_of_the_caller(
+    api_client: APIClient, user: User, other_user: User
+) -> None:
+    theirs = OrderFactory(user=other_user, request_id="req-1", amount=Decimal("9.90"))
+    response = api_client.post(ORDERS, {"request_id": "req-1", "amount": "5.00"}, format="json")
+    assert response.status_code == 201
+    mine = Order.objects.get(pk=response.json()["id"])
+    assert (mine.user_id, mine.amount) == (user.pk, Decimal("5.00"))
+    assert mine.pk != theirs.pk
 
 
 def test_list_shows_only_the_callers_orders_newest_first(
@@ -80,7 +84,7 @@ def test_detail(api_client: APIClient, user: User) -> None:
     assert response.json()["amount"] == "3.00"
 
 
-@pytest.mark.parametrize("action", ["", "cancel", "ship", "complete", "pay"])
+@pytest.mark.parametrize("action", ["", "cancel", "pay"])
 def test_other_users_orders_are_404(api_client: APIClient, other_user: User, action: str) -> None:
     order = OrderFactory(user=other_user)
     method = api_client.post if action else api_client.get
@@ -105,11 +109,44 @@ def test_cancel_and_its_repeat(api_client: APIClient, user: User) -> None:
     assert again.content == first.content
 
 
-def test_ship_and_complete_a_paid_order(api_client: APIClient, user: User) -> None:
+def test_staff_ship_and_complete_a_paid_order(
+    api_client: APIClient, staff_client: APIClient, user: User
+) -> None:
     order = OrderFactory(user=user, status=OrderStatus.PAID)
-    assert api_client.post(order_url(order.pk, "ship")).json()["status"] == "SHIPPED"
-    assert api_client.post(order_url(order.pk, "complete")).json()["status"] == "COMPLETED"
+    assert staff_client.post(order_url(order.pk, "ship")).json()["status"] == "SHIPPED"
+    assert staff_client.post(order_url(order.pk, "complete")).json()["status"] == "COMPLETED"
     assert api_client.get(order_url(order.pk)).json()["status"] == "COMPLETED"
+
+
+@pytest.mark.parametrize("action", ["ship", "complete"])
+@pytest.mark.parametrize("whose", ["own", "foreign", "missing"])
+def test_a_customer_may_not_ship_or_complete_any_order(
+    api_client: APIClient, user: User, other_user: User, action: str, whose: str
+) -> None:
+    status = OrderStatus.PAID if action == "ship" else OrderStatus.SHIPPED
+    order = OrderFactory(user=user if whose == "own" else other_user, status=status)
+    pk = order.pk if whose != "missing" else 987654
+    body = assert_problem(api_client.post(order_url(pk, action)), 403, "permission-denied")
+    assert body["detail"] == "Only staff or merchants may do this."
+    order.refresh_from_db()
+    assert order.status == status
+
+
+def test_a_merchant_group_member_may_ship(api_client: APIClient, other_user: User) -> None:
+    from django.contrib.auth.models import Group
+
+    from accounts.permissions import MERCHANT_GROUP
+
+    order = OrderFactory(status=OrderStatus.PAID)
+    other_user.groups.add(Group.objects.create(name=MERCHANT_GROUP))
+    merchant = APIClient()
+    merchant.force_authenticate(user=other_user)
+    assert merchant.post(order_url(order.pk, "ship")).json()["status"] == "SHIPPED"
+
+
+def test_staff_get_the_same_404_for_a_missing_order(staff_client: APIClient) -> None:
+    body = assert_problem(staff_client.post(order_url(987654, "ship")), 404, "not-found")
+    assert body["detail"] == "No such order."
 
 
 @pytest.mark.parametrize(
@@ -123,9 +160,12 @@ def test_ship_and_complete_a_paid_order(api_client: APIClient, user: User) -> No
         ("CANCELLED", "ship"),
     ],
 )
-def test_illegal_moves_are_409(api_client: APIClient, user: User, status: str, action: str) -> None:
+def test_illegal_moves_are_409(
+    api_client: APIClient, staff_client: APIClient, user: User, status: str, action: str
+) -> None:
     order = OrderFactory(user=user, status=status)
-    body = assert_problem(api_client.post(order_url(order.pk, action)), 409, "illegal-transition")
+    client = api_client if action == "cancel" else staff_client
+    body = assert_problem(client.post(order_url(order.pk, action)), 409, "illegal-transition")
     assert status in body["detail"]
     order.refresh_from_db()
     assert order.status == status

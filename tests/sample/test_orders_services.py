@@ -68,10 +68,12 @@ class TestOrderCreate:
             order_create(user=user, request_id="req-1", amount=Decimal("12.31"))
         assert Order.objects.count() == 1
 
-    def test_request_id_of_another_user_is_a_conflict(self) -> None:
-        order_create(user=UserFactory(), request_id="req-1", amount=Decimal("12.30"))
-        with pytest.raises(OrderRequestConflict):
-            order_create(user=UserFactory(), request_id="req-1", amount=Decimal("12.30"))
+    def test_request_ids_are_per_user(self) -> None:
+        theirs, _ = order_create(user=UserFactory(), request_id="req-1", amount=Decimal("12.30"))
+        mine, created = order_create(user=UserFactory(), request_id="req-1", amount=Decimal("1.00"))
+        assert created is True
+        assert mine.pk != theirs.pk
+        assert Order.objects.count() == 2
 
     def test_unique_index_decides_a_race(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """The other request's order, invisible to our look-up, wins at the insert."""
@@ -80,9 +82,9 @@ class TestOrderCreate:
         real_lookup = services._order_by_request_id
         calls: list[str] = []
 
-        def miss_once(request_id: str) -> Order | None:
+        def miss_once(*, user: Any, request_id: str) -> Order | None:
             calls.append(request_id)
-            return None if len(calls) == 1 else real_lookup(request_id)
+            return None if len(calls) == 1 else real_lookup(user=user, request_id=request_id)
 
         monkeypatch.setattr(services, "_order_by_request_id", miss_once)
         again, created = order_create(user=user, request_id="race", amount=Decimal("5.00"))

@@ -71,10 +71,30 @@ def test_pay_no_of_another_order_is_a_conflict(account: Account, order: Order) -
     assert other.status == OrderStatus.CREATED
 
 
-def test_pay_no_of_another_user_is_a_conflict(account: Account, order: Order) -> None:
+def test_another_users_order_is_not_found_before_the_pay_no_is_looked_at(
+    account: Account, order: Order
+) -> None:
     payment_pay(user=account.user, order_id=order.pk, pay_no="P-1")
-    with pytest.raises(PaymentConflict):
+    with pytest.raises(OrderNotFound):
         payment_pay(user=UserFactory(), order_id=order.pk, pay_no="P-1")
+    with pytest.raises(OrderNotFound):
+        payment_pay(user=UserFactory(), order_id=order.pk, pay_no="P-fresh")
+
+
+def test_pay_numbers_are_per_user(account: Account, order: Order) -> None:
+    payment_pay(user=account.user, order_id=order.pk, pay_no="P-1")
+    other = funded_account(Decimal("50.00"))
+    their_order = OrderFactory(user=other.user, amount=Decimal("5.00"))
+    record, created = payment_pay(user=other.user, order_id=their_order.pk, pay_no="P-1")
+    assert created is True
+    assert (record.user_id, record.order_id) == (other.user_id, their_order.pk)
+
+
+def test_the_callers_pay_no_of_another_order_is_a_conflict(account: Account, order: Order) -> None:
+    payment_pay(user=account.user, order_id=order.pk, pay_no="P-1")
+    second = OrderFactory(user=account.user, amount=Decimal("1.00"))
+    with pytest.raises(PaymentConflict):
+        payment_pay(user=account.user, order_id=second.pk, pay_no="P-1")
 
 
 def test_second_pay_no_for_a_paid_order_is_not_payable(account: Account, order: Order) -> None:
@@ -134,9 +154,9 @@ def test_unique_pay_no_decides_a_race(
     real_lookup = services._payment_by_pay_no
     calls: list[str] = []
 
-    def miss_once(pay_no: str) -> PaymentRecord | None:
+    def miss_once(*, user: Any, pay_no: str) -> PaymentRecord | None:
         calls.append(pay_no)
-        return None if len(calls) == 1 else real_lookup(pay_no)
+        return None if len(calls) == 1 else real_lookup(user=user, pay_no=pay_no)
 
     monkeypatch.setattr(services, "_payment_by_pay_no", miss_once)
     again, created = payment_pay(user=account.user, order_id=order.pk, pay_no="P-1")

@@ -78,7 +78,8 @@ def run_through_pgbouncer(args: list[str]) -> int:
     finally:
         bouncer.stop()
         _drop_database(url, test_name)
-        _drop_database(url, f"{test_name}_replica")
+        for suffix in ("_replica", "_ledger"):  # the second databases of tests/settings.py
+            _drop_database(url, f"test_{name}{suffix}")
 
 
 def main(argv: list[str]) -> int:

@@ -95,6 +95,8 @@ def test_response_cache_on_the_cluster_replays_without_sql(
             "user:1", "cached", fingerprint="f", response=response, ttl=60
         )
     assert inserted
+    first = store.lookup("user:1", "cached", fingerprint="f")  # fills the cache
+    assert first is not None and first.response == response
     with django_assert_num_queries(0):
         again = store.lookup("user:1", "cached", fingerprint="f")
     assert again is not None and again.response == response

@@ -22,5 +22,11 @@ urlpatterns = [
     path("plain/", views.plain_view),
     path("plain-exempt/", idempotency_exempt(views.plain_view)),
     path("plain-api/", views.PlainApi.as_view()),
+    path("stream/", views.stream_view),
+    path("file/", views.file_view),
+    path("big/", views.big_view),
+    path("two-databases/", views.two_database_view),
+    path("locking/", views.LockingApi.as_view()),
+    path("store-database-only/", views.store_database_only_view),
     path("", include(router.urls)),
 ]

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import io
 import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from django.db import transaction
 from django.db.models import F
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import (
+    FileResponse,
+    HttpRequest,
+    HttpResponse,
+    JsonResponse,
+    StreamingHttpResponse,
+)
 from django.views import View
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action, api_view
@@ -18,7 +26,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from idempotency import IdempotentMixin, get_recovery_point, idempotent, recovery_point
+from tests.testapp.executions import record_execution
 from tests.testapp.models import Effect, Wallet
+
+
+def _label(request: Any) -> str:
+    return str(request.META.get("HTTP_IDEMPOTENCY_KEY", "-"))
 
 
 def _effect(request: Any) -> Effect:
@@ -29,6 +42,7 @@ def _effect(request: Any) -> Effect:
     except (ValueError, TypeError, AttributeError):
         data, amount = {}, 1
     delay = float(request.GET.get("sleep", "0"))
+    record_execution(_label(request))
     with transaction.atomic():
         effect = Effect.objects.create(label=str(data.get("label", "x")), amount=amount)
         Wallet.objects.filter(pk=1).update(balance=F("balance") - amount)
@@ -140,9 +154,13 @@ class EffectViewSet(IdempotentMixin, viewsets.ModelViewSet[Effect]):
     serializer_class = EffectSerializer
 
     def perform_create(self, serializer: Any) -> None:
+        record_execution(_label(self.request))
+        delay = float(self.request.GET.get("sleep", "0"))
         with transaction.atomic():
             serializer.save()
             Wallet.objects.filter(pk=1).update(balance=F("balance") - serializer.instance.amount)
+            if delay:
+                time.sleep(delay)
 
     @action(detail=True, methods=["post"])
     def bump(self, request: Request, pk: str | None = None) -> Response:
@@ -170,4 +188,62 @@ class PlainApi(APIView):
 
     def post(self, request: Request) -> Response:
         effect = _effect(request)
+        return Response({"id": effect.pk}, status=201)
+
+
+@idempotent
+def stream_view(request: HttpRequest) -> StreamingHttpResponse:
+    """A streaming answer after a side effect: ``size`` bytes in 1 KiB chunks."""
+    effect = _effect(request)
+    size = int(request.GET.get("size", "3000"))
+    chunk = f"{effect.pk:08d}".encode() * 128  # 1 KiB naming the effect
+
+    def chunks() -> Iterator[bytes]:
+        for start in range(0, size, len(chunk)):
+            yield chunk[: min(len(chunk), size - start)]
+
+    return StreamingHttpResponse(chunks(), status=201, content_type="application/octet-stream")
+
+
+@idempotent
+def file_view(request: HttpRequest) -> FileResponse:
+    effect = _effect(request)
+    return FileResponse(
+        io.BytesIO(f"receipt {effect.pk}\n".encode() * 50),
+        status=201,
+        content_type="text/plain",
+    )
+
+
+@idempotent
+def big_view(request: HttpRequest) -> HttpResponse:
+    """A plain (not streaming) response of ``size`` bytes."""
+    effect = _effect(request)
+    size = int(request.GET.get("size", "3000"))
+    return HttpResponse(
+        (f"{effect.pk:08d}" * (size // 8 + 1))[:size], status=201, content_type="text/plain"
+    )
+
+
+def _two_database_effect(request: HttpRequest) -> HttpResponse:
+    """Writes to the default database and to ``ledger``; ``?fail=1`` answers 500 after."""
+    effect = _effect(request)
+    Effect.objects.using("ledger").create(label=_label(request), amount=effect.amount)
+    if request.GET.get("fail"):
+        return JsonResponse({"error": "downstream failed"}, status=500)
+    return JsonResponse({"id": effect.pk}, status=201)
+
+
+two_database_view = idempotent(databases=["default", "ledger"])(_two_database_effect)
+store_database_only_view = idempotent(_two_database_effect)
+
+
+class LockingApi(APIView):
+    """Locks the wallet row without waiting: fails while another transaction holds it."""
+
+    @idempotent
+    def post(self, request: Request) -> Response:
+        with transaction.atomic():
+            Wallet.objects.select_for_update(nowait=True).get(pk=1)
+            effect = _effect(request)
         return Response({"id": effect.pk}, status=201)

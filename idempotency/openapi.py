@@ -1,0 +1,278 @@
+"""OpenAPI documentation of the contract, for drf-spectacular (``[openapi]`` extra).
+
+Point DRF at the schema class and every protected operation documents itself, with
+no annotation on any view::
+
+    REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "idempotency.openapi.AutoSchema", ...}
+
+A view is protected when a method carries ``@idempotent`` (also below
+``@api_view``), when it uses :class:`~idempotency.mixins.IdempotentMixin` (for the
+actions it covers), or when :class:`~idempotency.middleware.IdempotencyMiddleware`
+is installed and the view is not ``@idempotency_exempt``. Its operations get:
+
+* the ``Idempotency-Key`` header parameter (required as the view's policy says),
+  1 to 255 printable ASCII characters;
+* the ``Idempotent-Replayed`` header on the success responses;
+* 400, 409 (with ``Retry-After``) and 422 ``application/problem+json`` responses.
+
+Views guarded by :class:`~idempotency.tokens.SubmitTokenPermission` or
+``@require_submit_token`` get the ``X-Submit-Token`` header and the 400/409
+``submit-token-*`` problems. A project with its own ``AutoSchema`` mixes in
+:class:`IdempotencySchemaMixin` instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
+from drf_spectacular.plumbing import ComponentRegistry, ResolvedComponent
+from rest_framework.views import APIView
+from rest_framework.viewsets import ViewSetMixin
+
+from idempotency.conf import idempotency_settings
+from idempotency.decorators import policy_of
+from idempotency.handling import UNSAFE_METHODS
+from idempotency.keys import MAX_KEY_LENGTH
+from idempotency.mixins import IdempotentMixin
+from idempotency.policy import Policy
+from idempotency.problems import PROBLEM_CONTENT_TYPE
+from idempotency.tokens import SubmitTokenPermission
+
+MIDDLEWARE_PATH = "idempotency.middleware.IdempotencyMiddleware"
+PROBLEM_COMPONENT = "IdempotencyProblem"
+PRINTABLE_ASCII = "^[\\x20-\\x7E]+$"
+
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "An RFC 9457 problem details document.",
+    "properties": {
+        "type": {"type": "string", "format": "uri"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "code": {"type": "string", "description": "Stable code of the error."},
+    },
+    "required": ["type", "title", "status", "detail", "code"],
+}
+
+
+def _functions(handler: Any) -> Iterator[Any]:
+    """``handler`` and the functions it closes over (``@api_view`` wraps the view)."""
+    func = getattr(handler, "__func__", handler)
+    yield func
+    for cell in getattr(func, "__closure__", None) or ():
+        try:
+            content = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if callable(content) and not isinstance(content, type):
+            yield content
+
+
+def _handler(view: APIView, method: str) -> Any:
+    if isinstance(view, ViewSetMixin) and getattr(view, "action", None):
+        return getattr(view, str(view.action), None)
+    return getattr(view, method.lower(), None)
+
+
+def idempotency_policy(view: APIView, method: str) -> Policy | None:
+    """The policy under which ``view`` handles ``method``, or None if it is not protected."""
+    if method.upper() not in UNSAFE_METHODS:
+        return None
+    handler = _handler(view, method)
+    if handler is None:
+        return None
+    for func in _functions(handler):
+        policy = policy_of(func)
+        if policy is not None:
+            return policy
+    if isinstance(view, IdempotentMixin):
+        request: Any = SimpleNamespace(method=method.upper())
+        if view.is_idempotent_action(request):
+            return view.get_idempotency_policy()
+        return None
+    if MIDDLEWARE_PATH in getattr(settings, "MIDDLEWARE", ()):
+        exempt = getattr(view, "idempotency_exempt", False) or any(
+            getattr(func, "idempotency_exempt", False) for func in _functions(handler)
+        )
+        return None if exempt else Policy()
+    return None
+
+
+def needs_submit_token(view: APIView, method: str) -> bool:
+    """Whether ``view`` consumes a one-time submit token on ``method``."""
+    if method.upper() not in UNSAFE_METHODS:
+        return False
+    if any(
+        isinstance(cls, type) and issubclass(cls, SubmitTokenPermission)
+        for cls in getattr(view, "permission_classes", ())
+    ):
+        return True
+    handler = _handler(view, method)
+    return handler is not None and any(
+        getattr(func, "submit_token_purpose", None) for func in _functions(handler)
+    )
+
+
+def _problem_ref(registry: ComponentRegistry) -> dict[str, Any]:
+    component = ResolvedComponent(  # type: ignore[no-untyped-call]
+        name=PROBLEM_COMPONENT,
+        type=ResolvedComponent.SCHEMA,
+        schema=PROBLEM_SCHEMA,
+        object=PROBLEM_COMPONENT,
+    )
+    registry.register_on_missing(component)
+    return dict(component.ref)
+
+
+def _add_problem(
+    operation: dict[str, Any],
+    status: int,
+    description: str,
+    ref: dict[str, Any],
+    headers: dict[str, Any] | None = None,
+) -> None:
+    responses = operation.setdefault("responses", {})
+    response = responses.setdefault(str(status), {"description": description})
+    if response.get("description") and description not in response["description"]:
+        response["description"] = f"{response['description']} {description}"
+    response.setdefault("content", {})[PROBLEM_CONTENT_TYPE] = {"schema": ref}
+    if headers:
+        response.setdefault("headers", {}).update(headers)
+
+
+def _add_header(operation: dict[str, Any], parameter: dict[str, Any]) -> None:
+    parameters = operation.setdefault("parameters", [])
+    if not any(p.get("in") == "header" and p.get("name") == parameter["name"] for p in parameters):
+        parameters.append(parameter)
+
+
+def document_idempotency(
+    operation: dict[str, Any], policy: Policy, registry: ComponentRegistry
+) -> None:
+    """Add the ``Idempotency-Key`` contract to one operation."""
+    header = str(idempotency_settings.HEADER)
+    required = policy.get_required()
+    _add_header(
+        operation,
+        {
+            "in": "header",
+            "name": header,
+            "required": required,
+            "description": (
+                f"{'Required' if required else 'Optional'}: a unique key per logical "
+                f"operation, 1 to {MAX_KEY_LENGTH} printable ASCII characters (bare, or "
+                'as an RFC 8941 string: "abc"). A retry with the same key and request '
+                "replays the first response instead of running it again."
+            ),
+            "schema": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_KEY_LENGTH,
+                "pattern": PRINTABLE_ASCII,
+            },
+        },
+    )
+    for status, response in operation.get("responses", {}).items():
+        if str(status).startswith("2"):
+            response.setdefault("headers", {})["Idempotent-Replayed"] = {
+                "description": "`true` when this is the stored response of an earlier request.",
+                "schema": {"type": "string", "enum": ["true"]},
+            }
+    ref = _problem_ref(registry)
+    _add_problem(
+        operation,
+        400,
+        f"The {header} header is malformed"
+        + (
+            " or missing (idempotency-key-invalid, idempotency-key-required)."
+            if required
+            else " (idempotency-key-invalid)."
+        ),
+        ref,
+    )
+    _add_problem(
+        operation,
+        409,
+        "A request with this key is still in progress (idempotency-request-in-progress).",
+        ref,
+        headers={
+            "Retry-After": {
+                "description": "Seconds to wait before retrying with the same key.",
+                "schema": {"type": "integer", "minimum": 1},
+            }
+        },
+    )
+    _add_problem(
+        operation,
+        422,
+        "The key was already used with a different request (idempotency-key-mismatch).",
+        ref,
+    )
+
+
+def document_submit_token(operation: dict[str, Any], registry: ComponentRegistry) -> None:
+    """Add the one-time submit token contract to one operation."""
+    header = str(idempotency_settings.SUBMIT_TOKEN_HEADER)
+    _add_header(
+        operation,
+        {
+            "in": "header",
+            "name": header,
+            "required": True,
+            "description": "A one-time submit token issued for this form; spent by this request.",
+            "schema": {"type": "string", "minLength": 1},
+        },
+    )
+    ref = _problem_ref(registry)
+    _add_problem(
+        operation,
+        400,
+        "The submit token is missing, expired or foreign (submit-token-invalid).",
+        ref,
+    )
+    _add_problem(operation, 409, "The submit token was already used (submit-token-used).", ref)
+
+
+class IdempotencySchemaMixin:
+    """Mix into an ``AutoSchema`` (drf-spectacular) to document protected operations."""
+
+    view: APIView
+
+    def get_operation(
+        self,
+        path: str,
+        path_regex: str,
+        path_prefix: str,
+        method: str,
+        registry: ComponentRegistry,
+    ) -> dict[str, Any] | None:
+        operation: dict[str, Any] | None = super().get_operation(  # type: ignore[misc]
+            path, path_regex, path_prefix, method, registry
+        )
+        if operation is None:
+            return None
+        policy = idempotency_policy(self.view, method)
+        if policy is not None:
+            document_idempotency(operation, policy, registry)
+        if needs_submit_token(self.view, method):
+            document_submit_token(operation, registry)
+        return operation
+
+
+class AutoSchema(IdempotencySchemaMixin, SpectacularAutoSchema):
+    """drf-spectacular's ``AutoSchema`` that documents the idempotency contract."""
+
+
+__all__ = [
+    "AutoSchema",
+    "IdempotencySchemaMixin",
+    "document_idempotency",
+    "document_submit_token",
+    "idempotency_policy",
+    "needs_submit_token",
+]

@@ -1,0 +1,65 @@
+"""The newcomer's entry points: ``dev.py`` and the files a fresh clone needs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import dev
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_help_exits_zero_and_lists_the_commands() -> None:
+    completed = subprocess.run(
+        [sys.executable, "dev.py", "--help"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert completed.returncode == 0, completed.stderr
+    for command in ("run [ADDR:PORT]", "test", "lint", "typecheck"):
+        assert command in completed.stdout
+
+
+def test_an_unknown_command_fails() -> None:
+    completed = subprocess.run(
+        [sys.executable, "dev.py", "no-such-command"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert completed.returncode != 0
+
+
+@pytest.mark.parametrize(
+    ("rest", "expected"),
+    [
+        (["8766"], ("8766", [])),
+        (["0.0.0.0:8766", "--noreload"], ("0.0.0.0:8766", ["--noreload"])),
+        (["--noreload"], ("127.0.0.1:8000", ["--noreload"])),
+        ([], ("127.0.0.1:8000", [])),
+    ],
+)
+def test_run_takes_an_address(
+    rest: list[str], expected: tuple[str, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HOST", raising=False)
+    assert dev.run_address(rest) == expected
+
+
+def test_the_license_is_the_one_pyproject_names() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "MIT"
+    assert "LICENSE" in project["license-files"]
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+
+
+def test_the_linters_are_pinned() -> None:
+    dev_extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]["dev"]
+    assert any(req.startswith("ruff==") for req in dev_extra)
+    assert any(req.startswith("mypy==") for req in dev_extra)
+
+
+def test_ci_runs_what_dev_lint_runs() -> None:
+    assert "python3 dev.py lint" in (ROOT / ".ci" / "run").read_text()
