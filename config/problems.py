@@ -7,6 +7,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from rest_framework import exceptions
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import exception_handler, set_rollback
 
@@ -50,6 +51,11 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
     title = str(getattr(exc, "title", "") or TITLES.get(status, "Error"))
     response.data = problem_body(status, code, title, detail, **extra)
     response.content_type = PROBLEM_CONTENT_TYPE
+    request = context.get("request")
+    if request is not None:
+        # a problem is JSON whatever the view renders (the schema view's YAML, say)
+        request.accepted_renderer = JSONRenderer()
+        request.accepted_media_type = JSONRenderer.media_type
     set_rollback()
     return response
 

@@ -35,12 +35,12 @@ class SampleAutoSchema(AutoSchema):
 
     def _is_create_operation(self) -> bool:
         """The sample's POSTs answer 201, but for status moves and the gateway's callback."""
-        from orders.apis import OrderTransitionApi
+        from orders.apis import OrderCancelApi, OrderFulfilmentApi
         from payments.apis import GatewayCallbackApi
 
         if self.method != "POST":
             return False
-        return not isinstance(self.view, OrderTransitionApi | GatewayCallbackApi)
+        return not isinstance(self.view, OrderCancelApi | OrderFulfilmentApi | GatewayCallbackApi)
 
     def get_serializer_name(self, serializer: Any, direction: Any) -> str:
         """``AccountDepositApi.InputSerializer`` is named ``AccountDepositInput``."""

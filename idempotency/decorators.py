@@ -42,6 +42,12 @@ def _split(args: tuple[Any, ...]) -> tuple[Any, Any]:
     )
 
 
+def in_flow(request: Any) -> bool:
+    """Whether an outer interface (the middleware, the mixin, another ``@idempotent``)
+    already handles this request's key: an inner one then only runs the view."""
+    return isinstance(getattr(request, "idempotency", None), handling.IdempotencyContext)
+
+
 def _wrap(func: Callable[..., Any], policy: Policy) -> Callable[..., Any]:
     if isinstance(func, type):
         if issubclass(func, APIView):
@@ -74,6 +80,8 @@ def _wrap(func: Callable[..., Any], policy: Policy) -> Callable[..., Any]:
 
         async def async_wrapper(*args: Any, **kwargs: Any) -> HttpResponseBase:
             _view, request = _split(args)
+            if in_flow(request):
+                return await func(*args, **kwargs)  # type: ignore[no-any-return]
             return await handling.run_async(request, lambda: func(*args, **kwargs), policy)
 
         wrapped: Callable[..., Any] = functools.wraps(func)(async_wrapper)
@@ -82,6 +90,8 @@ def _wrap(func: Callable[..., Any], policy: Policy) -> Callable[..., Any]:
 
         def wrapper(*args: Any, **kwargs: Any) -> HttpResponseBase:
             view, request = _split(args)
+            if in_flow(request):
+                return func(*args, **kwargs)  # type: ignore[no-any-return]
             if not isinstance(view, APIView):
                 view = view_of(request)
             if view is not None:

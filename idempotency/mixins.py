@@ -15,8 +15,9 @@ from django.http import HttpRequest, HttpResponseBase
 from rest_framework.request import Request
 
 from idempotency import handling
-from idempotency.decorators import policy_of
+from idempotency.decorators import in_flow, policy_of
 from idempotency.drf import hooks
+from idempotency.fingerprints import keep_body
 from idempotency.policy import Policy
 
 
@@ -59,9 +60,14 @@ class IdempotentMixin:
         return name in self.idempotent_actions
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        if request.method in handling.UNSAFE_METHODS:
+            # before authentication can parse request.data: the fingerprint reads the raw body
+            keep_body(request)
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
         if request.method not in handling.UNSAFE_METHODS or not self.is_idempotent_action(request):
             return
+        if in_flow(request):
+            return  # an outer interface handles this request's key
         method = str(request.method).lower()
         handler = getattr(self, method, None)
         if handler is None or policy_of(handler) is not None:

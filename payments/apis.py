@@ -9,7 +9,6 @@ from django.http import HttpResponse
 from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException, NotFound
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -18,6 +17,7 @@ from accounts.api_errors import api_error_for
 from accounts.apis import account_api_error, request_user
 from accounts.errors import AccountError
 from accounts.serializer_fields import AmountField
+from config.parsers import JSONParser
 from idempotency import (
     IdempotencyRequestInProgress,
     InProgress,

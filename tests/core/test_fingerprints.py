@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import pytest
 from django.test import RequestFactory
 
 from idempotency.fingerprints import request_fingerprint
@@ -66,3 +68,134 @@ def test_configured_headers_join_the_fingerprint() -> None:
     b = rf.post("/x/", data={}, content_type="application/json", HTTP_X_TENANT="2")
     assert fp(a) == fp(b)
     assert fp(a, ("X-Tenant",)) != fp(b, ("X-Tenant",))
+
+
+def test_put_patch_delete_forms_are_fingerprinted_from_the_raw_body() -> None:
+    # Django parses request.POST only for POST: these must not look like an empty form
+    ctype = "application/x-www-form-urlencoded"
+    for method in ("put", "patch", "delete"):
+        small = getattr(rf, method)("/x/", data="amount=1", content_type=ctype)
+        large = getattr(rf, method)("/x/", data="amount=999", content_type=ctype)
+        assert fp(small) != fp(large), method
+        reordered = getattr(rf, method)("/x/", data="b=2&amount=1", content_type=ctype)
+        assert fp(reordered) == fp(
+            getattr(rf, method)("/x/", data="amount=1&b=2", content_type=ctype)
+        )
+
+
+def _multipart(boundary: str, parts: list[tuple[str, str]]) -> bytes:
+    lines = []
+    for name, value in parts:
+        lines += [f"--{boundary}", f'Content-Disposition: form-data; name="{name}"', "", value]
+    lines.append(f"--{boundary}--")
+    return ("\r\n".join(lines) + "\r\n").encode()
+
+
+def test_put_multipart_is_fingerprinted_whatever_the_boundary() -> None:
+    def put(boundary: str, parts: list[tuple[str, str]]) -> str:
+        return fp(
+            rf.put(
+                "/x/",
+                data=_multipart(boundary, parts),
+                content_type=f"multipart/form-data; boundary={boundary}",
+            )
+        )
+
+    one = put("aaa111", [("amount", "1"), ("note", "x")])
+    assert one == put("zzz999", [("note", "x"), ("amount", "1")])
+    assert one != put("aaa111", [("amount", "999"), ("note", "x")])
+
+
+def test_the_media_type_is_part_of_the_fingerprint() -> None:
+    as_json = rf.post("/x/", data='[["a","1"]]', content_type="application/json")
+    as_form = rf.post("/x/", data="a=1", content_type="application/x-www-form-urlencoded")
+    assert fp(as_json) != fp(as_form)
+    text = rf.post("/x/", data=b"same", content_type="text/plain")
+    octets = rf.post("/x/", data=b"same", content_type="application/octet-stream")
+    assert fp(text) != fp(octets)
+    # parameters are not part of it
+    utf8 = rf.post("/x/", data="{}", content_type="application/json; charset=utf-8")
+    assert fp(utf8) == fp(rf.post("/x/", data="{}", content_type="application/json"))
+
+
+def test_deeply_nested_json_falls_back_to_the_raw_bytes() -> None:
+    from idempotency.fingerprints import MAX_JSON_DEPTH, json_depth
+
+    deep = b'{"amount": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    assert json_depth(deep) == 5001
+    a = rf.post("/x/", data=deep, content_type="application/json")
+    b = rf.post("/x/", data=deep.replace(b": ", b":"), content_type="application/json")
+    assert len(fp(a)) == 64
+    assert fp(a) != fp(b)  # raw bytes: spacing counts past the bound
+    shallow = b"[" * MAX_JSON_DEPTH + b"]" * MAX_JSON_DEPTH
+    spaced = b"[ " * MAX_JSON_DEPTH + b"]" * MAX_JSON_DEPTH
+    assert fp(rf.post("/x/", data=shallow, content_type="application/json")) == fp(
+        rf.post("/x/", data=spaced, content_type="application/json")
+    )
+
+
+def test_a_consumed_stream_falls_back_to_the_parsed_form() -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    def parsed_first(data: dict[str, object]) -> str:
+        request = rf.post("/x/", data=data)
+        request.POST  # noqa: B018 - Django's multipart parser consumes the stream
+        return fp(request)
+
+    one = parsed_first({"n": "1", "f": SimpleUploadedFile("a.txt", b"hello")})
+    assert one == parsed_first({"f": SimpleUploadedFile("a.txt", b"hello"), "n": "1"})
+    assert one != parsed_first({"n": "2", "f": SimpleUploadedFile("a.txt", b"hello")})
+    assert one != parsed_first({"n": "1", "f": SimpleUploadedFile("a.txt", b"HELLO")})
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("mixin", [False, True])
+def test_drf_authentication_reading_request_data_first(mixin: bool) -> None:
+    """An authentication class that reads ``request.data`` consumes the stream before the
+    fingerprint (DRF 3.14/3.15 then made ``request.body`` raise RawPostDataException)."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authentication import BaseAuthentication
+    from rest_framework.permissions import AllowAny
+    from rest_framework.request import Request
+    from rest_framework.response import Response
+    from rest_framework.test import APIRequestFactory
+    from rest_framework.views import APIView
+
+    from idempotency import IdempotentMixin, idempotent
+
+    user = get_user_model().objects.create_user(username="reader")
+    runs: list[object] = []
+
+    class ReadsData(BaseAuthentication):
+        def authenticate(self, request: Request) -> tuple[object, None]:
+            assert "amount" in request.data
+            return (user, None)
+
+    class Base(APIView):
+        authentication_classes = [ReadsData]
+        permission_classes = [AllowAny]
+
+        def post(self, request: Request) -> Response:
+            runs.append(request.data["amount"])
+            return Response({"amount": request.data["amount"], "run": len(runs)}, status=201)
+
+    if mixin:
+        view = type("MixedIn", (IdempotentMixin, Base), {}).as_view()
+    else:
+        view = type("Decorated", (Base,), {"post": idempotent(Base.post)}).as_view()
+
+    factory = APIRequestFactory()
+
+    def call(body: dict[str, object], fmt: str) -> Any:
+        request = factory.post("/x/", body, format=fmt, HTTP_IDEMPOTENCY_KEY=f"k-{fmt}")
+        return view(request)
+
+    for fmt in ("json", "multipart"):
+        first = call({"amount": 1}, fmt)
+        again = call({"amount": 1}, fmt)
+        other = call({"amount": 999}, fmt)
+        assert first.status_code == 201, first.content
+        assert again["Idempotent-Replayed"] == "true"
+        assert again.content == first.content
+        assert other.status_code == 422
+    assert len(runs) == 2

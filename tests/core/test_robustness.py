@@ -26,6 +26,8 @@ content_types = st.sampled_from(
         "text/plain",
         "application/octet-stream",
         "application/merge-patch+json",
+        "multipart/form-data; boundary=xyz",
+        "multipart/form-data",
         "",
     ]
 )
@@ -39,14 +41,21 @@ content_types = st.sampled_from(
     body=bodies,
     content_type=content_types,
     url=st.sampled_from(["/t/api/", "/t/function/", "/t/viewset/", "/t/lease-function/"]),
+    method=st.sampled_from(["POST", "PUT", "PATCH", "DELETE"]),
 )
 def test_never_a_server_error(
-    client_a: Client, wallet: Wallet, key: str, body: bytes, content_type: str, url: str
+    client_a: Client,
+    wallet: Wallet,
+    key: str,
+    body: bytes,
+    content_type: str,
+    url: str,
+    method: str,
 ) -> None:
     client_a.raise_request_exception = False
     try:
         response: Any = client_a.generic(
-            "POST", url, data=body, content_type=content_type, HTTP_IDEMPOTENCY_KEY=key
+            method, url, data=body, content_type=content_type, HTTP_IDEMPOTENCY_KEY=key
         )
     except (ValueError, UnicodeError):
         return  # the test client itself cannot encode this header: no request was made

@@ -36,6 +36,9 @@ def encode(value: Any) -> bytes:
 bodies = st.one_of(
     shaped.map(encode),
     json_values.map(encode),
+    st.integers(min_value=1, max_value=6000).map(
+        lambda d: b'{"amount": ' + b"[" * d + b"]" * d + b"}"
+    ),
     st.binary(max_size=200),
     st.text(max_size=200).map(str.encode),
 )
@@ -50,11 +53,22 @@ FUZZ = settings(
 @pytest.mark.django_db
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
 @FUZZ
-@given(body=bodies, content_type=st.sampled_from(["application/json", "text/plain"]))
+@given(
+    body=bodies,
+    content_type=st.sampled_from(
+        [
+            "application/json",
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=xyz",
+        ]
+    ),
+    method=st.sampled_from(["post", "put", "patch", "delete"]),
+)
 def test_arbitrary_bodies_never_cause_a_server_error(
-    api_client: APIClient, endpoint: str, body: bytes, content_type: str
+    api_client: APIClient, endpoint: str, body: bytes, content_type: str, method: str
 ) -> None:
-    response = api_client.post(endpoint, body, content_type=content_type)
+    response = getattr(api_client, method)(endpoint, body, content_type=content_type)
     assert response.status_code < 500, (response.status_code, body, response.content)
     if response.status_code >= 400:
         assert response["Content-Type"].startswith("application/problem+json")
