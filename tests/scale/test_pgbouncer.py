@@ -13,10 +13,12 @@ included, through PgBouncer.)
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -31,6 +33,7 @@ from idempotency.stores.base import ClaimStatus
 from idempotency.stores.database import DatabaseStore
 from idempotency.tokens import consume_submit_token, issue_submit_token
 from tests.scale.servers import PgBouncerServer
+from tests.scale.support import Storm, executions
 
 pytestmark = [
     pytest.mark.postgres,
@@ -79,6 +82,21 @@ def probe(bouncer: PgBouncerServer) -> tuple[set[str], int]:
         [(prepared,)] = conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchall()
         conn.rollback()
     return names, int(prepared)
+
+
+def served_transactions(bouncer: PgBouncerServer) -> int:
+    """Transactions PgBouncer has passed to the test database (its admin console's STATS)."""
+    name = connection.settings_dict["NAME"]
+    with psycopg.connect(
+        host="127.0.0.1", port=bouncer.port, user="postgres", dbname="pgbouncer", autocommit=True
+    ) as admin:
+        result = admin.pgconn.exec_(b"SHOW STATS")  # the console speaks the simple protocol
+        columns = [result.fname(i).decode() for i in range(result.nfields)]
+        rows = [
+            {c: (result.get_value(r, i) or b"").decode() for i, c in enumerate(columns)}
+            for r in range(result.ntuples)
+        ]
+    return sum(int(row["total_xact_count"]) for row in rows if row["database"] == name)
 
 
 def test_the_probe_sees_a_session_set_left_by_another_client(through_pgbouncer: Any) -> None:
@@ -166,3 +184,25 @@ def test_postgres_lock_through_pgbouncer_excludes_expires_and_fences(
     assert first.release() is False  # and the late release frees nothing of the second's
     assert second.owned()
     assert second.release()
+
+
+@pytest.mark.parametrize("mode", ["atomic", "lease"])
+def test_storm_through_pgbouncer_runs_each_key_once(
+    through_pgbouncer: Any, execution_log: Path, mode: str
+) -> None:
+    """48 concurrent requests (6 keys x 8 duplicates) share 8 pooled server connections."""
+    bouncer = through_pgbouncer(pool_size=8)
+    keys = [f"pooled-{mode}-{uuid.uuid4()}" for _ in range(6)]
+    store = "idempotency.stores.DatabaseStore"
+    with override_settings(IDEMPOTENCY={"DATABASE_ALIAS": ALIAS, "STORE": store, "MODE": mode}):
+        storm = Storm(keys, duplicates=8, url="/charge/?sleep=0.05").run()
+        late = Storm(keys, duplicates=1, url="/charge/?sleep=0.05").run()
+    assert executions(execution_log) == dict.fromkeys(keys, 1), storm.statuses()
+    assert set(storm.statuses()) <= {201, 409}, storm.statuses()
+    for key in keys:
+        [body] = {a.body for a in storm.successes(key)}
+        assert json.loads(body)["key"] == key
+        assert [(a.status, a.replayed, a.body) for a in late.answers if a.key == key] == [
+            (201, True, body)
+        ]
+    assert served_transactions(bouncer) >= len(storm.answers)  # they did go through PgBouncer
