@@ -46,6 +46,9 @@ def database_from_url(url: str) -> dict[str, Any]:
             "CONN_MAX_AGE": int(os.environ.get("CONN_MAX_AGE", "0")),
             "OPTIONS": options,
             "TEST": {"NAME": os.environ.get("TEST_DATABASE_NAME") or None},
+            # behind PgBouncer in transaction pooling mode a cursor cannot outlive its
+            # transaction: DATABASE_TRANSACTION_POOLING=1 turns server-side cursors off
+            "DISABLE_SERVER_SIDE_CURSORS": env_bool("DATABASE_TRANSACTION_POOLING", False),
         }
     raise ValueError(f"Unsupported DATABASE_URL scheme: {parts.scheme!r}")
 
@@ -115,6 +118,7 @@ DATABASES = {
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
+CACHES: dict[str, dict[str, Any]]
 if REDIS_URL:
     CACHES = {
         "default": {
@@ -128,6 +132,10 @@ if REDIS_URL:
             },
         }
     }
+    if env_bool("REDIS_CLUSTER", False):  # REDIS_URL names any node of a Redis Cluster
+        CACHES["default"]["OPTIONS"]["CONNECTION_FACTORY"] = (
+            "idempotency.redis_cluster.ClusterConnectionFactory"
+        )
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 

@@ -148,6 +148,13 @@ MESSAGES: dict[str, _Message] = {
         "IDEMPOTENCY['RESPONSE_CACHE'] is set, but the store {store} does not use it.",
         "RESPONSE_CACHE only fronts DatabaseStore; remove it or use DatabaseStore.",
     ),
+    "W008": _Message(
+        "IDEMPOTENCY['DATABASE_ALIAS'] is {alias!r}, which the DATABASE_ROUTERS treat as "
+        "read-only for {model}: they send its reads there and its writes to {write!r}.",
+        "Point DATABASE_ALIAS at the primary ({write!r}). The library reads and writes "
+        "only its own alias, never through the routers, so a replay never reads a lagging "
+        "replica; that alias must therefore be the writable primary.",
+    ),
 }
 
 _NUMBERS: dict[str, tuple[bool, bool]] = {
@@ -158,6 +165,8 @@ _NUMBERS: dict[str, tuple[bool, bool]] = {
     "RETRY_AFTER": (False, False),
     "SUBMIT_TOKEN_TTL": (False, False),
     "PURGE_BATCH_SIZE": (True, False),
+    "REDIS_WAIT_REPLICAS": (True, True),
+    "REDIS_WAIT_TIMEOUT": (False, False),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "ATOMIC_CLAIM": ("first", "optimistic"),
@@ -210,6 +219,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     store = _check_imports(values, errors)
     errors += _check_store(values, raw, store)
     errors += _check_aliases(values)
+    errors += _check_routers(values)
     return errors
 
 
@@ -519,6 +529,27 @@ def check_redis_persistence(app_configs: Any = None, **kwargs: Any) -> list[chec
         return []
     if redis_persists(client) is False:
         return [_message("W007", what=" and ".join(users), alias=alias)]
+    return []
+
+
+def _check_routers(values: dict[str, Any]) -> list[checks.CheckMessage]:
+    """W008: the store's alias is one the routers only read from (a replica)."""
+    alias = values["DATABASE_ALIAS"]
+    databases = getattr(settings, "DATABASES", {}) or {}
+    if not getattr(settings, "DATABASE_ROUTERS", None) or alias not in databases:
+        return []
+    from django.db import router
+
+    from idempotency.models import IdempotencyRecord, SubmitToken
+
+    for model in (IdempotencyRecord, SubmitToken):
+        try:
+            read = router.db_for_read(model)
+            write = router.db_for_write(model)
+        except Exception:  # noqa: BLE001 - a router's own bug is not ours to report
+            continue
+        if read == alias and write != alias:
+            return [_message("W008", alias=alias, model=model._meta.label, write=write)]
     return []
 
 

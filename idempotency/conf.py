@@ -76,6 +76,12 @@ DEFAULTS: dict[str, Any] = {
     "CACHE_ALIAS": "default",
     # Cache alias (django-redis) whose connection RedisStore, tokens and locks use.
     "REDIS_ALIAS": "default",
+    # RedisStore: replicas that must acknowledge each claim, completion and recovery
+    # point (WAIT numreplicas timeout) before it counts; 0 waits for none.
+    "REDIS_WAIT_REPLICAS": 0,
+    # RedisStore: seconds WAIT may block for those replicas; a claim not replicated in
+    # time is released and answered with 503.
+    "REDIS_WAIT_TIMEOUT": 0.5,
     # Cache alias of a read-through cache of completed responses in front of
     # DatabaseStore (replays then cost no SQL), or None.
     "RESPONSE_CACHE": None,

@@ -149,6 +149,21 @@ class SubmitTokenUsed(IdempotencyError):
     title = "Submit token already used"
 
 
+class StoreNotDurable(IdempotencyError):
+    """A write reached fewer Redis replicas than ``REDIS_WAIT_REPLICAS`` asked for in time."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = _(
+        "The idempotency record could not be replicated in time; the request did not run. "
+        "Retry it with the same key."
+    )
+    default_code = "idempotency-store-not-durable"
+    title = "Idempotency record not durable"
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "1"}
+
+
 class LockNotAcquired(Exception):
     """The lock stayed held by someone else for the whole wait."""
 

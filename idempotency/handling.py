@@ -645,7 +645,10 @@ def _context(prepared: Prepared, claim: Claim) -> IdempotencyContext:
 def _run_lease(
     prepared: Prepared, call: Call, convert: Convert | None, finalize: Finalize
 ) -> HttpResponseBase:
-    claim = _claim(prepared)
+    try:
+        claim = _claim(prepared)
+    except IdempotencyError as exc:  # e.g. StoreNotDurable: the claim did not hold
+        return exc.as_response()
     if isinstance(claim, HttpResponseBase):
         return claim
     prepared.request.idempotency = _context(prepared, claim)  # type: ignore[attr-defined]
@@ -685,6 +688,8 @@ async def run_async(
         if prepared.policy.get_on_store_unavailable() != "run":
             return exc.as_response()
         return await call()
+    except IdempotencyError as exc:
+        return exc.as_response()
     if isinstance(claim, HttpResponseBase):
         return claim
     request.idempotency = _context(prepared, claim)  # type: ignore[attr-defined]

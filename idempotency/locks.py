@@ -34,20 +34,21 @@ are single compare-and-delete / compare-and-pexpire Lua scripts. The key
 carries a hash tag. Redis Cluster is fine; Redis failover can lose a lock that
 was not yet replicated (as any single-instance Redis lock).
 
-**PostgreSQL** (database alias ``DATABASE_ALIAS``): a session-level advisory
-lock, ``pg_try_advisory_lock(<64 bits of SHA-256(name)>)``, held on a
-**dedicated connection** opened for the lock and closed at release. Session
-locks belong to the connection that took them, so the lock never uses Django's
-per-thread connection (which Django may close or hand back to a pool at the end
-of a request) and never a pooled one (a pooled connection returned with the lock
-would keep it for its next user). Behind PgBouncer in transaction mode,
-session locks do not work: point ``using`` at an alias that connects to
-PostgreSQL directly. ``timeout`` is enforced with the session's
-``idle_session_timeout`` (PostgreSQL 14+): the lock's connection only ever sits
-idle while the lock is held, so the server ends the session, and frees the lock,
-``timeout`` seconds after the last acquire or extend. On older servers
-``timeout`` is not enforceable: the lock lasts until it is released or its
-holder's connection ends (a crashed process's connection ends with it).
+**PostgreSQL** (database alias ``DATABASE_ALIAS``): a transaction-level advisory
+lock, ``pg_try_advisory_xact_lock(<64 bits of SHA-256(name)>)``, taken inside a
+transaction that a **dedicated connection** keeps open while the lock is held;
+releasing ends that transaction (and closes the connection). The lock never uses
+Django's per-thread connection (which Django may close or hand back to a pool at
+the end of a request) nor a pooled one. Because the lock lives and dies with one
+transaction, it also works behind PgBouncer in transaction pooling mode, which
+keeps a client's server connection for exactly the length of a transaction (a
+session-level lock there would stay with the server connection and pass to its
+next client). Nothing is set for the session: ``timeout`` is enforced with
+``SET LOCAL idle_in_transaction_session_timeout``, so the server ends the
+transaction, and frees the lock, ``timeout`` seconds after the last acquire or
+extend. A held lock keeps one server connection busy (behind PgBouncer, one of the
+pool's) but holds back no vacuum: the transaction writes nothing and, between
+statements at READ COMMITTED, keeps no snapshot.
 """
 
 from __future__ import annotations
@@ -202,7 +203,7 @@ class RedisLockBackend(LockBackend):
 
 
 class PostgresHolding(Holding):
-    """An advisory lock on a dedicated, unpooled connection that lives as long as the lock."""
+    """A transaction advisory lock on a dedicated, unpooled connection in an open transaction."""
 
     def __init__(self, backend: PostgresLockBackend, name: str, timeout: float | None) -> None:
         self.backend = backend
@@ -215,7 +216,11 @@ class PostgresHolding(Holding):
 
     def _connection(self) -> Any:
         if self.connection is None:
-            self.connection = self.backend.new_connection()
+            connection = self.backend.new_connection()
+            connection.ensure_connection()
+            # every statement runs in a transaction, begun implicitly, ended by rollback()
+            connection.set_autocommit(False)
+            self.connection = connection
         return self.connection
 
     def _scalar(self, sql: str, params: list[Any]) -> Any:
@@ -228,44 +233,32 @@ class PostgresHolding(Holding):
     def _idle_ms(seconds: float | None) -> str:
         return "0" if seconds is None else str(max(1, int(seconds * 1000)))
 
-    def _set_idle_timeout(self, seconds: float | None) -> None:
-        if self._connection().pg_version < 140000:
-            return
-        self._scalar(
-            "SELECT set_config('idle_session_timeout', %s, false)", [self._idle_ms(seconds)]
-        )
-
     @guard("database", keyed=False)
     def try_acquire(self) -> bool:
-        connection = self._connection()
-        connection.ensure_connection()  # before pg_version, which would open and close one
-        if connection.pg_version >= 140000:
-            # one statement: the timeout is armed exactly when the lock is taken, so the
-            # session never sits idle holding the lock without it (nor dies while polling)
-            taken = self._scalar(
-                "SELECT CASE WHEN pg_try_advisory_lock(%s::bigint)"
-                " THEN set_config('idle_session_timeout', %s, false) IS NOT NULL"
-                " ELSE false END",
-                [self.key, self._idle_ms(self.timeout)],
-            )
-        else:
-            taken = self._scalar("SELECT pg_try_advisory_lock(%s::bigint)", [self.key])
+        # one statement: the timeout is armed exactly when the lock is taken, and only for
+        # this transaction (SET LOCAL), so nothing outlives it on a pooled server connection
+        taken = self._scalar(
+            "SELECT CASE WHEN pg_try_advisory_xact_lock(%s::bigint)"
+            " THEN set_config('idle_in_transaction_session_timeout', %s, true) IS NOT NULL"
+            " ELSE false END",
+            [self.key, self._idle_ms(self.timeout)],
+        )
         self.held = bool(taken)
-        if self.held and self.timeout is not None:
-            self.deadline = time.monotonic() + self.timeout
+        if self.held:
+            if self.timeout is not None:
+                self.deadline = time.monotonic() + self.timeout
+        else:
+            # end the attempt's transaction: a waiting lock pins no server connection
+            self.connection.rollback()
         return self.held
 
     def release(self) -> bool:
         try:
-            if not self.held:
-                return False
-            return bool(self._scalar("SELECT pg_advisory_unlock(%s::bigint)", [self.key]))
-        except DatabaseError:
-            # the session is gone (the timeout ended it, or the connection broke): so is the lock
-            return False
+            # still ours? (False when the timeout ended the transaction, or the link broke)
+            return self.owned()
         finally:
             self.held = False
-            self.abandon()
+            self.abandon()  # ends the transaction, which frees the lock
 
     def extend(self, additional: float, *, replace_ttl: bool = False) -> bool:
         if not self.owned():
@@ -276,7 +269,10 @@ class PostgresHolding(Holding):
         remaining = 0.0 if replace_ttl or self.deadline is None else self.deadline - now
         seconds = max(0.0, remaining) + additional
         try:
-            self._set_idle_timeout(seconds)
+            self._scalar(
+                "SELECT set_config('idle_in_transaction_session_timeout', %s, true)",
+                [self._idle_ms(seconds)],
+            )
         except DatabaseError:
             return False
         self.timeout = seconds
@@ -303,11 +299,13 @@ class PostgresHolding(Holding):
         connection, self.connection = self.connection, None
         if connection is not None:
             with contextlib.suppress(DatabaseError):  # already ended by the server
+                connection.rollback()
+            with contextlib.suppress(DatabaseError):
                 connection.close()
 
 
 class PostgresLockBackend(LockBackend):
-    """Session-level advisory locks of the PostgreSQL database ``using`` (``DATABASE_ALIAS``)."""
+    """Transaction advisory locks of the PostgreSQL database ``using`` (``DATABASE_ALIAS``)."""
 
     def __init__(self, using: str | None = None) -> None:
         self.using = using

@@ -17,3 +17,19 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     }
 else:
     DATABASES["ledger"] = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
+
+# A second database for the read-replica tests (tests/scale/test_replicas.py): created
+# only when a test asks for it, holding stale or empty copies of the primary's tables.
+DATABASES["replica"] = {
+    **DATABASES["default"],
+    "NAME": (
+        f"{DATABASES['default']['NAME']}_replica"
+        if DATABASES["default"]["ENGINE"].endswith("postgresql")
+        else ":memory:"
+    ),
+    "TEST": {"NAME": None},
+}
+
+# The PgBouncer tests (tests/scale/test_pgbouncer.py) point this alias at a PgBouncer
+# they start in front of the test database; until then it mirrors "default".
+DATABASES["bouncer"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}

@@ -5,14 +5,24 @@ under ``<prefix>:{<digest>}:rec``; the digest sits in a hash tag so the record
 and anything kept beside it land on one Redis Cluster slot. Expiry is Redis's
 own key TTL, so an expired record is absent the moment its TTL passes. Lease
 times are taken from the Redis server's clock (``TIME``), never the caller's.
+
+Replication is asynchronous: a primary that acknowledged a claim and died before its
+replicas received it loses the claim at failover, and a retry may then run the work
+a second time. With ``wait_replicas`` (setting ``REDIS_WAIT_REPLICAS``) every claim,
+completion and recovery point is followed by ``WAIT numreplicas timeout`` on the same
+connection: the view runs only once the claim is on that many replicas, and a claim
+that could not be replicated in time is released again and answered with 503
+(:class:`~idempotency.exceptions.StoreNotDurable`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, ClassVar
 
 from idempotency.conf import idempotency_settings
+from idempotency.exceptions import StoreNotDurable
 from idempotency.outages import guard
 from idempotency.responses import StoredResponse
 from idempotency.stores import record_digest
@@ -79,6 +89,9 @@ return 1
 """
 
 
+logger = logging.getLogger("idempotency.stores.redis")
+
+
 def _text(value: Any) -> str:
     if value is None:
         return ""
@@ -95,10 +108,31 @@ class RedisStore(BaseStore):
 
     supports_atomic: ClassVar[bool] = False
 
-    def __init__(self, alias: str | None = None) -> None:
+    def __init__(
+        self,
+        alias: str | None = None,
+        *,
+        wait_replicas: int | None = None,
+        wait_timeout: float | None = None,
+    ) -> None:
+        """``alias``: django-redis cache (default ``REDIS_ALIAS``); ``wait_replicas`` and
+        ``wait_timeout``: replicas that must hold each write before it counts, and the
+        longest wait for them (defaults ``REDIS_WAIT_REPLICAS``, ``REDIS_WAIT_TIMEOUT``)."""
         self._alias = alias
+        self._wait_replicas = wait_replicas
+        self._wait_timeout = wait_timeout
         self._client: Any = None
         self._scripts: dict[str, Any] = {}
+
+    @property
+    def wait_replicas(self) -> int:
+        value = self._wait_replicas
+        return int(idempotency_settings.REDIS_WAIT_REPLICAS if value is None else value)
+
+    @property
+    def wait_timeout(self) -> float:
+        value = self._wait_timeout
+        return float(idempotency_settings.REDIS_WAIT_TIMEOUT if value is None else value)
 
     @property
     def client(self) -> Any:
@@ -114,6 +148,42 @@ class RedisStore(BaseStore):
             script = self.client.register_script(source)
             self._scripts[name] = script
         return script
+
+    def _run(self, name: str, source: str, key: str, args: list[Any]) -> tuple[Any, int | None]:
+        """Run script ``name`` on ``key``; with ``wait_replicas``, then ``WAIT`` on the same
+        connection. The reply, and how many replicas acknowledged (None without WAIT)."""
+        script = self._script(name, source)
+        if self.wait_replicas <= 0:
+            return script(keys=[key], args=args), None
+        client = self.client
+        if not hasattr(client, "get_node_from_key"):
+            return self._run_waiting(client, script, key, args)
+        # RedisCluster: straight to the primary of key's slot (a cluster pipeline cannot
+        # run scripts); after a failover or resharding, learn the new topology and retry
+        # once. A retried claim that did reach the old primary finds its own record and
+        # answers "in progress": never a second owner.
+        from redis.exceptions import RedisError
+
+        try:
+            node = client.get_redis_connection(client.get_node_from_key(key))
+            return self._run_waiting(node, script, key, args)
+        except RedisError:
+            client.nodes_manager.initialize()
+            node = client.get_redis_connection(client.get_node_from_key(key))
+            return self._run_waiting(node, script, key, args)
+
+    def _run_waiting(
+        self, client: Any, script: Any, key: str, args: list[Any]
+    ) -> tuple[Any, int | None]:
+        # WAIT counts the writes of its own connection: one pipeline, one connection
+        with client.pipeline(transaction=False) as pipe:
+            script(keys=[key], args=args, client=pipe)
+            pipe.execute_command("WAIT", self.wait_replicas, max(1, int(self.wait_timeout * 1000)))
+            reply, acknowledged = pipe.execute()
+        return reply, int(acknowledged)
+
+    def _durable(self, acknowledged: int | None) -> bool:
+        return acknowledged is None or acknowledged >= self.wait_replicas
 
     def record_key(self, scope: str, key: str) -> str:
         return f"{idempotency_settings.KEY_PREFIX}:{{{record_digest(scope, key)}}}:rec"
@@ -131,11 +201,19 @@ class RedisStore(BaseStore):
         route: str = "",
     ) -> Claim:
         fence = new_fence()
-        reply = self._script("claim", CLAIM)(
-            keys=[self.record_key(scope, key)],
-            args=[fingerprint, fence, int(lease * 1000), max(1, int(ttl * 1000)), method, route],
+        record = self.record_key(scope, key)
+        reply, acknowledged = self._run(
+            "claim",
+            CLAIM,
+            record,
+            [fingerprint, fence, int(lease * 1000), max(1, int(ttl * 1000)), method, route],
         )
-        return self._claim_from_reply(reply, fence)
+        claim = self._claim_from_reply(reply, fence)
+        if claim.owned and not self._durable(acknowledged):
+            # not on enough replicas: a failover could lose it, so the work must not start
+            self.release(scope, key, fence=fence)
+            raise StoreNotDurable(replicas=self.wait_replicas, acknowledged=acknowledged)
+        return claim
 
     def _claim_from_reply(self, reply: list[Any], fence: int) -> Claim:
         status = _text(reply[0])
@@ -195,9 +273,11 @@ class RedisStore(BaseStore):
         ttl: float,
         fingerprint: str = "",
     ) -> bool:
-        done = self._script("complete", COMPLETE)(
-            keys=[self.record_key(scope, key)],
-            args=[
+        done, acknowledged = self._run(
+            "complete",
+            COMPLETE,
+            self.record_key(scope, key),
+            [
                 fence,
                 response.status,
                 response.headers_json(),
@@ -205,6 +285,18 @@ class RedisStore(BaseStore):
                 max(1, int(ttl * 1000)),
             ],
         )
+        if done and not self._durable(acknowledged):
+            # the work is done and its answer goes out; only a failover in this window
+            # could lose the stored response (the claim, replicated, then blocks retries
+            # until its lease ends)
+            logger.warning(
+                "completion of %s/%s reached %s of %s replicas within %s s",
+                scope,
+                key,
+                acknowledged,
+                self.wait_replicas,
+                self.wait_timeout,
+            )
         return bool(done)
 
     @guard("redis")
@@ -217,10 +309,14 @@ class RedisStore(BaseStore):
     def save_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None
     ) -> bool:
-        saved = self._script("recovery", SAVE_RECOVERY_POINT)(
-            keys=[self.record_key(scope, key)],
-            args=[fence, name, json.dumps(data) if data is not None else ""],
+        saved, acknowledged = self._run(
+            "recovery",
+            SAVE_RECOVERY_POINT,
+            self.record_key(scope, key),
+            [fence, name, json.dumps(data) if data is not None else ""],
         )
+        if saved and not self._durable(acknowledged):
+            raise StoreNotDurable(replicas=self.wait_replicas, acknowledged=acknowledged)
         return bool(saved)
 
     @guard("redis")

@@ -182,7 +182,7 @@ def test_redis_lock_key_and_owner_token() -> None:
 
 
 @pytest.mark.postgres
-def test_postgres_lock_is_a_session_advisory_lock_on_its_own_connection() -> None:
+def test_postgres_lock_is_a_transaction_advisory_lock_on_its_own_connection() -> None:
     name = unique("advisory")
     key = advisory_key(name)
     assert advisory_key(name) == key and -(2**63) <= key < 2**63

@@ -128,9 +128,7 @@ def test_generic_batch_keeps_a_record_claimed_again_since_the_select() -> None:
     (old,) = bulk(1, expired=True)
     cutoff = timezone.now()
     # a claim took the expired key over between the batch's select and its delete
-    IdempotencyRecord.objects.filter(pk=old.pk).update(
-        expires_at=cutoff + timedelta(days=1)
-    )
+    IdempotencyRecord.objects.filter(pk=old.pk).update(expires_at=cutoff + timedelta(days=1))
 
     assert _delete_batch(connection, cutoff, 10) == 0
     assert IdempotencyRecord.objects.filter(pk=old.pk).exists()
