@@ -647,6 +647,8 @@ def _run_lease(
 ) -> HttpResponseBase:
     try:
         claim = _claim(prepared)
+    except StoreUnavailable:
+        raise  # answered (or run unprotected, where the view opts out) by run()
     except IdempotencyError as exc:  # e.g. StoreNotDurable: the claim did not hold
         return exc.as_response()
     if isinstance(claim, HttpResponseBase):
