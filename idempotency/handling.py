@@ -464,15 +464,7 @@ def _run_optimistic(
             if stored is None:
                 _roll_back(aliases)
                 released = response.status_code
-            elif not store.insert_completed(
-                prepared.scope,
-                prepared.key,
-                fingerprint=prepared.fingerprint,
-                response=stored,
-                ttl=prepared.policy.get_ttl(),
-                method=request.method or "",
-                route=request.path,
-            ):
+            elif not _insert_completed(prepared, stored):
                 raise _LostRace
     except Exception as exc:
         return _atomic_failure(prepared, exc, convert, finalize, claimed_first=False)
@@ -481,6 +473,21 @@ def _run_optimistic(
     else:
         _send(signals.first, prepared, status=response.status_code)
     return response
+
+
+def _insert_completed(prepared: Prepared, stored: StoredResponse) -> bool:
+    """Atomic mode: insert the completed record in the open transaction (False: taken)."""
+    request = prepared.request
+    inserted: bool = prepared.store.insert_completed(  # type: ignore[attr-defined]
+        prepared.scope,
+        prepared.key,
+        fingerprint=prepared.fingerprint,
+        response=stored,
+        ttl=prepared.policy.get_ttl(),
+        method=request.method or "",
+        route=request.path,
+    )
+    return inserted
 
 
 def _atomic_failure(
@@ -519,17 +526,8 @@ def _atomic_failure(
         _send(signals.released, prepared, exception=exc)
         return response
     # a definitive error (a 4xx the view raised): stored, so a retry replays it
-    request = prepared.request
     with store.atomic():
-        inserted = store.insert_completed(
-            prepared.scope,
-            prepared.key,
-            fingerprint=prepared.fingerprint,
-            response=stored,
-            ttl=prepared.policy.get_ttl(),
-            method=request.method or "",
-            route=request.path,
-        )
+        inserted = _insert_completed(prepared, stored)
     if not inserted:
         winner = store.lookup(prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
         if winner is not None:

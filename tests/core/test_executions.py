@@ -9,8 +9,6 @@ promise: exactly one execution per key, and no 5xx.
 
 from __future__ import annotations
 
-import json
-import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -19,12 +17,13 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-from django.db import connection, connections
+from django.db import connection
 from django.test import override_settings
 
 from idempotency import idempotent_function
 from tests.beyond.support import run_threads
-from tests.core.conftest import STORE_VARIANTS, token_client
+from tests.core.conftest import STORE_VARIANTS
+from tests.core.test_concurrency import _client, storm
 from tests.testapp.executions import ENV, executions
 from tests.testapp.models import Wallet
 
@@ -56,30 +55,7 @@ def execution_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
 
 def fire(user: Any, url: str, key: str, body: dict[str, Any], n: int) -> list[Any]:
     """``n`` identical requests with one key, released together from ``n`` threads."""
-    barrier = threading.Barrier(n)
-    responses: list[Any] = [None] * n
-
-    def one(i: int) -> None:
-        client = token_client(user)
-        client.force_login(user)  # plain Django views authenticate by session
-        client.raise_request_exception = False
-        try:
-            barrier.wait()
-            responses[i] = client.post(
-                url,
-                data=json.dumps(body),
-                content_type="application/json",
-                HTTP_IDEMPOTENCY_KEY=key,
-            )
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    return responses
+    return storm(lambda: _client(user), url, key, body, n)
 
 
 def assert_one_execution_per_key(
