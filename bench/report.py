@@ -266,28 +266,55 @@ def render(results: Results, options: Options) -> str:  # noqa: C901 - one table
         )
         add(
             "| variant | path | µs per request (median) | added vs reference µs | ratio | "
-            "SQL | transactions | Redis | round trips (+ vs reference) | floor of added µs |"
+            "CPU µs (added) | SQL | transactions | Redis | round trips (+ vs reference) | "
+            "floor of added µs | ratio floor |"
         )
-        add("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        add("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for (name, path), us in c.requests.items():
             base = c.requests.get((reference(path), path))
             added = f"{us - base:+.0f}" if base is not None else "–"
             ratio = f"{base / us:.2f}" if base else "–"
+            cpu = c.cpu.get((name, path))
+            cpu_base = c.cpu.get((reference(path), path))
+            cpu_cell = f"{cpu:.0f} ({cpu - cpu_base:+.0f})" if cpu is not None and cpu_base else "–"
             rt = c.round_trips.get((name, path))
             ref_rt = c.round_trips.get((reference(path), path))
             if rt is None or ref_rt is None:
-                add(f"| {name} | {path} | {us:.0f} | {added} | {ratio} | | | | | |")
+                add(f"| {name} | {path} | {us:.0f} | {added} | {ratio} | {cpu_cell} | | | | | | |")
                 continue
             extra_sql = (rt.sql - ref_rt.sql) + 2 * (rt.transactions - ref_rt.transactions)
             floor = extra_sql * c.postgres_round_trip + (rt.redis - ref_rt.redis) * (
                 c.redis_round_trip
             )
+            best = f"{base / (base + floor):.2f}" if base else "–"
             add(
-                f"| {name} | {path} | {us:.0f} | {added} | {ratio} | {rt.sql} | "
+                f"| {name} | {path} | {us:.0f} | {added} | {ratio} | {cpu_cell} | {rt.sql} | "
                 f"{rt.transactions} | {rt.redis} | {rt.total} ({rt.total - ref_rt.total:+d}) | "
-                f"{floor:.0f} |"
+                f"{floor:.0f} | {best} |"
             )
         add("")
+        add(
+            "*Ratio floor*: the best ratio the extra round trips allow even if the layer's "
+            "Python cost nothing (reference µs over reference µs plus the floor). *CPU µs*: "
+            "this process's CPU time per request, so the added CPU is the layer's own work "
+            "(Python, drivers, encoding), and the rest of *added* is waiting on the services.\n"
+        )
+        if c.profiles:
+            add(
+                "The layer's own Python per path: cProfile's self time of the functions in "
+                "`idempotency/` per request (the profiler inflates every function call, so "
+                "read it as a share of the profiled total), and the three largest.\n"
+            )
+            add("| variant | path | layer self µs | profiled total µs | share | largest |")
+            add("| --- | --- | ---: | ---: | ---: | --- |")
+            for (name, path), prof in c.profiles.items():
+                top = ", ".join(f"`{fn}` {us:.0f}" for fn, us in prof.top)
+                share = prof.self_us / prof.total_us if prof.total_us else 0.0
+                add(
+                    f"| {name} | {path} | {prof.self_us:.0f} | {prof.total_us:.0f} | "
+                    f"{share:.1%} | {top} |"
+                )
+            add("")
 
     g = results.growth
     if g is not None:
@@ -374,10 +401,31 @@ def targets(
         ref = reference(path)
         rows.append((f"{name} {path} ≥ {goal} × {ref}", f"{s.ratio:.2f}", s.ratio >= goal))
 
-    ratio_row("db-atomic", FIRST, 0.9)
     ratio_row("redis", FIRST, 0.9)
-    ratio_row("db-atomic", REPLAY, 0.95)
-    ratio_row("db-redis-cache", REPLAY, 0.95)
+    ratio_row("db-atomic", FIRST, 0.85)
+    for name in ("redis", "db-redis-cache"):
+        ratio_row(name, REPLAY, 0.92)
+    for name in ("db-atomic", "db-lease"):
+        ratio_row(name, REPLAY, 0.88)
+    cached, plain = summaries.get(("db-redis-cache", FIRST)), summaries.get(("db-atomic", FIRST))
+    if cached is not None and plain is not None and cached.ratio and plain.ratio:
+        rows.append(
+            (
+                "db-redis-cache first ≥ db-atomic first (the cache costs a first request nothing)",
+                f"{cached.ratio:.2f} vs {plain.ratio:.2f} × bare",
+                cached.ratio >= plain.ratio,
+            )
+        )
+    redis_first = summaries.get(("redis", FIRST))
+    peer = summaries.get(("drf-idempotency-redis", FIRST))
+    if redis_first is not None and peer is not None and redis_first.ratio and peer.ratio:
+        rows.append(
+            (
+                "redis first ahead of drf-idempotency-redis",
+                f"{redis_first.ratio:.2f} vs {peer.ratio:.2f} × bare",
+                redis_first.ratio > peer.ratio,
+            )
+        )
     # ahead of a peer: compared by ratio to bare, each run against the bare runs beside it
     peers = {
         n: s.ratio
@@ -386,7 +434,7 @@ def targets(
     }
     if peers:
         best_name = max(peers, key=lambda n: peers[n])
-        for name in ("db-atomic", "db-optimistic", "db-lease", "redis", "db-redis-cache"):
+        for name in ("db-atomic", "db-optimistic", "db-lease", "db-redis-cache"):
             s = summaries.get((name, FIRST))
             if s is not None and s.ratio is not None:
                 rows.append(
@@ -399,7 +447,6 @@ def targets(
     for name, st in storms.items():
         if name not in _our_names():
             continue
-        own = summaries.get((name, FIRST))
         ok_effects = all(e == 1 for e in st.effects)
         no_5xx = not any(s >= 500 or s == 0 for s in st.statuses)
         rows.append(
@@ -414,18 +461,10 @@ def targets(
             same = st.p99_ms / burst.p99_ms
             rows.append(
                 (
-                    f"{name} storm p99 ≤ 2 × p99 of a burst of first requests (same concurrency)",
+                    f"{name} storm p99 ≤ 1.2 × p99 of a burst of 50 distinct first requests "
+                    "(same concurrency)",
                     f"{st.p99_ms:.1f} ms = {same:.2f} ×",
-                    same <= 2,
-                )
-            )
-        if own is not None:
-            literal = st.p99_ms / own.p99_ms
-            rows.append(
-                (
-                    f"{name} storm p99 ≤ 2 × steady first-request p99 (4 connections)",
-                    f"{literal:.1f} ×",
-                    literal <= 2,
+                    same <= 1.2,
                 )
             )
     g = results.growth
@@ -436,9 +475,9 @@ def targets(
         ):
             rows.append(
                 (
-                    f"{label} at {g.large.records:,} ≤ 1.2 × at {g.small.records:,}",
+                    f"{label} at {g.large.records:,} ≤ 1.1 × at {g.small.records:,}",
                     f"{large / small:.2f}",
-                    large / small <= 1.2,
+                    large / small <= 1.1,
                 )
             )
         pr = g.purge

@@ -11,6 +11,7 @@ urlpatterns = [
     path("bench/bare/", views.BareWrite.as_view()),
     path("bench/noop/", views.Noop.as_view()),
     path("bench/db-atomic/", ours.DbAtomicWrite.as_view()),
+    path("bench/db-atomic-flat/", ours.DbAtomicFlatWrite.as_view()),
     path("bench/db-optimistic/", ours.DbOptimisticWrite.as_view()),
     path("bench/db-lease/", ours.DbLeaseWrite.as_view()),
     path("bench/redis/", ours.RedisWrite.as_view()),

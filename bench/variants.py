@@ -39,6 +39,9 @@ VARIANTS: tuple[Variant, ...] = (
             "/bench/noop/", "reference", (REPLAY,), replay_status=200),
     Variant("db-atomic", "ours: DatabaseStore, atomic mode, claim first (the default)",
             "bench.settings", "/bench/db-atomic/", "ours", ALL_PATHS),
+    Variant("db-atomic-flat", "ours: db-atomic, the view leaving the transaction to the layer "
+            "(no nested atomic(), so no savepoint)", "bench.settings", "/bench/db-atomic-flat/",
+            "ours", (FIRST,)),
     Variant("db-optimistic", "ours: DatabaseStore, atomic mode, optimistic insert-last claim",
             "bench.settings", "/bench/db-optimistic/", "ours", ALL_PATHS),
     Variant("db-lease", "ours: DatabaseStore, lease mode", "bench.settings",

@@ -343,12 +343,15 @@ def _run_atomic(
     prepared: Prepared, call: Call, convert: Convert | None, finalize: Finalize
 ) -> HttpResponseBase:
     store: Any = prepared.store
+    optimistic = prepared.policy.get_claim() == "optimistic"
+    # claim first answers for any record a peek misses; insert-last must see them all
+    look = store.lookup if optimistic else store.peek
     existing = _timed(
-        prepared, store.lookup, prepared.scope, prepared.key, fingerprint=prepared.fingerprint
+        prepared, look, prepared.scope, prepared.key, fingerprint=prepared.fingerprint
     )
     if existing is not None and not _abandoned(existing):
         return _answer_waiting(prepared, existing)
-    if prepared.policy.get_claim() == "optimistic":
+    if optimistic:
         return _run_optimistic(prepared, call, convert, finalize)
     request = prepared.request
     context = IdempotencyContext(
@@ -544,7 +547,7 @@ def _claim(prepared: Prepared) -> Claim | HttpResponseBase:
     if prepared.store.lookup_before_claim:
         seen = _timed(
             prepared,
-            prepared.store.lookup,
+            prepared.store.peek,
             prepared.scope,
             prepared.key,
             fingerprint=prepared.fingerprint,

@@ -83,6 +83,16 @@ class BaseStore:
         """The live record's state as a :class:`Claim` (never CLAIMED), or None when absent."""
         raise NotImplementedError
 
+    def peek(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
+        """The cheapest look before a claim that itself handles every state of the key.
+
+        Like :meth:`lookup`, except that None may also mean "not known here": the
+        caller goes on to claim, and the claim answers for a record that exists. A
+        store with a faster, partial source of answers (a response cache) consults only
+        that one; the others look up.
+        """
+        return self.lookup(scope, key, fingerprint=fingerprint)
+
     def complete(
         self,
         scope: str,

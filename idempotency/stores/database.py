@@ -332,6 +332,14 @@ class DatabaseStore(BaseStore):
             retry_after=retry,
         )
 
+    def peek(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
+        """With a response cache, the cache alone: a replay costs no SQL, and a first
+        request (a miss) costs no SQL lookup before its claim either, which answers for
+        a record the cache does not hold (and the claim's own read fills the cache)."""
+        if self.response_cache is None:
+            return self.lookup(scope, key, fingerprint=fingerprint)
+        return self._cached_response(scope, key, fingerprint)
+
     @guard("database")
     def claim(
         self,

@@ -79,16 +79,39 @@ def test_database_store_lease_adds_claim_and_completion(client_a: Client, wallet
 
 
 @pytest.mark.redis
-def test_response_cache_makes_replays_sql_free(client_a: Client, wallet: Wallet) -> None:
-    with override_settings(IDEMPOTENCY={"MODE": "atomic", "RESPONSE_CACHE": "default"}):
+@pytest.mark.parametrize(
+    ("mode", "warming_statements"),
+    [
+        # atomic: the claim (inside the transaction) meets the record, then reads it
+        ("atomic", ["INSERT", "SELECT"]),
+        ("lease", ["INSERT", "SELECT"]),
+    ],
+)
+def test_response_cache_makes_replays_sql_free(
+    client_a: Client, wallet: Wallet, mode: str, warming_statements: list[str]
+) -> None:
+    from django.core.cache import caches
+
+    from idempotency.models import IdempotencyRecord
+    from idempotency.stores import record_digest
+
+    with override_settings(IDEMPOTENCY={"MODE": mode, "RESPONSE_CACHE": "default"}):
         key = str(uuid.uuid4())
         first = run(client_a, key)
+        scope = IdempotencyRecord.objects.get(key=key).scope
+        cache_key = f"idem:resp:{record_digest(scope, key)}"
+        cached_after_first = caches["default"].get(cache_key)
         warming = run(client_a, key)
+        cached_after_warming = caches["default"].get(cache_key)
         replay = run(client_a, key)
-    # the first request writes nothing to the cache; the first replay reads the database
-    # and fills it; every later replay runs no SQL beyond authentication
-    assert [q.split()[0] for q in layer(first)] == ["SELECT", "INSERT", "UPDATE"]
-    assert [q.split()[0] for q in layer(warming)] == ["SELECT"]
+    # a first request asks the cache (a miss) instead of the database: no SQL lookup,
+    # only the claim and the completion, and it writes nothing to the cache
+    assert [q.split()[0] for q in layer(first)] == ["INSERT", "UPDATE"]
+    assert cached_after_first is None
+    # the first replay misses the cache, so its claim meets the record and reads it,
+    # filling the cache; every later replay runs no SQL beyond authentication
+    assert [q.split()[0] for q in layer(warming)] == warming_statements
+    assert cached_after_warming is not None
     assert layer(replay) == []
     assert len(replay) == 1  # the token lookup of authentication, nothing else
 
