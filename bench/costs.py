@@ -65,7 +65,7 @@ class LayerProfile:
 class Costs:
     #: median µs of one request per (variant, path)
     requests: dict[tuple[str, str], float]
-    #: median CPU µs of this process per request (wall minus waiting on the services)
+    #: median CPU µs of the request thread per request (user + kernel)
     cpu: dict[tuple[str, str], float]
     #: where our paths spend their Python time
     profiles: dict[tuple[str, str], LayerProfile]

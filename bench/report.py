@@ -296,8 +296,9 @@ def render(results: Results, options: Options) -> str:  # noqa: C901 - one table
         add(
             "*Ratio floor*: the best ratio the extra round trips allow even if the layer's "
             "Python cost nothing (reference µs over reference µs plus the floor). *CPU µs*: "
-            "this process's CPU time per request, so the added CPU is the layer's own work "
-            "(Python, drivers, encoding), and the rest of *added* is waiting on the services.\n"
+            "the request thread's CPU time (user and kernel) per request: the layer's Python, "
+            "the drivers, and the kernel's work for each round trip's socket calls, which on "
+            "this machine grows with every statement sent; the rest of *added* is waiting.\n"
         )
         if c.profiles:
             add(
