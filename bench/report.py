@@ -23,6 +23,8 @@ class Summary:
     sql: float | None
     statuses: dict[int, int]
     rounds: int
+    #: lowest and highest per-round ratio (the spread of the median)
+    spread: tuple[float, float] | None = None
 
 
 def _median(values: list[float]) -> float:
@@ -53,6 +55,7 @@ def summarize(results: Results, name: str, path: str) -> Summary | None:
         sql=sql / counted if counted else None,
         statuses=statuses,
         rounds=len(phases),
+        spread=(min(ratios), max(ratios)) if ratios else None,
     )
 
 
@@ -400,7 +403,7 @@ def targets(
         if s is None or s.ratio is None:
             return
         ref = reference(path)
-        rows.append((f"{name} {path} ≥ {goal} × {ref}", f"{s.ratio:.2f}", s.ratio >= goal))
+        rows.append((f"{name} {path} ≥ {goal} × {ref}", _with_spread(s), s.ratio >= goal))
 
     ratio_row("redis", FIRST, 0.9)
     ratio_row("db-atomic", FIRST, 0.85)
@@ -413,7 +416,7 @@ def targets(
         rows.append(
             (
                 "db-redis-cache first ≥ db-atomic first (the cache costs a first request nothing)",
-                f"{cached.ratio:.2f} vs {plain.ratio:.2f} × bare",
+                f"{_with_spread(cached)} vs {_with_spread(plain)} × bare",
                 cached.ratio >= plain.ratio,
             )
         )
@@ -423,7 +426,7 @@ def targets(
         rows.append(
             (
                 "redis first ahead of drf-idempotency-redis",
-                f"{redis_first.ratio:.2f} vs {peer.ratio:.2f} × bare",
+                f"{_with_spread(redis_first)} vs {_with_spread(peer)} × bare",
                 redis_first.ratio > peer.ratio,
             )
         )
@@ -493,6 +496,16 @@ def targets(
             )
         )
     return rows
+
+
+def _with_spread(summary: Summary) -> str:
+    """``0.71 (rounds 0.64–0.76)``: the median ratio and its per-round range."""
+    if summary.ratio is None:
+        return "–"
+    if summary.spread is None or summary.rounds < 2:
+        return f"{summary.ratio:.2f}"
+    low, high = summary.spread
+    return f"{summary.ratio:.2f} (rounds {low:.2f}–{high:.2f})"
 
 
 def _peer_names() -> set[str]:
