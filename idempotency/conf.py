@@ -50,7 +50,7 @@ DEFAULTS: dict[str, Any] = {
     # without idempotency). Anonymous callers never share stored responses.
     "ANONYMOUS": "reject",
     # Dotted path of fingerprint(request, route, headers) -> str (SHA-256 hex).
-    "FINGERPRINT": "idempotency.fingerprints.request_fingerprint",
+    "FINGERPRINT": "idempotency.http.fingerprints.request_fingerprint",
     # Request headers (names) that also go into the fingerprint.
     "FINGERPRINT_HEADERS": [],
     # Largest response body stored for replay (bytes); a larger one commits, and its

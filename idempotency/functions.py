@@ -10,7 +10,7 @@ payment-gateway callbacks, message handlers, management scripts run twice::
         ...  # charge, ship, e-mail: runs once per trade_no
         return {"status": "paid"}
 
-The flow is the lease mode of the HTTP layer (:mod:`idempotency.handling`) over
+The flow is the lease mode of the HTTP layer (:mod:`idempotency.http.handling`) over
 the store contract (:mod:`idempotency.stores.base`):
 
 1. the key is built from the call's arguments (a format string formatted with
@@ -73,7 +73,7 @@ from idempotency.exceptions import (
     InProgress,
     StoreUnavailable,
 )
-from idempotency.responses import StoredResponse
+from idempotency.http.responses import StoredResponse
 from idempotency.stores import get_store
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus
 

@@ -6,8 +6,8 @@ no annotation on any view::
     REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "idempotency.openapi.AutoSchema", ...}
 
 A view is protected when a method carries ``@idempotent`` (also below
-``@api_view``), when it uses :class:`~idempotency.mixins.IdempotentMixin` (for the
-actions it covers), or when :class:`~idempotency.middleware.IdempotencyMiddleware`
+``@api_view``), when it uses :class:`~idempotency.http.mixins.IdempotentMixin` (for the
+actions it covers), or when :class:`~idempotency.http.middleware.IdempotencyMiddleware`
 is installed and the view is not ``@idempotency_exempt``. Its operations get:
 
 * the ``Idempotency-Key`` header parameter (required as the view's policy says),
@@ -34,15 +34,15 @@ from rest_framework.views import APIView
 from rest_framework.viewsets import ViewSetMixin
 
 from idempotency.conf import idempotency_settings
-from idempotency.decorators import policy_of
-from idempotency.handling import UNSAFE_METHODS
-from idempotency.keys import MAX_KEY_LENGTH
-from idempotency.mixins import IdempotentMixin
-from idempotency.policy import Policy
+from idempotency.http.decorators import policy_of
+from idempotency.http.handling import UNSAFE_METHODS
+from idempotency.http.keys import MAX_KEY_LENGTH
+from idempotency.http.mixins import IdempotentMixin
+from idempotency.http.policy import Policy
 from idempotency.problems import PROBLEM_CONTENT_TYPE
 from idempotency.tokens import SubmitTokenPermission
 
-MIDDLEWARE_PATH = "idempotency.middleware.IdempotencyMiddleware"
+MIDDLEWARE_PATH = "idempotency.http.middleware.IdempotencyMiddleware"
 PROBLEM_COMPONENT = "IdempotencyProblem"
 PRINTABLE_ASCII = "^[\\x20-\\x7E]+$"
 

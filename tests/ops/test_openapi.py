@@ -27,7 +27,7 @@ from tests.testapp import views
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT = ROOT / "docs" / "screenshots" / "api-docs.png"
-MIDDLEWARE_PATH = "idempotency.middleware.IdempotencyMiddleware"
+MIDDLEWARE_PATH = "idempotency.http.middleware.IdempotencyMiddleware"
 
 #: Every sample operation protected by a key: (path, method) -> key required.
 PROTECTED = {

@@ -3,7 +3,7 @@
 ``@idempotent`` works on function views, on methods of Django's class-based
 views and DRF's ``APIView`` (``def post(self, request)``), on viewset
 actions, on ``@api_view`` functions (put it below ``@api_view``) and on a
-DRF view class (it mixes in :class:`~idempotency.mixins.IdempotentMixin`).
+DRF view class (it mixes in :class:`~idempotency.http.mixins.IdempotentMixin`).
 Sync and async functions alike. Applied anywhere it cannot work, it raises
 :class:`~idempotency.exceptions.ImproperlyApplied` instead of doing nothing.
 """
@@ -20,10 +20,10 @@ from django.http import HttpRequest, HttpResponseBase
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from idempotency import handling
-from idempotency.drf import hooks, view_of
 from idempotency.exceptions import ImproperlyApplied
-from idempotency.policy import Policy
+from idempotency.http import handling
+from idempotency.http.drf import hooks, view_of
+from idempotency.http.policy import Policy
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -51,7 +51,7 @@ def in_flow(request: Any) -> bool:
 def _wrap(func: Callable[..., Any], policy: Policy) -> Callable[..., Any]:
     if isinstance(func, type):
         if issubclass(func, APIView):
-            from idempotency.mixins import IdempotentMixin
+            from idempotency.http.mixins import IdempotentMixin
 
             return type(
                 func.__name__,
@@ -156,7 +156,7 @@ def policy_of(func: Any) -> Policy | None:
 
 
 def idempotency_exempt(view: F) -> F:
-    """Leave this view alone in :class:`~idempotency.middleware.IdempotencyMiddleware`."""
+    """Leave this view alone in :class:`~idempotency.http.middleware.IdempotencyMiddleware`."""
     if inspect.isclass(view):
         view.idempotency_exempt = True
         return view

@@ -43,10 +43,10 @@ from idempotency.exceptions import (
     InvalidIdempotencyKey,
     StoreUnavailable,
 )
-from idempotency.keys import header_value, parse_key
-from idempotency.policy import Policy
+from idempotency.http.keys import header_value, parse_key
+from idempotency.http.policy import Policy
+from idempotency.http.responses import StoredResponse, acapture, capture, is_storable, replay
 from idempotency.problems import problem_response
-from idempotency.responses import StoredResponse, acapture, capture, is_storable, replay
 from idempotency.stores import record_digest
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus
 

@@ -11,7 +11,7 @@ request handling instead of replacing it:
   caller is the one ``AuthenticationMiddleware`` found.
 - **DRF views** authenticate inside the view, so the key can only be handled
   after DRF's ``initial()``: the middleware runs the view class with
-  :class:`~idempotency.mixins.IdempotentMixin` mixed in (from
+  :class:`~idempotency.http.mixins.IdempotentMixin` mixed in (from
   ``process_view``), inside the same ``ATOMIC_REQUESTS`` transaction Django
   would have opened.
 
@@ -34,12 +34,12 @@ from django.http import HttpRequest, HttpResponseBase
 from django.urls import get_resolver
 from rest_framework.views import APIView
 
-from idempotency import handling
 from idempotency.conf import idempotency_settings
-from idempotency.decorators import policy_of
-from idempotency.keys import header_value
-from idempotency.mixins import IdempotentMixin
-from idempotency.policy import Policy
+from idempotency.http import handling
+from idempotency.http.decorators import policy_of
+from idempotency.http.keys import header_value
+from idempotency.http.mixins import IdempotentMixin
+from idempotency.http.policy import Policy
 
 logger = logging.getLogger("idempotency")
 
