@@ -42,7 +42,13 @@ from idempotency.http.policy import Policy
 from idempotency.problems import PROBLEM_CONTENT_TYPE
 from idempotency.tokens import SubmitTokenPermission
 
-MIDDLEWARE_PATH = "idempotency.http.middleware.IdempotencyMiddleware"
+#: The middleware's dotted paths: its module, and the compatibility path before it.
+MIDDLEWARE_PATHS = frozenset(
+    {
+        "idempotency.http.middleware.IdempotencyMiddleware",
+        "idempotency.middleware.IdempotencyMiddleware",
+    }
+)
 PROBLEM_COMPONENT = "IdempotencyProblem"
 PRINTABLE_ASCII = "^[\\x20-\\x7E]+$"
 
@@ -95,7 +101,7 @@ def idempotency_policy(view: APIView, method: str) -> Policy | None:
         if view.is_idempotent_action(request):
             return view.get_idempotency_policy()
         return None
-    if MIDDLEWARE_PATH in getattr(settings, "MIDDLEWARE", ()):
+    if not MIDDLEWARE_PATHS.isdisjoint(getattr(settings, "MIDDLEWARE", ())):
         exempt = getattr(view, "idempotency_exempt", False) or any(
             getattr(func, "idempotency_exempt", False) for func in _functions(handler)
         )
