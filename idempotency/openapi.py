@@ -34,11 +34,11 @@ from rest_framework.views import APIView
 from rest_framework.viewsets import ViewSetMixin
 
 from idempotency.conf import idempotency_settings
-from idempotency.http.decorators import policy_of
 from idempotency.http.handling import UNSAFE_METHODS
 from idempotency.http.keys import MAX_KEY_LENGTH
 from idempotency.http.mixins import IdempotentMixin
 from idempotency.http.policy import Policy
+from idempotency.http.views import policy_of
 from idempotency.problems import PROBLEM_CONTENT_TYPE
 from idempotency.tokens import SubmitTokenPermission
 

@@ -36,10 +36,10 @@ from rest_framework.views import APIView
 
 from idempotency.conf import idempotency_settings
 from idempotency.http import handling
-from idempotency.http.decorators import policy_of
 from idempotency.http.keys import header_value
 from idempotency.http.mixins import IdempotentMixin
 from idempotency.http.policy import Policy
+from idempotency.http.views import policy_of
 
 logger = logging.getLogger("idempotency")
 

@@ -15,10 +15,10 @@ from django.http import HttpRequest, HttpResponseBase
 from rest_framework.request import Request
 
 from idempotency.http import handling
-from idempotency.http.decorators import in_flow, policy_of
 from idempotency.http.drf import hooks
 from idempotency.http.fingerprints import keep_body
 from idempotency.http.policy import Policy
+from idempotency.http.views import in_flow, policy_of
 
 
 class IdempotentMixin:

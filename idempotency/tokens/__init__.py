@@ -74,6 +74,7 @@ from idempotency.exceptions import (
     SubmitTokenInvalid,
     SubmitTokenUsed,
 )
+from idempotency.http.views import split_view_args
 from idempotency.outages import guard
 
 __all__ = [
@@ -344,15 +345,8 @@ def _user_scope(request: HttpRequest | Request) -> str | None:
     return token_scope(getattr(request, "user", None))
 
 
-def _split(args: tuple[Any, ...]) -> HttpRequest | Request:
-    if args and isinstance(args[0], HttpRequest | Request):
-        return args[0]
-    if len(args) > 1 and isinstance(args[1], HttpRequest | Request):
-        return args[1]
-    raise ImproperlyApplied(
-        "@require_submit_token decorates views: the decorated callable was not called with "
-        "a request as its first argument (function view) or second argument (view method)."
-    )
+def _request_of(args: tuple[Any, ...]) -> HttpRequest | Request:
+    return split_view_args(args, decorator="@require_submit_token")[1]
 
 
 def require_submit_token(
@@ -395,7 +389,7 @@ def require_submit_token(
         if iscoroutinefunction(view):
 
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                refused = await sync_to_async(check)(_split(args))
+                refused = await sync_to_async(check)(_request_of(args))
                 if refused is not None:
                     return refused
                 return await view(*args, **kwargs)
@@ -405,7 +399,7 @@ def require_submit_token(
         else:
 
             def wrapper(*args: Any, **kwargs: Any) -> Any:
-                refused = check(_split(args))
+                refused = check(_request_of(args))
                 if refused is not None:
                     return refused
                 return view(*args, **kwargs)
