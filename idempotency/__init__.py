@@ -46,7 +46,7 @@ _EXPORTS: dict[str, str] = {
     "IdempotencyScopeUnavailable": "idempotency.exceptions",
     "LockNotAcquired": "idempotency.exceptions",
     "InProgress": "idempotency.exceptions",
-    "FunctionKeyMismatch": "idempotency.functions",
+    "FunctionKeyMismatch": "idempotency.calls",
     "SubmitTokenInvalid": "idempotency.exceptions",
     "SubmitTokenUsed": "idempotency.exceptions",
     "ImproperlyApplied": "idempotency.exceptions",
@@ -78,6 +78,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
+    from idempotency.calls import FunctionKeyMismatch as FunctionKeyMismatch
     from idempotency.conf import idempotency_settings as idempotency_settings
     from idempotency.exceptions import IdempotencyError as IdempotencyError
     from idempotency.exceptions import IdempotencyKeyMismatch as IdempotencyKeyMismatch
@@ -97,7 +98,6 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.exceptions import StoreUnavailable as StoreUnavailable
     from idempotency.exceptions import SubmitTokenInvalid as SubmitTokenInvalid
     from idempotency.exceptions import SubmitTokenUsed as SubmitTokenUsed
-    from idempotency.functions import FunctionKeyMismatch as FunctionKeyMismatch
     from idempotency.functions import idempotent_function as idempotent_function
     from idempotency.http.decorators import idempotency_exempt as idempotency_exempt
     from idempotency.http.decorators import idempotent as idempotent

@@ -107,6 +107,13 @@ DEFAULTS: dict[str, Any] = {
     "LOG_OUTCOMES": True,
 }
 
+#: The values of ``MODE``, and of ``mode=`` on views, functions and tasks.
+MODES = ("auto", "atomic", "lease")
+
+#: Longest idempotency key a store accepts (``IdempotencyRecord.key``), whether it comes
+#: from a request's header or from a function's or task's key.
+MAX_KEY_LENGTH = 255
+
 #: Settings that hold dotted paths, imported on first use.
 IMPORT_STRINGS = frozenset({"STORE", "SCOPE", "FINGERPRINT"})
 

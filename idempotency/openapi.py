@@ -33,9 +33,8 @@ from drf_spectacular.plumbing import ComponentRegistry, ResolvedComponent
 from rest_framework.views import APIView
 from rest_framework.viewsets import ViewSetMixin
 
-from idempotency.conf import idempotency_settings
+from idempotency.conf import MAX_KEY_LENGTH, idempotency_settings
 from idempotency.http.handling import UNSAFE_METHODS
-from idempotency.http.keys import MAX_KEY_LENGTH
 from idempotency.http.mixins import IdempotentMixin
 from idempotency.http.policy import Policy
 from idempotency.http.views import policy_of

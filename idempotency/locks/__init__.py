@@ -58,7 +58,6 @@ import copy
 import functools
 import hashlib
 import logging
-import random
 import secrets
 import time
 from collections.abc import Callable
@@ -70,6 +69,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 
 from idempotency import signals
+from idempotency.backoff import Backoff
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import LockNotAcquired, StoreUnavailable
 from idempotency.outages import guard
@@ -397,22 +397,15 @@ class Lock:
             raise RuntimeError(f"{self!r} is already held by this object (locks are not reentrant)")
         wait = self.wait if wait is _DEFAULT else wait
         holding = get_backend(self.backend).holding(self.name, self.timeout)
-        deadline = None if wait is None else time.monotonic() + max(0.0, wait)
-        delay = _FIRST_POLL_INTERVAL
+        backoff = Backoff(wait, first=_FIRST_POLL_INTERVAL, cap=MAX_POLL_INTERVAL, jitter=True)
         try:
             while True:
                 if holding.try_acquire():
                     self._holding = holding
                     return True
-                now = time.monotonic()
-                if deadline is not None and now >= deadline:
+                if not backoff.pause():
                     holding.abandon()
                     return False
-                pause = delay * random.uniform(0.5, 1.0)  # jitter, not crypto
-                if deadline is not None:
-                    pause = min(pause, deadline - now)
-                time.sleep(pause)
-                delay = min(delay * 1.5, MAX_POLL_INTERVAL)
         except BaseException:
             holding.abandon()
             raise

@@ -13,8 +13,8 @@ from asgiref.sync import async_to_sync
 from django.db import connection
 
 from idempotency import idempotent_function
+from idempotency.calls import FunctionKeyMismatch, fingerprint_of, qualified_name
 from idempotency.exceptions import IdempotencyKeyMismatch, InProgress
-from idempotency.functions import FunctionKeyMismatch, fingerprint_of, qualified_name
 from idempotency.models import IdempotencyRecord
 from idempotency.stores import get_store
 from tests.beyond.conftest import DB_STORE, REDIS_STORE, store_params

@@ -18,8 +18,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from idempotency import IdempotentTask, idempotent_task
+from idempotency.calls import FunctionKeyMismatch, fingerprint_of
 from idempotency.exceptions import ImproperlyApplied, InProgress
-from idempotency.functions import FunctionKeyMismatch, fingerprint_of
 from idempotency.http.responses import StoredResponse
 from idempotency.models import IdempotencyRecord, SubmitToken
 from idempotency.stores import get_store
