@@ -15,10 +15,10 @@ __version__ = "0.1.0"
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
     # HTTP
-    "idempotent": "idempotency.decorators",
-    "idempotency_exempt": "idempotency.decorators",
-    "IdempotentMixin": "idempotency.mixins",
-    "IdempotencyMiddleware": "idempotency.middleware",
+    "idempotent": "idempotency.http.decorators",
+    "idempotency_exempt": "idempotency.http.decorators",
+    "IdempotentMixin": "idempotency.http.mixins",
+    "IdempotencyMiddleware": "idempotency.http.middleware",
     "recovery_point": "idempotency.recovery",
     "get_recovery_point": "idempotency.recovery",
     # beyond HTTP
@@ -46,7 +46,7 @@ _EXPORTS: dict[str, str] = {
     "IdempotencyScopeUnavailable": "idempotency.exceptions",
     "LockNotAcquired": "idempotency.exceptions",
     "InProgress": "idempotency.exceptions",
-    "FunctionKeyMismatch": "idempotency.functions",
+    "FunctionKeyMismatch": "idempotency.calls",
     "SubmitTokenInvalid": "idempotency.exceptions",
     "SubmitTokenUsed": "idempotency.exceptions",
     "ImproperlyApplied": "idempotency.exceptions",
@@ -78,9 +78,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
+    from idempotency.calls import FunctionKeyMismatch as FunctionKeyMismatch
     from idempotency.conf import idempotency_settings as idempotency_settings
-    from idempotency.decorators import idempotency_exempt as idempotency_exempt
-    from idempotency.decorators import idempotent as idempotent
     from idempotency.exceptions import IdempotencyError as IdempotencyError
     from idempotency.exceptions import IdempotencyKeyMismatch as IdempotencyKeyMismatch
     from idempotency.exceptions import IdempotencyKeyRequired as IdempotencyKeyRequired
@@ -99,14 +98,15 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.exceptions import StoreUnavailable as StoreUnavailable
     from idempotency.exceptions import SubmitTokenInvalid as SubmitTokenInvalid
     from idempotency.exceptions import SubmitTokenUsed as SubmitTokenUsed
-    from idempotency.functions import FunctionKeyMismatch as FunctionKeyMismatch
     from idempotency.functions import idempotent_function as idempotent_function
+    from idempotency.http.decorators import idempotency_exempt as idempotency_exempt
+    from idempotency.http.decorators import idempotent as idempotent
+    from idempotency.http.middleware import IdempotencyMiddleware as IdempotencyMiddleware
+    from idempotency.http.mixins import IdempotentMixin as IdempotentMixin
     from idempotency.locks import Lock as Lock
     from idempotency.locks import lock as lock
     from idempotency.logs import JsonFormatter as JsonFormatter
     from idempotency.metrics import metrics_view as metrics_view
-    from idempotency.middleware import IdempotencyMiddleware as IdempotencyMiddleware
-    from idempotency.mixins import IdempotentMixin as IdempotentMixin
     from idempotency.problems import problem_response as problem_response
     from idempotency.purge import purge_expired_records as purge_expired_records
     from idempotency.recovery import get_recovery_point as get_recovery_point

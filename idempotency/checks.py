@@ -20,7 +20,7 @@ from django.conf import settings
 from django.core import checks
 from django.utils.module_loading import import_string
 
-from idempotency.conf import DEFAULTS
+from idempotency.conf import DEFAULTS, MODES
 
 
 @dataclass(frozen=True)
@@ -247,7 +247,7 @@ def _is_number(value: Any, *, integer: bool, zero: bool) -> bool:
 
 def _check_values(values: dict[str, Any]) -> list[checks.CheckMessage]:
     errors = []
-    if values["MODE"] not in ("auto", "atomic", "lease"):
+    if values["MODE"] not in MODES:
         errors.append(_message("E003", value=values["MODE"]))
     for name, (integer, zero) in _NUMBERS.items():
         value = values[name]

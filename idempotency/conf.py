@@ -50,7 +50,7 @@ DEFAULTS: dict[str, Any] = {
     # without idempotency). Anonymous callers never share stored responses.
     "ANONYMOUS": "reject",
     # Dotted path of fingerprint(request, route, headers) -> str (SHA-256 hex).
-    "FINGERPRINT": "idempotency.fingerprints.request_fingerprint",
+    "FINGERPRINT": "idempotency.http.fingerprints.request_fingerprint",
     # Request headers (names) that also go into the fingerprint.
     "FINGERPRINT_HEADERS": [],
     # Largest response body stored for replay (bytes); a larger one commits, and its
@@ -106,6 +106,13 @@ DEFAULTS: dict[str, Any] = {
     # Log one record per non-trivial outcome on the "idempotency.outcomes" logger.
     "LOG_OUTCOMES": True,
 }
+
+#: The values of ``MODE``, and of ``mode=`` on views, functions and tasks.
+MODES = ("auto", "atomic", "lease")
+
+#: Longest idempotency key a store accepts (``IdempotencyRecord.key``), whether it comes
+#: from a request's header or from a function's or task's key.
+MAX_KEY_LENGTH = 255
 
 #: Settings that hold dotted paths, imported on first use.
 IMPORT_STRINGS = frozenset({"STORE", "SCOPE", "FINGERPRINT"})

@@ -6,8 +6,8 @@ no annotation on any view::
     REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "idempotency.openapi.AutoSchema", ...}
 
 A view is protected when a method carries ``@idempotent`` (also below
-``@api_view``), when it uses :class:`~idempotency.mixins.IdempotentMixin` (for the
-actions it covers), or when :class:`~idempotency.middleware.IdempotencyMiddleware`
+``@api_view``), when it uses :class:`~idempotency.http.mixins.IdempotentMixin` (for the
+actions it covers), or when :class:`~idempotency.http.middleware.IdempotencyMiddleware`
 is installed and the view is not ``@idempotency_exempt``. Its operations get:
 
 * the ``Idempotency-Key`` header parameter (required as the view's policy says),
@@ -33,16 +33,21 @@ from drf_spectacular.plumbing import ComponentRegistry, ResolvedComponent
 from rest_framework.views import APIView
 from rest_framework.viewsets import ViewSetMixin
 
-from idempotency.conf import idempotency_settings
-from idempotency.decorators import policy_of
-from idempotency.handling import UNSAFE_METHODS
-from idempotency.keys import MAX_KEY_LENGTH
-from idempotency.mixins import IdempotentMixin
-from idempotency.policy import Policy
+from idempotency.conf import MAX_KEY_LENGTH, idempotency_settings
+from idempotency.http.handling import UNSAFE_METHODS
+from idempotency.http.mixins import IdempotentMixin
+from idempotency.http.policy import Policy
+from idempotency.http.views import policy_of
 from idempotency.problems import PROBLEM_CONTENT_TYPE
 from idempotency.tokens import SubmitTokenPermission
 
-MIDDLEWARE_PATH = "idempotency.middleware.IdempotencyMiddleware"
+#: The middleware's dotted paths: its module, and the compatibility path before it.
+MIDDLEWARE_PATHS = frozenset(
+    {
+        "idempotency.http.middleware.IdempotencyMiddleware",
+        "idempotency.middleware.IdempotencyMiddleware",
+    }
+)
 PROBLEM_COMPONENT = "IdempotencyProblem"
 PRINTABLE_ASCII = "^[\\x20-\\x7E]+$"
 
@@ -95,7 +100,7 @@ def idempotency_policy(view: APIView, method: str) -> Policy | None:
         if view.is_idempotent_action(request):
             return view.get_idempotency_policy()
         return None
-    if MIDDLEWARE_PATH in getattr(settings, "MIDDLEWARE", ()):
+    if not MIDDLEWARE_PATHS.isdisjoint(getattr(settings, "MIDDLEWARE", ())):
         exempt = getattr(view, "idempotency_exempt", False) or any(
             getattr(func, "idempotency_exempt", False) for func in _functions(handler)
         )

@@ -105,10 +105,7 @@ from celery import Celery, Task, shared_task
 from celery.exceptions import Reject, Retry
 
 from idempotency import signals
-from idempotency.conf import idempotency_settings
-from idempotency.exceptions import ImproperlyApplied, StoreUnavailable
-from idempotency.functions import (
-    MODES,
+from idempotency.calls import (
     KeyedCall,
     KeySpec,
     acquire,
@@ -119,6 +116,8 @@ from idempotency.functions import (
     runs_atomic,
     transaction_for,
 )
+from idempotency.conf import MODES, idempotency_settings
+from idempotency.exceptions import ImproperlyApplied, StoreUnavailable
 from idempotency.stores import get_store
 from idempotency.stores.base import Claim, ClaimStatus
 

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from idempotency.responses import StoredResponse
+from idempotency.http.responses import StoredResponse
 
 
 class ClaimStatus(enum.Enum):

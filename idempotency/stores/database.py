@@ -26,8 +26,8 @@ from django.utils.dateparse import parse_datetime
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
+from idempotency.http.responses import StoredResponse
 from idempotency.outages import bursts, guard
-from idempotency.responses import StoredResponse
 from idempotency.stores import record_digest
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus, new_fence
 

@@ -23,8 +23,8 @@ from typing import Any, ClassVar
 
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import StoreNotDurable
+from idempotency.http.responses import StoredResponse
 from idempotency.outages import guard
-from idempotency.responses import StoredResponse
 from idempotency.stores import record_digest
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus, new_fence, now_ms
 

@@ -13,8 +13,8 @@ from asgiref.sync import async_to_sync
 from django.db import connection
 
 from idempotency import idempotent_function
+from idempotency.calls import FunctionKeyMismatch, fingerprint_of, qualified_name
 from idempotency.exceptions import IdempotencyKeyMismatch, InProgress
-from idempotency.functions import FunctionKeyMismatch, fingerprint_of, qualified_name
 from idempotency.models import IdempotencyRecord
 from idempotency.stores import get_store
 from tests.beyond.conftest import DB_STORE, REDIS_STORE, store_params
@@ -279,7 +279,7 @@ def test_stale_owner_takeover_with_the_database_store() -> None:
         idempotent_function(key="db-slow:{ref}", store=DB_STORE, lease=60)(work.__wrapped__)(ref)
     time.sleep(0.1)
     assert work(ref) == 1  # the dead owner's lease ran out: taken over
-    from idempotency.responses import StoredResponse
+    from idempotency.http.responses import StoredResponse
 
     assert not store.complete(
         "functions",

@@ -17,12 +17,8 @@ from django.utils import timezone
 from idempotency import consume_submit_token, issue_submit_token
 from idempotency.exceptions import ImproperlyApplied, SubmitTokenInvalid, SubmitTokenUsed
 from idempotency.models import SubmitToken
-from idempotency.tokens import (
-    TOMBSTONE_SECONDS,
-    issue_token,
-    purge_expired_submit_tokens,
-    require_submit_token,
-)
+from idempotency.tokens import issue_token, purge_expired_submit_tokens, require_submit_token
+from idempotency.tokens.base import TOMBSTONE_SECONDS
 from tests.beyond.support import run_threads, unique
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from idempotency.responses import StoredResponse
+from idempotency.http.responses import StoredResponse
 from idempotency.stores.base import ClaimStatus
 from idempotency.stores.database import DatabaseStore
 

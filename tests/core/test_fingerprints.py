@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.test import RequestFactory
 
-from idempotency.fingerprints import request_fingerprint
+from idempotency.http.fingerprints import request_fingerprint
 
 rf = RequestFactory()
 
@@ -119,7 +119,7 @@ def test_the_media_type_is_part_of_the_fingerprint() -> None:
 
 
 def test_deeply_nested_json_falls_back_to_the_raw_bytes() -> None:
-    from idempotency.fingerprints import MAX_JSON_DEPTH, json_depth
+    from idempotency.http.fingerprints import MAX_JSON_DEPTH, json_depth
 
     deep = b'{"amount": ' + b"[" * 5000 + b"]" * 5000 + b"}"
     assert json_depth(deep) == 5001

@@ -262,7 +262,7 @@ def _claim_in_progress(client: Client, url: str, key: str, body: Any, lease: flo
     """Claim the key as if a first request were still running."""
     from django.test import RequestFactory
 
-    from idempotency.fingerprints import request_fingerprint
+    from idempotency.http.fingerprints import request_fingerprint
 
     request = RequestFactory().post(url, data=json.dumps(body), content_type="application/json")
     scope = f"user:{client.session['_auth_user_id']}"

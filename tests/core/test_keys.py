@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from idempotency.exceptions import InvalidIdempotencyKey
-from idempotency.keys import parse_key
+from idempotency.http.keys import parse_key
 
 
 @pytest.mark.parametrize(

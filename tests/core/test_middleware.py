@@ -157,7 +157,7 @@ def test_drf_still_parses_the_body_after_the_fingerprint(
 def test_a_view_it_cannot_plan_for_runs_untouched_with_a_warning(
     client: Client, caplog: pytest.LogCaptureFixture, monkeypatch: Any
 ) -> None:
-    from idempotency import middleware
+    from idempotency.http import middleware
 
     def broken(view_func: Any, method: str) -> Any:
         raise TypeError("an odd view callable")

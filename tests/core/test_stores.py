@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from idempotency.responses import StoredResponse
+from idempotency.http.responses import StoredResponse
 from idempotency.stores.base import BaseStore, ClaimStatus
 from idempotency.stores.cache import CacheStore
 from idempotency.stores.database import DatabaseStore

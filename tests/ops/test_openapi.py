@@ -27,7 +27,6 @@ from tests.testapp import views
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT = ROOT / "docs" / "screenshots" / "api-docs.png"
-MIDDLEWARE_PATH = "idempotency.middleware.IdempotencyMiddleware"
 
 #: Every sample operation protected by a key: (path, method) -> key required.
 PROTECTED = {
@@ -142,8 +141,17 @@ class ExemptApi(APIView):
         return Response({})
 
 
-def test_the_middleware_protects_every_view_but_the_exempt_ones(settings: Any) -> None:
-    settings.MIDDLEWARE = [*settings.MIDDLEWARE, MIDDLEWARE_PATH]
+@pytest.mark.parametrize(
+    "middleware_path",
+    [
+        "idempotency.http.middleware.IdempotencyMiddleware",
+        "idempotency.middleware.IdempotencyMiddleware",  # the compatibility path
+    ],
+)
+def test_the_middleware_protects_every_view_but_the_exempt_ones(
+    settings: Any, middleware_path: str
+) -> None:
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, middleware_path]
     patterns = [
         path("plain-api/", views.PlainApi.as_view()),
         path("exempt-api/", idempotency_exempt(ExemptApi).as_view()),

@@ -8,11 +8,10 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from idempotency.conf import idempotency_settings
+from idempotency.conf import MODES, idempotency_settings
 from idempotency.stores import get_store
 from idempotency.stores.base import BaseStore
 
-MODES = ("auto", "atomic", "lease")
 #: What a view does when its store cannot be reached: answer 503, or run unprotected.
 ON_STORE_UNAVAILABLE = ("reject", "run")
 CLAIMS = ("first", "optimistic")

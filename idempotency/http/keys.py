@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 
+from idempotency.conf import MAX_KEY_LENGTH
 from idempotency.exceptions import InvalidIdempotencyKey
-
-MAX_KEY_LENGTH = 255
 
 
 def _printable(text: str) -> bool:

@@ -33,6 +33,7 @@ from django.db import IntegrityError, OperationalError, connections, transaction
 from django.http import HttpRequest, HttpResponseBase
 
 from idempotency import signals
+from idempotency.backoff import Backoff
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import (
     IdempotencyError,
@@ -43,10 +44,10 @@ from idempotency.exceptions import (
     InvalidIdempotencyKey,
     StoreUnavailable,
 )
-from idempotency.keys import header_value, parse_key
-from idempotency.policy import Policy
+from idempotency.http.keys import header_value, parse_key
+from idempotency.http.policy import Policy
+from idempotency.http.responses import StoredResponse, acapture, capture, is_storable, replay
 from idempotency.problems import problem_response
-from idempotency.responses import StoredResponse, acapture, capture, is_storable, replay
 from idempotency.stores import record_digest
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus
 
@@ -228,12 +229,9 @@ def answer(prepared: Prepared, claim: Claim) -> HttpResponseBase:
 
 def _poll(prepared: Prepared, wait: float) -> Claim | None:
     """Wait up to ``wait`` seconds for an in-progress request; the final state seen."""
-    deadline = time.monotonic() + wait
-    delay = 0.02
+    backoff = Backoff(wait)
     claim: Claim | None = None
-    while time.monotonic() < deadline:
-        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-        delay = min(delay * 1.5, 0.25)
+    while backoff.pause():
         claim = prepared.store.lookup(
             prepared.scope, prepared.key, fingerprint=prepared.fingerprint
         )

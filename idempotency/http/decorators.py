@@ -3,7 +3,7 @@
 ``@idempotent`` works on function views, on methods of Django's class-based
 views and DRF's ``APIView`` (``def post(self, request)``), on viewset
 actions, on ``@api_view`` functions (put it below ``@api_view``) and on a
-DRF view class (it mixes in :class:`~idempotency.mixins.IdempotentMixin`).
+DRF view class (it mixes in :class:`~idempotency.http.mixins.IdempotentMixin`).
 Sync and async functions alike. Applied anywhere it cannot work, it raises
 :class:`~idempotency.exceptions.ImproperlyApplied` instead of doing nothing.
 """
@@ -16,43 +16,22 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
-from django.http import HttpRequest, HttpResponseBase
-from rest_framework.request import Request
+from django.http import HttpResponseBase
 from rest_framework.views import APIView
 
-from idempotency import handling
-from idempotency.drf import hooks, view_of
 from idempotency.exceptions import ImproperlyApplied
-from idempotency.policy import Policy
+from idempotency.http import handling
+from idempotency.http.drf import hooks, view_of
+from idempotency.http.mixins import IdempotentMixin
+from idempotency.http.policy import Policy
+from idempotency.http.views import MARKER, in_flow, split_view_args
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-MARKER = "_idempotency_policy"
-
-
-def _split(args: tuple[Any, ...]) -> tuple[Any, Any]:
-    """``(view_instance_or_None, request)`` from a view's positional arguments."""
-    if args and isinstance(args[0], HttpRequest | Request):
-        return None, args[0]
-    if len(args) > 1 and isinstance(args[1], HttpRequest | Request):
-        return args[0], args[1]
-    raise ImproperlyApplied(
-        "@idempotent decorates views: the decorated callable was not called with a request "
-        "as its first argument (function view) or second argument (view method)."
-    )
-
-
-def in_flow(request: Any) -> bool:
-    """Whether an outer interface (the middleware, the mixin, another ``@idempotent``)
-    already handles this request's key: an inner one then only runs the view."""
-    return isinstance(getattr(request, "idempotency", None), handling.IdempotencyContext)
 
 
 def _wrap(func: Callable[..., Any], policy: Policy) -> Callable[..., Any]:
     if isinstance(func, type):
         if issubclass(func, APIView):
-            from idempotency.mixins import IdempotentMixin
-
             return type(
                 func.__name__,
                 (IdempotentMixin, func),
@@ -79,7 +58,7 @@ def _wrap(func: Callable[..., Any], policy: Policy) -> Callable[..., Any]:
     if iscoroutinefunction(func):
 
         async def async_wrapper(*args: Any, **kwargs: Any) -> HttpResponseBase:
-            _view, request = _split(args)
+            _view, request = split_view_args(args, decorator="@idempotent")
             if in_flow(request):
                 return await func(*args, **kwargs)  # type: ignore[no-any-return]
             return await handling.run_async(request, lambda: func(*args, **kwargs), policy)
@@ -89,7 +68,7 @@ def _wrap(func: Callable[..., Any], policy: Policy) -> Callable[..., Any]:
     else:
 
         def wrapper(*args: Any, **kwargs: Any) -> HttpResponseBase:
-            view, request = _split(args)
+            view, request = split_view_args(args, decorator="@idempotent")
             if in_flow(request):
                 return func(*args, **kwargs)  # type: ignore[no-any-return]
             if not isinstance(view, APIView):
@@ -150,13 +129,8 @@ def idempotent(view: Any = None, /, **options: Any) -> Any:
     return lambda func: _wrap(func, policy)
 
 
-def policy_of(func: Any) -> Policy | None:
-    """The policy ``@idempotent`` attached to ``func`` (or a bound method of it)."""
-    return getattr(getattr(func, "__func__", func), MARKER, None)
-
-
 def idempotency_exempt(view: F) -> F:
-    """Leave this view alone in :class:`~idempotency.middleware.IdempotencyMiddleware`."""
+    """Leave this view alone in :class:`~idempotency.http.middleware.IdempotencyMiddleware`."""
     if inspect.isclass(view):
         view.idempotency_exempt = True
         return view

@@ -14,11 +14,11 @@ from typing import Any
 from django.http import HttpRequest, HttpResponseBase
 from rest_framework.request import Request
 
-from idempotency import handling
-from idempotency.decorators import in_flow, policy_of
-from idempotency.drf import hooks
-from idempotency.fingerprints import keep_body
-from idempotency.policy import Policy
+from idempotency.http import handling
+from idempotency.http.drf import hooks
+from idempotency.http.fingerprints import keep_body
+from idempotency.http.policy import Policy
+from idempotency.http.views import in_flow, policy_of
 
 
 class IdempotentMixin:

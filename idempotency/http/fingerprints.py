@@ -31,7 +31,7 @@ from django.http import HttpRequest
 from django.http.request import RawPostDataException
 
 from idempotency.conf import idempotency_settings
-from idempotency.keys import header_value
+from idempotency.http.keys import header_value
 
 #: Deepest JSON nesting canonicalised; deeper bodies are fingerprinted as raw bytes.
 MAX_JSON_DEPTH = 200

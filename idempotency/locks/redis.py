@@ -1,0 +1,83 @@
+"""Locks on Redis (``LOCK_BACKEND = "redis"``): a key with a random owner token."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from typing import Any
+
+from idempotency.conf import idempotency_settings
+from idempotency.locks.base import Holding, LockBackend
+from idempotency.outages import guard
+
+REDIS_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+#: ARGV[1] owner token, ARGV[2] milliseconds, ARGV[3] '1' to replace the TTL.
+REDIS_EXTEND = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local add = tonumber(ARGV[2])
+local ttl = redis.call('PTTL', KEYS[1])
+if ARGV[3] == '1' or ttl < 0 then
+  redis.call('PEXPIRE', KEYS[1], add)
+else
+  redis.call('PEXPIRE', KEYS[1], ttl + add)
+end
+return 1
+"""
+
+
+class RedisHolding(Holding):
+    def __init__(self, client: Any, key: str, timeout: float | None) -> None:
+        self.client = client
+        self.key = key
+        self.timeout = timeout
+        self.token = secrets.token_hex(16)
+
+    @guard("redis", keyed=False)
+    def try_acquire(self) -> bool:
+        if self.timeout is None:
+            return bool(self.client.set(self.key, self.token, nx=True))
+        px = max(1, int(self.timeout * 1000))
+        return bool(self.client.set(self.key, self.token, nx=True, px=px))
+
+    @guard("redis", keyed=False)
+    def release(self) -> bool:
+        return bool(self.client.register_script(REDIS_RELEASE)(keys=[self.key], args=[self.token]))
+
+    @guard("redis", keyed=False)
+    def extend(self, additional: float, *, replace_ttl: bool = False) -> bool:
+        extended = self.client.register_script(REDIS_EXTEND)(
+            keys=[self.key],
+            args=[self.token, max(1, int(additional * 1000)), "1" if replace_ttl else "0"],
+        )
+        return bool(extended)
+
+    @guard("redis", keyed=False)
+    def owned(self) -> bool:
+        value = self.client.get(self.key)
+        if isinstance(value, bytes):
+            value = value.decode()
+        return bool(value == self.token)
+
+
+class RedisLockBackend(LockBackend):
+    """Locks as Redis keys on the django-redis connection of ``alias`` (``REDIS_ALIAS``)."""
+
+    def __init__(self, alias: str | None = None) -> None:
+        self.alias = alias
+
+    @property
+    def client(self) -> Any:
+        from django_redis import get_redis_connection
+
+        return get_redis_connection(self.alias or idempotency_settings.REDIS_ALIAS)
+
+    def key(self, name: str) -> str:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:40]
+        return f"{idempotency_settings.KEY_PREFIX}:lock:{{{digest}}}"
+
+    def holding(self, name: str, timeout: float | None) -> Holding:
+        return RedisHolding(self.client, self.key(name), timeout)

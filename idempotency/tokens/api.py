@@ -1,0 +1,110 @@
+"""Issue, consume and purge submit tokens on the configured backend."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone
+
+from idempotency import signals
+from idempotency.conf import idempotency_settings
+from idempotency.exceptions import (
+    SubmitTokenInvalid,
+    SubmitTokenUsed,
+)
+from idempotency.tokens.base import (
+    MAX_TOKEN_LENGTH,
+    OK,
+    USED,
+    IssuedToken,
+    check_purpose,
+    hash_token,
+    token_scope,
+)
+from idempotency.tokens.database import DatabaseTokens
+from idempotency.tokens.redis import RedisTokens
+
+
+def _backend() -> DatabaseTokens | RedisTokens:
+    name = idempotency_settings.SUBMIT_TOKEN_BACKEND
+    if name == "database":
+        return DatabaseTokens()
+    if name == "redis":
+        return RedisTokens()
+    raise ImproperlyConfigured(
+        f"IDEMPOTENCY['SUBMIT_TOKEN_BACKEND'] must be 'database' or 'redis', got {name!r}"
+    )
+
+
+# -- the API -----------------------------------------------------------------------------
+
+
+def issue_token(*, user_or_scope: Any, purpose: str, ttl: float | None = None) -> IssuedToken:
+    """:func:`issue_submit_token`, also telling the scope and expiry."""
+    scope = token_scope(user_or_scope)
+    if scope is None:
+        raise ValueError(
+            "Submit tokens are bound to an authenticated user or an explicit scope string; "
+            f"got {user_or_scope!r}"
+        )
+    purpose = check_purpose(purpose)
+    seconds = float(idempotency_settings.SUBMIT_TOKEN_TTL if ttl is None else ttl)
+    if seconds <= 0:
+        raise ValueError("A submit token's ttl must be positive")
+    token = secrets.token_urlsafe(32)
+    expires_at = _backend().issue(hash_token(token), scope, purpose, seconds)
+    return IssuedToken(token=token, scope=scope, purpose=purpose, expires_at=expires_at)
+
+
+def issue_submit_token(*, user_or_scope: Any, purpose: str, ttl: float | None = None) -> str:
+    """A new one-time token for ``purpose``, bound to a user (``user:<pk>``) or scope string.
+
+    It lives ``ttl`` seconds (default ``SUBMIT_TOKEN_TTL``). Only its SHA-256 hash is
+    stored; the token itself is returned once, here.
+    """
+    return issue_token(user_or_scope=user_or_scope, purpose=purpose, ttl=ttl).token
+
+
+def consume_submit_token(*, token: str, user_or_scope: Any, purpose: str) -> None:
+    """Use ``token`` up, atomically: of concurrent consumers exactly one returns.
+
+    Raises :class:`~idempotency.exceptions.SubmitTokenUsed` (409) when it was already
+    consumed, and :class:`~idempotency.exceptions.SubmitTokenInvalid` (400) when it is
+    unknown, expired, bound to another scope or issued for another purpose (which
+    never consumes it).
+    """
+    scope = token_scope(user_or_scope)
+    if (
+        scope is None
+        or not isinstance(token, str)
+        or not token
+        or len(token) > MAX_TOKEN_LENGTH
+        or not isinstance(purpose, str)
+        or not purpose
+    ):
+        raise SubmitTokenInvalid()
+    outcome = _backend().consume(hash_token(token), scope, purpose)
+    if outcome == OK:
+        return
+    if outcome == USED:
+        signals.token_used.send(sender=None, scope=scope, purpose=purpose)
+        raise SubmitTokenUsed()
+    raise SubmitTokenInvalid()
+
+
+def purge_expired_submit_tokens(
+    *, batch_size: int | None = None, now: datetime | None = None
+) -> int:
+    """Delete expired token rows (database backend) in batches; the number deleted.
+
+    A consumed row is kept as a tombstone until it is both expired and
+    :data:`TOMBSTONE_SECONDS` old. Redis tokens expire by themselves (returns 0).
+    """
+    backend = _backend()
+    if not isinstance(backend, DatabaseTokens):
+        return 0
+    size = int(batch_size or idempotency_settings.PURGE_BATCH_SIZE)
+    return backend.purge(now=now or timezone.now(), batch_size=max(1, size))

@@ -1,0 +1,69 @@
+"""Submit tokens as :class:`~idempotency.models.SubmitToken` rows (``"database"``)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Q
+from django.utils import timezone
+
+from idempotency.conf import idempotency_settings
+from idempotency.outages import guard
+from idempotency.tokens.base import INVALID, OK, TOMBSTONE_SECONDS, USED
+
+
+class DatabaseTokens:
+    """Tokens as :class:`~idempotency.models.SubmitToken` rows (the default backend)."""
+
+    @property
+    def using(self) -> str:
+        return str(idempotency_settings.DATABASE_ALIAS)
+
+    def _tokens(self) -> Any:
+        from idempotency.models import SubmitToken
+
+        return SubmitToken.objects.using(self.using)
+
+    @guard("database", keyed=False)
+    def issue(self, token_hash: str, scope: str, purpose: str, ttl: float) -> datetime:
+        now = timezone.now()
+        expires_at = now + timedelta(seconds=ttl)
+        self._tokens().create(
+            token_hash=token_hash,
+            scope=scope,
+            purpose=purpose,
+            created_at=now,
+            expires_at=expires_at,
+        )
+        return expires_at
+
+    @guard("database", keyed=False)
+    def consume(self, token_hash: str, scope: str, purpose: str) -> str:
+        now = timezone.now()
+        bound = self._tokens().filter(token_hash=token_hash, scope=scope, purpose=purpose)
+        # the one atomic step: of concurrent consumers, one UPDATE matches the row
+        if bound.filter(consumed_at__isnull=True, expires_at__gt=now).update(consumed_at=now):
+            return OK
+        tombstone = bound.filter(consumed_at__isnull=False).filter(
+            Q(expires_at__gt=now) | Q(consumed_at__gt=now - timedelta(seconds=TOMBSTONE_SECONDS))
+        )
+        return USED if tombstone.exists() else INVALID
+
+    def purge(self, *, now: datetime, batch_size: int) -> int:
+        cutoff = now - timedelta(seconds=TOMBSTONE_SECONDS)
+        expired = (
+            self._tokens()
+            .filter(expires_at__lte=cutoff)
+            .filter(Q(consumed_at__isnull=True) | Q(consumed_at__lte=cutoff))
+        )
+        deleted = 0
+        while True:
+            ids = list(expired.values_list("pk", flat=True)[:batch_size])
+            if not ids:
+                return deleted
+            count, _ = self._tokens().filter(pk__in=ids).delete()
+            deleted += count
+
+
+#: KEYS[1] token, KEYS[2] tombstone; ARGV[1] binding, ARGV[2] shortest tombstone (ms).

@@ -1,0 +1,62 @@
+"""Submit tokens on Redis (``SUBMIT_TOKEN_BACKEND = "redis"``): one Lua script consumes."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from idempotency.conf import idempotency_settings
+from idempotency.outages import guard
+from idempotency.tokens.base import TOMBSTONE_SECONDS
+
+REDIS_CONSUME = """
+local bound = redis.call('GET', KEYS[1])
+if bound then
+  if bound ~= ARGV[1] then return 'invalid' end
+  local keep = redis.call('PTTL', KEYS[1])
+  if keep < tonumber(ARGV[2]) then keep = tonumber(ARGV[2]) end
+  redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[2], bound, 'PX', keep)
+  return 'ok'
+end
+if redis.call('GET', KEYS[2]) == ARGV[1] then return 'used' end
+return 'invalid'
+"""
+
+
+class RedisTokens:
+    """Tokens as Redis strings; consumption is one compare-delete-and-tombstone script."""
+
+    @property
+    def client(self) -> Any:
+        from django_redis import get_redis_connection
+
+        return get_redis_connection(idempotency_settings.REDIS_ALIAS)
+
+    def keys(self, token_hash: str) -> tuple[str, str]:
+        # one hash tag: the token and its tombstone live on one Redis Cluster slot
+        base = f"{idempotency_settings.KEY_PREFIX}:st:{{{token_hash}}}"
+        return base, f"{base}:used"
+
+    @staticmethod
+    def binding(scope: str, purpose: str) -> str:
+        return json.dumps([scope, purpose], separators=(",", ":"))
+
+    @guard("redis", keyed=False)
+    def issue(self, token_hash: str, scope: str, purpose: str, ttl: float) -> datetime:
+        expires_at = timezone.now() + timedelta(seconds=ttl)
+        key, _tombstone = self.keys(token_hash)
+        self.client.set(key, self.binding(scope, purpose), px=max(1, int(ttl * 1000)), nx=True)
+        return expires_at
+
+    @guard("redis", keyed=False)
+    def consume(self, token_hash: str, scope: str, purpose: str) -> str:
+        client = self.client
+        reply = client.register_script(REDIS_CONSUME)(
+            keys=list(self.keys(token_hash)),
+            args=[self.binding(scope, purpose), TOMBSTONE_SECONDS * 1000],
+        )
+        return reply.decode() if isinstance(reply, bytes) else str(reply)
