@@ -18,8 +18,8 @@ from datetime import timedelta
 from django.db import connection
 from django.utils import timezone
 
-from idempotency.http.responses import StoredResponse
 from idempotency.purge import purge_expired_records
+from idempotency.stores.base import StoredResponse
 from idempotency.stores.database import DatabaseStore
 
 SEED_CHUNK = 250_000

@@ -51,7 +51,7 @@ def _configure(url: str) -> None:
 
 def _cycles(store: Any, seconds: float, threads: int) -> list[float]:
     """Latencies (s) of claim + complete cycles run by ``threads`` threads for ``seconds``."""
-    from idempotency.http.responses import StoredResponse
+    from idempotency.stores.base import StoredResponse
 
     response = StoredResponse(201, [("Content-Type", "application/json")], b'{"id": 1}')
     latencies: list[float] = []

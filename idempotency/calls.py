@@ -32,8 +32,7 @@ from idempotency import signals
 from idempotency.backoff import Backoff
 from idempotency.conf import MAX_KEY_LENGTH
 from idempotency.exceptions import IdempotencyKeyMismatch, InProgress, StoreUnavailable
-from idempotency.http.responses import StoredResponse
-from idempotency.stores.base import BaseStore, Claim, ClaimStatus
+from idempotency.stores.base import BaseStore, Claim, ClaimStatus, StoredResponse
 
 logger = logging.getLogger("idempotency")
 

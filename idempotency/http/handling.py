@@ -46,10 +46,10 @@ from idempotency.exceptions import (
 )
 from idempotency.http.keys import header_value, parse_key
 from idempotency.http.policy import Policy
-from idempotency.http.responses import StoredResponse, acapture, capture, is_storable, replay
+from idempotency.http.responses import acapture, capture, is_storable, replay
 from idempotency.problems import problem_response
 from idempotency.stores import record_digest
-from idempotency.stores.base import BaseStore, Claim, ClaimStatus
+from idempotency.stores.base import BaseStore, Claim, ClaimStatus, StoredResponse
 
 logger = logging.getLogger("idempotency")
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import itertools
-import json
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.http import HttpResponse, HttpResponseBase
 
 from idempotency.conf import idempotency_settings, on_reload
+from idempotency.stores.base import StoredResponse
 
 REPLAYED_HEADER = "Idempotent-Replayed"
 
@@ -17,30 +16,6 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 TRANSIENT_4XX = frozenset({401, 403, 407, 408, 409, 425, 429})
 #: Never stored, whatever a view asks: authentication failures.
 NEVER_STORED = frozenset({401, 403, 407})
-
-
-@dataclass(frozen=True, slots=True)
-class StoredResponse:
-    """What replay needs: status, allow-listed headers and the exact body bytes."""
-
-    status: int
-    headers: list[tuple[str, str]] = field(default_factory=list)
-    body: bytes = b""
-
-    def headers_json(self) -> str:
-        return json.dumps(self.headers)
-
-    @classmethod
-    def from_parts(
-        cls, status: int, headers: Any, body: bytes | memoryview | None
-    ) -> StoredResponse:
-        if isinstance(headers, str):
-            headers = json.loads(headers)
-        return cls(
-            status=int(status),
-            headers=[(str(k), str(v)) for k, v in (headers or [])],
-            body=bytes(body or b""),
-        )
 
 
 def is_storable(status: int, *, store_errors: bool) -> bool:

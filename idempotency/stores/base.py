@@ -9,13 +9,36 @@ absent even before it is purged.
 from __future__ import annotations
 
 import enum
+import json
 import secrets
 import time
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from idempotency.http.responses import StoredResponse
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """What replay needs: status, allow-listed headers and the exact body bytes."""
+
+    status: int
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+
+    def headers_json(self) -> str:
+        return json.dumps(self.headers)
+
+    @classmethod
+    def from_parts(
+        cls, status: int, headers: Any, body: bytes | memoryview | None
+    ) -> StoredResponse:
+        if isinstance(headers, str):
+            headers = json.loads(headers)
+        return cls(
+            status=int(status),
+            headers=[(str(k), str(v)) for k, v in (headers or [])],
+            body=bytes(body or b""),
+        )
 
 
 class ClaimStatus(enum.Enum):

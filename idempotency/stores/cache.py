@@ -23,10 +23,9 @@ from typing import Any, ClassVar
 from django.core.cache import BaseCache, caches
 
 from idempotency.conf import idempotency_settings
-from idempotency.http.responses import StoredResponse
 from idempotency.outages import guard
 from idempotency.stores import record_digest
-from idempotency.stores.base import BaseStore, Claim, ClaimStatus, new_fence
+from idempotency.stores.base import BaseStore, Claim, ClaimStatus, StoredResponse, new_fence
 
 
 class CacheStore(BaseStore):

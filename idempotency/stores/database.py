@@ -26,10 +26,9 @@ from django.utils.dateparse import parse_datetime
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
-from idempotency.http.responses import StoredResponse
 from idempotency.outages import bursts, guard
 from idempotency.stores import record_digest
-from idempotency.stores.base import BaseStore, Claim, ClaimStatus, new_fence
+from idempotency.stores.base import BaseStore, Claim, ClaimStatus, StoredResponse, new_fence
 
 _COLUMNS = (
     "scope",

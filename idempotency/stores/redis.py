@@ -23,10 +23,16 @@ from typing import Any, ClassVar
 
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import StoreNotDurable
-from idempotency.http.responses import StoredResponse
 from idempotency.outages import guard
 from idempotency.stores import record_digest
-from idempotency.stores.base import BaseStore, Claim, ClaimStatus, new_fence, now_ms
+from idempotency.stores.base import (
+    BaseStore,
+    Claim,
+    ClaimStatus,
+    StoredResponse,
+    new_fence,
+    now_ms,
+)
 
 _NOW = """
 local t = redis.call('TIME')

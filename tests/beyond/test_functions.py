@@ -279,7 +279,7 @@ def test_stale_owner_takeover_with_the_database_store() -> None:
         idempotent_function(key="db-slow:{ref}", store=DB_STORE, lease=60)(work.__wrapped__)(ref)
     time.sleep(0.1)
     assert work(ref) == 1  # the dead owner's lease ran out: taken over
-    from idempotency.http.responses import StoredResponse
+    from idempotency.stores.base import StoredResponse
 
     assert not store.complete(
         "functions",

@@ -20,9 +20,9 @@ from django.utils import timezone
 from idempotency import IdempotentTask, idempotent_task
 from idempotency.calls import FunctionKeyMismatch, fingerprint_of
 from idempotency.exceptions import ImproperlyApplied, InProgress
-from idempotency.http.responses import StoredResponse
 from idempotency.models import IdempotencyRecord, SubmitToken
 from idempotency.stores import get_store
+from idempotency.stores.base import StoredResponse
 from idempotency.tasks import purge_expired_records_task, purge_expired_submit_tokens_task
 from tests.beyond.conftest import DB_STORE
 

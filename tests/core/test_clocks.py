@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from idempotency.http.responses import StoredResponse
-from idempotency.stores.base import ClaimStatus
+from idempotency.stores.base import ClaimStatus, StoredResponse
 from idempotency.stores.database import DatabaseStore
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

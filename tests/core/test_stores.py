@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from idempotency.http.responses import StoredResponse
-from idempotency.stores.base import BaseStore, ClaimStatus
+from idempotency.stores.base import BaseStore, ClaimStatus, StoredResponse
 from idempotency.stores.cache import CacheStore
 from idempotency.stores.database import DatabaseStore
 from idempotency.stores.redis import RedisStore

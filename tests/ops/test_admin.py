@@ -12,8 +12,8 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 from idempotency.admin import body_preview
-from idempotency.http.responses import StoredResponse
 from idempotency.models import IdempotencyRecord
+from idempotency.stores.base import StoredResponse
 from idempotency.stores.database import DatabaseStore
 from tests.ops.conftest import MakeRecord
 

@@ -27,9 +27,8 @@ from django.db import connection, connections
 from django.test import override_settings
 
 from idempotency import idempotent_function, lock
-from idempotency.http.responses import StoredResponse
 from idempotency.locks import Lock, PostgresLockBackend
-from idempotency.stores.base import ClaimStatus
+from idempotency.stores.base import ClaimStatus, StoredResponse
 from idempotency.stores.database import DatabaseStore
 from idempotency.tokens import consume_submit_token, issue_submit_token
 from tests.scale.servers import PgBouncerServer

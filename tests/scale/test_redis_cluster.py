@@ -21,10 +21,9 @@ from django_redis import get_redis_connection
 
 from idempotency import lock
 from idempotency.exceptions import SubmitTokenUsed
-from idempotency.http.responses import StoredResponse
 from idempotency.locks import RedisLockBackend
 from idempotency.redis_cluster import ClusterConnectionFactory
-from idempotency.stores.base import BaseStore, ClaimStatus
+from idempotency.stores.base import BaseStore, ClaimStatus, StoredResponse
 from idempotency.stores.database import DatabaseStore
 from idempotency.stores.redis import RedisStore
 from idempotency.tokens import RedisTokens, consume_submit_token, issue_submit_token

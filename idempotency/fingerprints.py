@@ -1,7 +1,6 @@
 """Compatibility path: fingerprints live in :mod:`idempotency.http.fingerprints`.
 
-``FINGERPRINT = "idempotency.fingerprints.request_fingerprint"`` keeps working. (A
-package rather than ``fingerprints.py``, so that git still follows the module's move.)
+``FINGERPRINT = "idempotency.fingerprints.request_fingerprint"`` keeps working.
 """
 
 from idempotency.http.fingerprints import request_fingerprint
