@@ -124,7 +124,9 @@ def measure(token: str, *, blocks: int, per_block: int = 20) -> Costs:
     return Costs(
         requests={case: _median_us(samples[f"{case[0]}:{case[1]}"]) for case in CASES},
         cpu={case: _median_us(cpu[f"{case[0]}:{case[1]}"]) for case in CASES},
-        profiles={case: profile_layer(*calls[case], requests=blocks * 8) for case in ours},
+        profiles={
+            case: profile_layer(*calls[case], requests=min(200, blocks * 8)) for case in ours
+        },
         round_trips={case: count_round_trips(*calls[case]) for case in CASES},
         postgres_round_trip=_median_us(samples["postgres"]),
         redis_round_trip=_median_us(samples["redis"]),
