@@ -41,9 +41,11 @@ from idempotency.http.views import policy_of
 from idempotency.problems import PROBLEM_CONTENT_TYPE
 from idempotency.tokens import SubmitTokenPermission
 
-#: The middleware's dotted paths: its module, and the compatibility path before it.
+#: The middleware's dotted paths: the package's re-export (the README's), its module,
+#: and the compatibility path before it.
 MIDDLEWARE_PATHS = frozenset(
     {
+        "idempotency.IdempotencyMiddleware",
         "idempotency.http.middleware.IdempotencyMiddleware",
         "idempotency.middleware.IdempotencyMiddleware",
     }

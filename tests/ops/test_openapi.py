@@ -144,6 +144,7 @@ class ExemptApi(APIView):
 @pytest.mark.parametrize(
     "middleware_path",
     [
+        "idempotency.IdempotencyMiddleware",  # what the README lists
         "idempotency.http.middleware.IdempotencyMiddleware",
         "idempotency.middleware.IdempotencyMiddleware",  # the compatibility path
     ],
