@@ -7,7 +7,7 @@ format string or a callable of the call's arguments (:func:`key_builder`); a rec
 fingerprint names the function or task that owns the key (:func:`fingerprint_of`), so a
 key used by two of them raises :class:`FunctionKeyMismatch`. Results are stored as JSON.
 
-The flow is the lease mode of the HTTP layer (:mod:`idempotency.http.handling`) over
+The flow is the lease mode of the HTTP layer (:mod:`idempotency.http.lease`) over
 the store contract (:mod:`idempotency.stores.base`); atomic mode runs it inside a
 transaction of the store's database (:func:`transaction_for`).
 """

@@ -1,0 +1,278 @@
+"""Atomic mode (DatabaseStore): the record commits in the view's own transaction.
+
+The key is claimed inside that transaction before the view runs (or, with
+``claim="optimistic"``, the completed record is inserted after it), so a released
+outcome rolls the claim back with the view's writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+from django.db import IntegrityError, OperationalError, connections, transaction
+from django.http import HttpResponseBase
+
+from idempotency import signals
+from idempotency.conf import idempotency_settings
+from idempotency.exceptions import IdempotencyError
+from idempotency.http.flow import (
+    Call,
+    Convert,
+    Finalize,
+    IdempotencyContext,
+    Prepared,
+    abandoned,
+    answer,
+    answer_waiting,
+    send,
+    store_response,
+    timed,
+)
+from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
+
+
+class _LostRace(Exception):
+    """Atomic mode: a concurrent duplicate committed the key first."""
+
+
+class _NotOwner(Exception):
+    """Atomic mode, claim first: the key is held by a live record; answer from it."""
+
+    def __init__(self, claim: Claim) -> None:
+        super().__init__()
+        self.claim = claim
+
+
+class _ClaimLocked(Exception):
+    """Atomic mode: the claim waited ``LOCK_TIMEOUT`` on a concurrent duplicate's claim."""
+
+
+def bound_lock_waits(store: Any) -> None:
+    """Atomic mode: cap lock waits in this transaction at ``LOCK_TIMEOUT`` (PostgreSQL).
+
+    A concurrent duplicate that would wait longer for the first request's commit then
+    answers 409 with ``Retry-After`` instead. Off by default: it costs one statement per
+    request, and it also bounds the view's own lock waits on rows other requests hold.
+    """
+    timeout = idempotency_settings.LOCK_TIMEOUT
+    if timeout is None:
+        return
+    connection = connections[store.using]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT set_config('lock_timeout', %s, true)", [f"{int(timeout * 1000)}ms"]
+            )
+
+
+def _is_lock_error(exc: OperationalError) -> bool:
+    cause = exc.__cause__
+    code = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
+    if code in {"55P03", "40P01", "40001"}:  # lock_not_available, deadlock, serialization
+        return True
+    return "database is locked" in str(exc)
+
+
+@contextmanager
+def _transaction(prepared: Prepared) -> Iterator[list[str]]:
+    """Atomic mode's transaction: the store's database and every alias the view names
+    (``databases``), so a rollback leaves nothing behind in any of them."""
+    aliases = prepared.policy.get_databases(prepared.store.using)  # type: ignore[attr-defined]
+    with ExitStack() as stack:
+        for alias in aliases:
+            stack.enter_context(transaction.atomic(using=alias))
+        yield aliases
+
+
+def _roll_back(aliases: list[str]) -> None:
+    for alias in aliases:
+        transaction.set_rollback(True, using=alias)
+
+
+def run_atomic(
+    prepared: Prepared, call: Call, convert: Convert | None, finalize: Finalize
+) -> HttpResponseBase:
+    store: Any = prepared.store
+    optimistic = prepared.policy.get_claim() == "optimistic"
+    # claim first answers for any record a peek misses; insert-last must see them all
+    look = store.lookup if optimistic else store.peek
+    existing = timed(prepared, look, prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
+    if existing is not None and not abandoned(existing):
+        return answer_waiting(prepared, existing)
+    if optimistic:
+        return _run_optimistic(prepared, call, convert, finalize)
+    request = prepared.request
+    context = IdempotencyContext(
+        prepared.scope, prepared.key, prepared.fingerprint, "atomic", store
+    )
+    request.idempotency = context  # type: ignore[attr-defined]
+    released: int | None = None
+    try:
+        with _transaction(prepared) as aliases:
+            claim = timed(prepared, _claim_in_transaction, prepared)
+            if not claim.owned:
+                raise _NotOwner(claim)  # nothing written: the transaction ends empty
+            context.fence = claim.fence
+            response = finalize(call())
+            stored = store_response(prepared, response)
+            if stored is None:
+                # released: nothing of this attempt may stay, or a retry would double it
+                _roll_back(aliases)
+                released = response.status_code
+            elif not store.complete(
+                prepared.scope,
+                prepared.key,
+                fence=claim.fence,
+                response=stored,
+                ttl=prepared.policy.get_ttl(),
+                fingerprint=prepared.fingerprint,
+            ):  # pragma: no cover - the claim is ours until this transaction ends
+                raise _LostRace
+    except _NotOwner as lost:
+        return answer_waiting(prepared, lost.claim)
+    except _ClaimLocked:
+        return answer(prepared, Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0))
+    except Exception as exc:
+        return _atomic_failure(prepared, exc, convert, finalize, claimed_first=True)
+    return _committed(prepared, response, released)
+
+
+def _claim_in_transaction(prepared: Prepared) -> Claim:
+    """Claim the key inside the open transaction; on PostgreSQL with ``LOCK_TIMEOUT`` the
+    wait on a concurrent duplicate's claim is bounded (and only that wait: the bound is
+    lifted again before the view runs, so the view's own lock waits are its own)."""
+    store: Any = prepared.store
+    request = prepared.request
+
+    def claim() -> Claim:
+        claimed: Claim = store.claim(
+            prepared.scope,
+            prepared.key,
+            fingerprint=prepared.fingerprint,
+            lease=prepared.policy.get_lease(),
+            ttl=prepared.policy.get_ttl(),
+            method=request.method or "",
+            route=request.path,
+        )
+        return claimed
+
+    timeout = idempotency_settings.LOCK_TIMEOUT
+    connection = connections[store.using]
+    if timeout is None or connection.vendor != "postgresql":
+        return claim()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT current_setting('lock_timeout'), set_config('lock_timeout', %s, true)",
+            [f"{max(1, int(timeout * 1000))}ms"],
+        )
+        previous = cursor.fetchone()[0]
+    try:
+        claimed = claim()
+    except OperationalError as exc:
+        if _is_lock_error(exc):
+            raise _ClaimLocked from exc
+        raise
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('lock_timeout', %s, true)", [previous])
+    return claimed
+
+
+def _run_optimistic(
+    prepared: Prepared, call: Call, convert: Convert | None, finalize: Finalize
+) -> HttpResponseBase:
+    """Atomic mode, ``claim="optimistic"``: run the view, insert the completed record last."""
+    store: Any = prepared.store
+    request = prepared.request
+    request.idempotency = IdempotencyContext(  # type: ignore[attr-defined]
+        prepared.scope, prepared.key, prepared.fingerprint, "atomic", store
+    )
+    released: int | None = None
+    try:
+        with _transaction(prepared) as aliases:
+            bound_lock_waits(store)
+            response = finalize(call())
+            stored = store_response(prepared, response)
+            if stored is None:
+                _roll_back(aliases)
+                released = response.status_code
+            elif not _insert_completed(prepared, stored):
+                raise _LostRace
+    except Exception as exc:
+        return _atomic_failure(prepared, exc, convert, finalize, claimed_first=False)
+    return _committed(prepared, response, released)
+
+
+def _committed(
+    prepared: Prepared, response: HttpResponseBase, released: int | None
+) -> HttpResponseBase:
+    """The view's transaction ended: signal its outcome (``released``: the status whose
+    attempt was rolled back), then answer with the view's response."""
+    if released is not None:
+        send(signals.released, prepared, status=released)
+    else:
+        send(signals.first, prepared, status=response.status_code)
+    return response
+
+
+def _insert_completed(prepared: Prepared, stored: StoredResponse) -> bool:
+    """Atomic mode: insert the completed record in the open transaction (False: taken)."""
+    request = prepared.request
+    inserted: bool = prepared.store.insert_completed(  # type: ignore[attr-defined]
+        prepared.scope,
+        prepared.key,
+        fingerprint=prepared.fingerprint,
+        response=stored,
+        ttl=prepared.policy.get_ttl(),
+        method=request.method or "",
+        route=request.path,
+    )
+    return inserted
+
+
+def _atomic_failure(
+    prepared: Prepared,
+    exc: Exception,
+    convert: Convert | None,
+    finalize: Finalize,
+    *,
+    claimed_first: bool,
+) -> HttpResponseBase:
+    """Atomic mode: the transaction rolled back; answer for the winner, or for the error.
+
+    With the claim taken first, no duplicate can have run: an ``IntegrityError`` or a
+    lock error is the view's own failure, never a lost race, and is answered as such.
+    """
+    store: Any = prepared.store
+    if not claimed_first:
+        lost = isinstance(exc, _LostRace | IntegrityError)
+        locked = isinstance(exc, OperationalError) and _is_lock_error(exc)
+        if lost or locked:
+            # a committed duplicate won the key (our insert, or the view's own unique insert)
+            winner = store.lookup(prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
+            if winner is not None:
+                return answer(prepared, winner)
+            if not isinstance(exc, IntegrityError):
+                return answer(prepared, Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0))
+    if isinstance(exc, IdempotencyError):
+        send(signals.released, prepared, exception=exc)
+        return exc.as_response()
+    if convert is None:
+        send(signals.released, prepared, exception=exc)
+        raise exc
+    response = finalize(convert(exc))
+    stored = store_response(prepared, response)
+    if stored is None:
+        send(signals.released, prepared, exception=exc)
+        return response
+    # a definitive error (a 4xx the view raised): stored, so a retry replays it
+    with store.atomic():
+        inserted = _insert_completed(prepared, stored)
+    if not inserted:
+        winner = store.lookup(prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
+        if winner is not None:
+            return answer(prepared, winner)
+    else:
+        send(signals.first, prepared, status=response.status_code)
+    return response

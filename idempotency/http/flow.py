@@ -1,0 +1,223 @@
+"""What every path of the request flow shares: taking part, the prepared request, the
+answers to a request that does not own its key, and the wait for one in progress."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponseBase
+
+from idempotency import signals
+from idempotency.backoff import Backoff
+from idempotency.conf import idempotency_settings
+from idempotency.exceptions import (
+    IdempotencyKeyMismatch,
+    IdempotencyKeyRequired,
+    IdempotencyRequestInProgress,
+    IdempotencyScopeUnavailable,
+    InvalidIdempotencyKey,
+)
+from idempotency.http.keys import header_value, parse_key
+from idempotency.http.policy import Policy
+from idempotency.http.responses import capture, is_storable, replay
+from idempotency.problems import problem_response
+from idempotency.stores import record_digest
+from idempotency.stores.base import BaseStore, Claim, ClaimStatus, StoredResponse
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+Call = Callable[[], HttpResponseBase]
+Convert = Callable[[Exception], HttpResponseBase]
+Finalize = Callable[[HttpResponseBase], HttpResponseBase]
+
+
+def identity(response: HttpResponseBase) -> HttpResponseBase:
+    return response
+
+
+@dataclass
+class IdempotencyContext:
+    """What a view can see of its key: ``request.idempotency``.
+
+    In lease mode a view with multi-step work records committed phases with
+    :meth:`save_recovery_point`; a retry after a crash or an error starts with
+    :attr:`recovery_point` set to the last one and resumes from there.
+    """
+
+    scope: str
+    key: str
+    fingerprint: str
+    mode: str
+    store: BaseStore
+    fence: int = 0
+    recovery_point: str = ""
+    recovery_data: Any = None
+    #: Lease mode: this attempt took the key over from an owner whose lease ran out. That
+    #: owner may have crashed *after* its effect and before its record (an effect in the
+    #: application's database cannot commit with a record in Redis): make the effect
+    #: itself idempotent, e.g. with a unique constraint on :attr:`reference`.
+    taken_over: bool = False
+
+    @property
+    def reference(self) -> str:
+        """A stable reference of (scope, key), the same on every attempt and retry:
+        ``idem_`` and 40 hex digits. Store it under a unique constraint of the view's own
+        (a ledger reference, a payment number) so an effect happens once even when its
+        idempotency record was lost."""
+        return f"idem_{record_digest(self.scope, self.key)}"
+
+    def save_recovery_point(self, name: str, data: Any = None) -> None:
+        if self.mode != "lease":
+            raise RuntimeError("Recovery points need lease mode (atomic mode rolls back whole).")
+        if not self.store.save_recovery_point(
+            self.scope, self.key, fence=self.fence, name=name, data=data
+        ):
+            from idempotency.exceptions import StaleOwner
+
+            raise StaleOwner(f"{self.scope}/{self.key} is no longer owned by this request")
+        self.recovery_point = name
+        self.recovery_data = data
+
+
+@dataclass
+class Prepared:
+    request: HttpRequest
+    policy: Policy
+    store: BaseStore
+    mode: str
+    scope: str
+    key: str
+    fingerprint: str
+    #: Seconds the store took to decide who owns the key (lookup or claim).
+    claim_seconds: float | None = None
+
+
+def route_of(request: HttpRequest) -> str:
+    """The URL pattern that matched ``request`` (bounded, unlike the path), for metrics."""
+    match = getattr(request, "resolver_match", None)
+    return str(match.route) if match is not None and match.route else "<unmatched>"
+
+
+def send(signal: Any, prepared: Prepared, **extra: Any) -> None:
+    signal.send(
+        sender=type(prepared.store),
+        request=prepared.request,
+        scope=prepared.scope,
+        key=prepared.key,
+        route=route_of(prepared.request),
+        claim_seconds=prepared.claim_seconds,
+        **extra,
+    )
+
+
+def timed(prepared: Prepared, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``call(*args, **kwargs)``, its duration added to ``prepared.claim_seconds``."""
+    started = time.perf_counter()
+    try:
+        return call(*args, **kwargs)
+    finally:
+        elapsed = time.perf_counter() - started
+        prepared.claim_seconds = (prepared.claim_seconds or 0.0) + elapsed
+
+
+def prepare(request: HttpRequest, policy: Policy) -> Prepared | HttpResponseBase | None:
+    """Decide whether the request takes part: None to run the view plainly, a response
+    for an error, or the prepared key, scope and fingerprint."""
+    if request.method not in UNSAFE_METHODS:
+        return None
+    try:
+        key = parse_key(header_value(request, idempotency_settings.HEADER))
+        if key is None:
+            if policy.get_required():
+                raise IdempotencyKeyRequired(
+                    f"This endpoint requires an {idempotency_settings.HEADER} header."
+                )
+            return None
+        scope = policy.get_scope(request)
+        if scope is None:
+            if idempotency_settings.ANONYMOUS == "ignore":
+                return None
+            raise IdempotencyScopeUnavailable()
+        fingerprint = policy.get_fingerprint(request)
+    except (InvalidIdempotencyKey, IdempotencyKeyRequired, IdempotencyScopeUnavailable) as exc:
+        if not isinstance(exc, IdempotencyScopeUnavailable):
+            signals.invalid_key.send(
+                sender=None,
+                request=request,
+                scope=None,
+                key=None,
+                code=exc.code,
+                route=route_of(request),
+                claim_seconds=None,
+            )
+        return exc.as_response()
+    except RequestDataTooBig:
+        return problem_response(
+            413,
+            "payload-too-large",
+            "Payload too large",
+            "The request body is larger than the server accepts.",
+        )
+    store = policy.get_store()
+    return Prepared(
+        request=request,
+        policy=policy,
+        store=store,
+        mode=policy.get_mode(store),
+        scope=scope,
+        key=key,
+        fingerprint=fingerprint,
+    )
+
+
+def answer(prepared: Prepared, claim: Claim) -> HttpResponseBase:
+    """The response to a request that does not own the key."""
+    if claim.status is ClaimStatus.COMPLETED and claim.response is not None:
+        send(signals.replayed, prepared)
+        return replay(claim.response)
+    if claim.status is ClaimStatus.MISMATCH:
+        send(signals.mismatch, prepared)
+        return IdempotencyKeyMismatch().as_response()
+    send(signals.conflict, prepared)
+    retry_after = max(int(idempotency_settings.RETRY_AFTER), math.ceil(claim.retry_after or 0))
+    return IdempotencyRequestInProgress(retry_after=min(retry_after, 60)).as_response()
+
+
+def poll(prepared: Prepared, wait: float) -> Claim | None:
+    """Wait up to ``wait`` seconds for an in-progress request; the final state seen."""
+    backoff = Backoff(wait)
+    claim: Claim | None = None
+    while backoff.pause():
+        claim = prepared.store.lookup(
+            prepared.scope, prepared.key, fingerprint=prepared.fingerprint
+        )
+        if claim is None or claim.status is not ClaimStatus.IN_PROGRESS:
+            return claim
+    return claim
+
+
+def store_response(prepared: Prepared, response: HttpResponseBase) -> StoredResponse | None:
+    """What to keep of ``response``, or None when its outcome releases the key."""
+    if not is_storable(response.status_code, store_errors=prepared.policy.get_store_errors()):
+        return None
+    return capture(response, limit=idempotency_settings.MAX_RESPONSE_BYTES)
+
+
+def abandoned(claim: Claim) -> bool:
+    """An in-progress record whose lease ran out: the next claim takes it over."""
+    return claim.status is ClaimStatus.IN_PROGRESS and claim.retry_after <= 0
+
+
+def answer_waiting(prepared: Prepared, claim: Claim) -> HttpResponseBase:
+    """Answer from a record someone else holds, after waiting up to ``wait`` for it."""
+    if claim.status is ClaimStatus.IN_PROGRESS and prepared.policy.get_wait() > 0:
+        claim = poll(prepared, prepared.policy.get_wait()) or claim
+    return answer(prepared, claim)

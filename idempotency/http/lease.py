@@ -1,0 +1,158 @@
+"""Lease mode (any store): the claim commits first with a lease and a fencing token;
+the view runs; the owner completes or releases the key with its token."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.http import HttpResponseBase
+
+from idempotency import signals
+from idempotency.exceptions import IdempotencyError, StoreUnavailable
+from idempotency.http.flow import (
+    Call,
+    Convert,
+    Finalize,
+    IdempotencyContext,
+    Prepared,
+    abandoned,
+    answer,
+    poll,
+    send,
+    store_response,
+    timed,
+)
+from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
+
+logger = logging.getLogger("idempotency")
+
+
+def claim_or_answer(prepared: Prepared) -> Claim | HttpResponseBase:
+    """Lease mode: own the key, or the response for a caller that does not."""
+    policy = prepared.policy
+    request = prepared.request
+    if prepared.store.lookup_before_claim:
+        seen = timed(
+            prepared,
+            prepared.store.peek,
+            prepared.scope,
+            prepared.key,
+            fingerprint=prepared.fingerprint,
+        )
+        waits = (
+            seen is not None and seen.status is ClaimStatus.IN_PROGRESS and policy.get_wait() > 0
+        )
+        if seen is not None and not abandoned(seen) and not waits:
+            return answer(prepared, seen)
+    for _attempt in range(3):
+        claim = timed(
+            prepared,
+            prepared.store.claim,
+            prepared.scope,
+            prepared.key,
+            fingerprint=prepared.fingerprint,
+            lease=policy.get_lease(),
+            ttl=policy.get_ttl(),
+            method=request.method or "",
+            route=request.path,
+        )
+        if claim.owned:
+            return claim
+        if claim.status is ClaimStatus.IN_PROGRESS and policy.get_wait() > 0:
+            seen = poll(prepared, policy.get_wait())
+            if seen is None:
+                continue  # released while we waited: try to own it
+            return answer(prepared, seen)
+        return answer(prepared, claim)
+    return answer(prepared, Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0))
+
+
+def _finish(prepared: Prepared, claim: Claim, response: HttpResponseBase) -> HttpResponseBase:
+    return record(prepared, claim, response, store_response(prepared, response))
+
+
+def record(
+    prepared: Prepared, claim: Claim, response: HttpResponseBase, stored: StoredResponse | None
+) -> HttpResponseBase:
+    """Lease mode: complete the key with ``stored``, or release it when that is None."""
+    store = prepared.store
+    if stored is not None:
+        try:
+            completed = store.complete(
+                prepared.scope,
+                prepared.key,
+                fence=claim.fence,
+                response=stored,
+                ttl=prepared.policy.get_ttl(),
+                fingerprint=prepared.fingerprint,
+            )
+        except StoreUnavailable:
+            # the view ran: answer what it did. Its claim stays until its lease ends, and
+            # a retry after that runs it again (its effects need their own unique keys).
+            logger.warning(
+                "idempotency: %s/%s ran but its response could not be stored (store "
+                "unreachable); a retry after the lease runs it again",
+                prepared.scope,
+                prepared.key,
+            )
+            return response
+        if not completed:
+            send(signals.stale_owner, prepared, fence=claim.fence)
+        else:
+            send(signals.first, prepared, status=response.status_code)
+    else:
+        abort(prepared, claim, status=response.status_code)
+    return response
+
+
+def abort(prepared: Prepared, claim: Claim, **extra: Any) -> None:
+    try:
+        released = prepared.store.release(prepared.scope, prepared.key, fence=claim.fence)
+    except StoreUnavailable:
+        return  # the claim ends with its lease; the view's own outcome is what counts
+    if released:
+        send(signals.released, prepared, **extra)
+    else:
+        send(signals.stale_owner, prepared, fence=claim.fence)
+
+
+def context_of(prepared: Prepared, claim: Claim) -> IdempotencyContext:
+    return IdempotencyContext(
+        prepared.scope,
+        prepared.key,
+        prepared.fingerprint,
+        "lease",
+        prepared.store,
+        fence=claim.fence,
+        recovery_point=claim.recovery_point,
+        recovery_data=claim.recovery_data,
+        taken_over=claim.taken_over,
+    )
+
+
+def run_lease(
+    prepared: Prepared, call: Call, convert: Convert | None, finalize: Finalize
+) -> HttpResponseBase:
+    try:
+        claim = claim_or_answer(prepared)
+    except StoreUnavailable:
+        raise  # answered (or run unprotected, where the view opts out) by run()
+    except IdempotencyError as exc:  # e.g. StoreNotDurable: the claim did not hold
+        return exc.as_response()
+    if isinstance(claim, HttpResponseBase):
+        return claim
+    prepared.request.idempotency = context_of(prepared, claim)  # type: ignore[attr-defined]
+    try:
+        try:
+            response = finalize(call())
+        except IdempotencyError as exc:
+            response = exc.as_response()
+        except Exception as exc:
+            if convert is None:
+                raise
+            response = finalize(convert(exc))
+    except BaseException as exc:
+        abort(prepared, claim, exception=exc)
+        raise
+    return _finish(prepared, claim, response)
