@@ -267,13 +267,7 @@ class KeyedCall:
             # the claim is part of the open transaction: rolling it back releases the key
             # (no SQL: after a database error the transaction can run none)
             transaction.set_rollback(True, using=self.store.using)  # type: ignore[attr-defined]
-            signals.released.send(
-                sender=type(self.store),
-                request=None,
-                scope=self.scope,
-                key=self.key,
-                exception=reason,
-            )
+            self._released(reason)
             return True
         try:
             released = self.store.release(self.scope, self.key, fence=claim.fence)
@@ -282,16 +276,15 @@ class KeyedCall:
             logger.exception("idempotency: could not release %s/%s", self.scope, self.key)
             return False
         if released:
-            signals.released.send(
-                sender=type(self.store),
-                request=None,
-                scope=self.scope,
-                key=self.key,
-                exception=reason,
-            )
+            self._released(reason)
         else:
             self._stale(claim, "release")
         return released
+
+    def _released(self, reason: BaseException | None) -> None:
+        signals.released.send(
+            sender=type(self.store), request=None, scope=self.scope, key=self.key, exception=reason
+        )
 
     def _stale(self, claim: Claim, what: str) -> None:
         logger.warning(

@@ -285,15 +285,7 @@ class IdempotentTask(Task[Any, Any]):
             call.key,
             countdown,
         )
-        deferred = self.signature_from_request(
-            request, args, kwargs, countdown=countdown, retries=request.retries
-        )
-        try:
-            deferred.apply_async()
-        except Exception as publish_error:
-            raise Reject(publish_error, requeue=True) from publish_error
-        when: Any = countdown
-        raise Retry(f"store unreachable for key {call.key}", exc=exc, when=when, sig=deferred)
+        self._republish(args, kwargs, countdown, f"store unreachable for key {call.key}", exc)
 
     def _defer(
         self, call: KeyedCall, claim: Claim, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -317,16 +309,29 @@ class IdempotentTask(Task[Any, Any]):
             call.key,
             countdown,
         )
+        self._republish(args, kwargs, countdown, f"key {call.key} is in progress elsewhere")
+
+    def _republish(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        countdown: float,
+        reason: str,
+        exc: Exception | None = None,
+    ) -> NoReturn:
+        """Publish this delivery again after ``countdown`` with the same ``retries`` count,
+        and end this one as Celery's ``Retry`` does (acknowledged, state RETRY)."""
+        request = self.request
         deferred = self.signature_from_request(
             request, args, kwargs, countdown=countdown, retries=request.retries
         )
         try:
             deferred.apply_async()
-        except Exception as exc:
+        except Exception as publish_error:
             # not re-published: hand the message back to the broker rather than lose it
-            raise Reject(exc, requeue=True) from exc
+            raise Reject(publish_error, requeue=True) from publish_error
         when: Any = countdown  # the stubs want numbers.Real, which float is at runtime
-        raise Retry(f"key {call.key} is in progress elsewhere", when=when, sig=deferred)
+        raise Retry(reason, exc=exc, when=when, sig=deferred)
 
     def retry(self, *args: Any, **kwargs: Any) -> Any:
         """Celery's retry, after releasing this delivery's key (so the retry can claim it).
