@@ -53,6 +53,7 @@ _EXPORTS: dict[str, str] = {
     "StaleOwner": "idempotency.exceptions",
     "StoreUnavailable": "idempotency.exceptions",
     "StoreNotDurable": "idempotency.exceptions",
+    "StoreMisconfigured": "idempotency.exceptions",
     "problem_response": "idempotency.problems",
     "idempotency_settings": "idempotency.conf",
     "purge_expired_records": "idempotency.purge",
@@ -94,6 +95,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.exceptions import InvalidIdempotencyKey as InvalidIdempotencyKey
     from idempotency.exceptions import LockNotAcquired as LockNotAcquired
     from idempotency.exceptions import StaleOwner as StaleOwner
+    from idempotency.exceptions import StoreMisconfigured as StoreMisconfigured
     from idempotency.exceptions import StoreNotDurable as StoreNotDurable
     from idempotency.exceptions import StoreUnavailable as StoreUnavailable
     from idempotency.exceptions import SubmitTokenInvalid as SubmitTokenInvalid

@@ -1,197 +1,36 @@
 """System checks of django-idempotency (ids ``idempotency.E0xx`` / ``W0xx``).
 
-Every message lives in :data:`MESSAGES`, so each id is used for one problem
-only. The checks read ``settings.IDEMPOTENCY`` as written (not the cached
-settings object) and never raise. Only the deployment check (``check --deploy``)
-connects anywhere: it asks the Redis behind the store, tokens and locks whether it
-persists anything (W007).
+Every message lives in :data:`~idempotency.check_messages.MESSAGES`, so each id is
+used for one problem only. Values are validated against their description in
+:data:`idempotency.conf.SETTINGS` (type, choices, bounds, nullability); the checks
+then look at how the settings fit together, and at what each view configures for
+itself (a store of its own, atomic mode: the URL patterns are walked). They read
+``settings.IDEMPOTENCY`` as written and never raise. Only the deployment check
+(``check --deploy``) connects anywhere: it asks the Redis behind the stores, tokens
+and locks whether it persists anything (W007).
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib.util
-import math
-import re
-from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.core import checks
 from django.utils.module_loading import import_string
 
-from idempotency.conf import DEFAULTS, MODES
+from idempotency.check_messages import MESSAGES
+from idempotency.conf import DEFAULTS, HEADER_NAME, SETTINGS
+from idempotency.http.responses import NEVER_REPLAYED
 
-
-@dataclass(frozen=True)
-class _Message:
-    msg: str
-    hint: str
-
-
-#: Every message of every check, by id. ``{placeholders}`` are filled per message.
-#: W002 is retired: a CacheStore on DummyCache stores nothing, which is an error (E012).
-MESSAGES: dict[str, _Message] = {
-    "E001": _Message(
-        "The IDEMPOTENCY setting must be a dict, not {type}.",
-        "Write IDEMPOTENCY = {{...}} with the settings to change, or remove it.",
-    ),
-    "E002": _Message(
-        "Unknown key {key!r} in the IDEMPOTENCY setting.",
-        "{suggestion}Valid keys: {valid}.",
-    ),
-    "E003": _Message(
-        "IDEMPOTENCY['MODE'] is {value!r}; it must be 'auto', 'atomic' or 'lease'.",
-        "'auto' uses atomic mode where the store supports it and lease mode elsewhere.",
-    ),
-    "E004": _Message(
-        "IDEMPOTENCY[{name!r}] is {value!r}; it must be {expected}.",
-        "Give a number of seconds (or of rows for PURGE_BATCH_SIZE).",
-    ),
-    "E005": _Message(
-        "IDEMPOTENCY[{name!r}] = {value!r} cannot be imported: {error}",
-        "Give the dotted path of an importable object, such as {default!r}.",
-    ),
-    "E006": _Message(
-        "IDEMPOTENCY['MODE'] is 'atomic', but the store {store} does not support atomic mode.",
-        "Use DatabaseStore for atomic mode, or set MODE to 'lease' or 'auto'.",
-    ),
-    "E007": _Message(
-        "{what} needs django-redis, but {reason}.",
-        "Install django-redis and point IDEMPOTENCY['REDIS_ALIAS'] (now {alias!r}) at a "
-        "CACHES entry whose BACKEND is 'django_redis.cache.RedisCache'.",
-    ),
-    "E008": _Message(
-        "IDEMPOTENCY[{name!r}] names the cache {alias!r}, which is not in CACHES.",
-        "Add that alias to CACHES or name one of: {aliases}.",
-    ),
-    "E009": _Message(
-        "IDEMPOTENCY['ANONYMOUS'] is {value!r}; it must be 'reject' or 'ignore'.",
-        "'reject' answers 403 to anonymous requests with a key; 'ignore' runs them "
-        "without idempotency. Anonymous callers never share stored responses.",
-    ),
-    "E010": _Message(
-        "IDEMPOTENCY[{name!r}] = {value!r} is not a valid HTTP header name.",
-        "A header name is one or more letters, digits or !#$%&'*+-.^_`|~ (RFC 9110 token).",
-    ),
-    "E011": _Message(
-        "IDEMPOTENCY['REPLAY_HEADERS'] {problem}.",
-        "Give a list of response header names. Set-Cookie and hop-by-hop headers "
-        "(Connection, Transfer-Encoding, ...) are never replayed.",
-    ),
-    "E012": _Message(
-        "The idempotency store is a CacheStore on the cache {alias!r}, a DummyCache: "
-        "nothing is stored, so no request is deduplicated.",
-        "Point IDEMPOTENCY['CACHE_ALIAS'] at a real cache (Redis), or use DatabaseStore.",
-    ),
-    "E013": _Message(
-        "IDEMPOTENCY['STORE'] = {value!r} is not a store class.",
-        "Name a subclass of idempotency.stores.base.BaseStore, such as "
-        "'idempotency.stores.DatabaseStore'.",
-    ),
-    "E014": _Message(
-        "IDEMPOTENCY[{name!r}] is {value!r}; it must be one of {choices}.",
-        "See the configuration section of the README.",
-    ),
-    "E015": _Message(
-        "IDEMPOTENCY['DATABASE_ALIAS'] names the database {alias!r}, which is not in DATABASES.",
-        "Add that alias to DATABASES or name one of: {aliases}.",
-    ),
-    "E016": _Message(
-        "IDEMPOTENCY['TTL'] ({ttl}) is shorter than IDEMPOTENCY['LEASE'] ({lease}).",
-        "A record must outlive its lease, or an in-progress key could expire and run again "
-        "while its first request is still running: make TTL at least LEASE.",
-    ),
-    "E017": _Message(
-        "IDEMPOTENCY['ATOMIC_DATABASES'] {problem}.",
-        "List the aliases (keys of DATABASES) that protected views write to, besides "
-        "DATABASE_ALIAS.",
-    ),
-    "E018": _Message(
-        "IDEMPOTENCY['METRICS'] is on, but prometheus_client is not installed.",
-        "pip install 'django-idempotency[metrics]', or set METRICS to False.",
-    ),
-    "W001": _Message(
-        "The idempotency store is a CacheStore on the cache {alias!r}, a LocMemCache: "
-        "each process has its own, so a key is only deduplicated within one process.",
-        "With several worker processes (gunicorn, uWSGI, Celery), point "
-        "IDEMPOTENCY['CACHE_ALIAS'] at a shared cache (Redis), or use DatabaseStore.",
-    ),
-    "W006": _Message(
-        "Atomic mode wraps only the database {alias!r} in the view's transaction; "
-        "writes to {aliases} would stay outside it.",
-        "A view that writes to those databases keeps those writes when its key is released "
-        "(a 5xx, an exception), and its retry repeats them. List the aliases protected views "
-        "write to in IDEMPOTENCY['ATOMIC_DATABASES'] (or per view: databases=[...]), or "
-        "silence this warning if no protected view writes there.",
-    ),
-    "W003": _Message(
-        "IDEMPOTENCY['RESPONSE_CACHE'] is the cache {alias!r}, a LocMemCache: it is not "
-        "shared, so replays in other processes still query the database.",
-        "Use a shared cache (Redis) as RESPONSE_CACHE, or set it to None.",
-    ),
-    "W004": _Message(
-        "DATABASES[{alias!r}] has ATOMIC_REQUESTS=True and IDEMPOTENCY['MODE'] is 'lease': "
-        "a lease claim commits only with the view's transaction, so concurrent requests "
-        "cannot see it and may run the same key twice.",
-        "Use MODE 'atomic' or 'auto' with DatabaseStore, a Redis store for lease mode, or "
-        "exclude idempotent views from ATOMIC_REQUESTS with transaction.non_atomic_requests.",
-    ),
-    "W007": _Message(
-        "The Redis behind {what} (cache {alias!r}) persists nothing (appendonly no, "
-        'save ""): a restart forgets every record, so retries of completed requests '
-        "run again.",
-        "Turn on AOF (appendonly yes, appendfsync everysec) or RDB snapshots on that Redis, "
-        "or use DatabaseStore. See the README's section on Redis durability.",
-    ),
-    "W005": _Message(
-        "IDEMPOTENCY['RESPONSE_CACHE'] is set, but the store {store} does not use it.",
-        "RESPONSE_CACHE only fronts DatabaseStore; remove it or use DatabaseStore.",
-    ),
-    "W008": _Message(
-        "IDEMPOTENCY['DATABASE_ALIAS'] is {alias!r}, which the DATABASE_ROUTERS treat as "
-        "read-only for {model}: they send its reads there and its writes to {write!r}.",
-        "Point DATABASE_ALIAS at the primary ({write!r}). The library reads and writes "
-        "only its own alias, never through the routers, so a replay never reads a lagging "
-        "replica; that alias must therefore be the writable primary.",
-    ),
-}
-
-_NUMBERS: dict[str, tuple[bool, bool]] = {
-    # name: (integer only, zero allowed)
-    "TTL": (False, False),
-    "LEASE": (False, False),
-    "WAIT": (False, True),
-    "RETRY_AFTER": (False, False),
-    "SUBMIT_TOKEN_TTL": (False, False),
-    "PURGE_BATCH_SIZE": (True, False),
-    "REDIS_WAIT_REPLICAS": (True, True),
-    "REDIS_WAIT_TIMEOUT": (False, False),
-}
-_CHOICES: dict[str, tuple[str, ...]] = {
-    "ATOMIC_CLAIM": ("first", "optimistic"),
-    "LOCK_BACKEND": ("redis", "postgres"),
-    "SUBMIT_TOKEN_BACKEND": ("database", "redis"),
-    "STORE_UNAVAILABLE": ("reject", "run"),
-}
-_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-#: Response headers that must never be replayed.
-NEVER_REPLAYED = frozenset(
-    {
-        "set-cookie",
-        "set-cookie2",
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
+#: The id a value outside its description gets, by kind of setting (others: E004).
+_CODE_OF_KIND = {"choice": "E014", "header": "E010"}
 _LOCMEM = "django.core.cache.backends.locmem.LocMemCache"
 _DUMMY = "django.core.cache.backends.dummy.DummyCache"
+_REDIS_CACHE = "django_redis.cache.RedisCache"
+_AUTHENTICATION = "django.contrib.auth.middleware.AuthenticationMiddleware"
+_IDEMPOTENCY = "idempotency.http.middleware.IdempotencyMiddleware"
 
 
 def _message(code: str, **values: Any) -> checks.CheckMessage:
@@ -204,30 +43,38 @@ def _message(code: str, **values: Any) -> checks.CheckMessage:
     )
 
 
+def _raw() -> dict[Any, Any] | None:
+    raw = getattr(settings, "IDEMPOTENCY", None)
+    return {} if raw is None else raw if isinstance(raw, dict) else None
+
+
 @checks.register()
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """Validate ``settings.IDEMPOTENCY`` and how it fits the rest of the settings."""
-    raw = getattr(settings, "IDEMPOTENCY", None)
+    """Validate ``settings.IDEMPOTENCY``, how it fits the rest of the settings, and the
+    stores and modes the project's views configure for themselves."""
+    raw = _raw()
     if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        return [_message("E001", type=type(raw).__name__)]
+        return [_message("E001", type=type(getattr(settings, "IDEMPOTENCY", None)).__name__)]
     values = {**DEFAULTS, **raw}
-    errors: list[checks.CheckMessage] = []
-    errors += _check_keys(raw)
-    errors += _check_values(values)
-    store = _check_imports(values, errors)
-    errors += _check_store(values, raw, store)
+    errors = _check_keys(raw) + _check_values(values)
+    uses = _stores(values, errors)
+    errors += _check_stores(values, uses)
+    errors += _check_redis(values, _redis_users(raw, values, uses))
     errors += _check_aliases(values)
     errors += _check_routers(values)
-    return errors
+    errors += _check_middleware()
+    return _unique(errors)
+
+
+def _unique(messages: list[checks.CheckMessage]) -> list[checks.CheckMessage]:
+    return [m for i, m in enumerate(messages) if m not in messages[:i]]
 
 
 def _check_keys(raw: dict[Any, Any]) -> list[checks.CheckMessage]:
     errors = []
-    valid = sorted(DEFAULTS)
+    valid = sorted(SETTINGS)
     for key in raw:
-        if key in DEFAULTS:
+        if key in SETTINGS:
             continue
         close = difflib.get_close_matches(str(key).upper(), valid, n=1)
         suggestion = f"Did you mean {close[0]!r}? " if close else ""
@@ -235,207 +82,180 @@ def _check_keys(raw: dict[Any, Any]) -> list[checks.CheckMessage]:
     return errors
 
 
-def _is_number(value: Any, *, integer: bool, zero: bool) -> bool:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    if integer and not isinstance(value, int):
-        return False
-    if not math.isfinite(value):
-        return False
-    return bool(value >= 0) if zero else bool(value > 0)
-
-
 def _check_values(values: dict[str, Any]) -> list[checks.CheckMessage]:
+    """Every value against its description in :data:`~idempotency.conf.SETTINGS`."""
     errors = []
-    if values["MODE"] not in MODES:
-        errors.append(_message("E003", value=values["MODE"]))
-    for name, (integer, zero) in _NUMBERS.items():
+    for name, setting in SETTINGS.items():
         value = values[name]
-        if not _is_number(value, integer=integer, zero=zero):
-            kind = "an integer" if integer else "a number"
-            expected = f"{kind} {'>= 0' if zero else '> 0'}"
-            errors.append(_message("E004", name=name, value=value, expected=expected))
-    if values["ANONYMOUS"] not in ("reject", "ignore"):
-        errors.append(_message("E009", value=values["ANONYMOUS"]))
-    for name in ("HEADER", "SUBMIT_TOKEN_HEADER"):
-        if not _is_header_name(values[name]):
-            errors.append(_message("E010", name=name, value=values[name]))
-    fingerprint_headers = values["FINGERPRINT_HEADERS"]
-    if isinstance(fingerprint_headers, list | tuple):
-        errors += [
-            _message("E010", name="FINGERPRINT_HEADERS", value=header)
-            for header in fingerprint_headers
-            if not _is_header_name(header)
-        ]
-    else:
-        errors.append(_message("E010", name="FINGERPRINT_HEADERS", value=fingerprint_headers))
-    errors += _check_replay_headers(values["REPLAY_HEADERS"])
-    lock_timeout = values["LOCK_TIMEOUT"]
-    if lock_timeout is not None and not _is_number(lock_timeout, integer=False, zero=False):
-        errors.append(
-            _message(
-                "E004", name="LOCK_TIMEOUT", value=lock_timeout, expected="None or a number > 0"
+        if setting.kind == "path":
+            errors += _check_import(name, value)
+        elif not setting.accepts(value):
+            code = _CODE_OF_KIND.get(setting.kind, "E004")
+            errors.append(
+                _message(code, name=name, value=value, expected=setting.expected, help=setting.help)
             )
-        )
+        elif setting.kind == "headers":
+            errors += [
+                _message("E010", name=name, value=header)
+                for header in value
+                if not HEADER_NAME.match(header)
+            ]
+    replayed = values["REPLAY_HEADERS"]
+    if SETTINGS["REPLAY_HEADERS"].accepts(replayed):
+        errors += [_message("E011", header=h) for h in replayed if h.lower() in NEVER_REPLAYED]
     if values["METRICS"] and importlib.util.find_spec("prometheus_client") is None:
         errors.append(_message("E018"))
-    for name, choices in _CHOICES.items():
-        if values[name] not in choices:
-            errors.append(
-                _message("E014", name=name, value=values[name], choices=", ".join(choices))
-            )
-    max_bytes = values["MAX_RESPONSE_BYTES"]
-    if max_bytes is not None and not _is_number(max_bytes, integer=True, zero=False):
-        errors.append(
-            _message(
-                "E004",
-                name="MAX_RESPONSE_BYTES",
-                value=max_bytes,
-                expected="None or an integer > 0",
-            )
-        )
     ttl, lease = values["TTL"], values["LEASE"]
-    numbers = (_is_number(v, integer=False, zero=False) for v in (ttl, lease))
-    if all(numbers) and ttl < lease:
+    if SETTINGS["TTL"].accepts(ttl) and SETTINGS["LEASE"].accepts(lease) and ttl < lease:
         errors.append(_message("E016", ttl=ttl, lease=lease))
     return errors
 
 
-def _is_header_name(value: Any) -> bool:
-    return isinstance(value, str) and bool(_TOKEN.match(value))
-
-
-def _check_replay_headers(value: Any) -> list[checks.CheckMessage]:
-    if not isinstance(value, list | tuple) or not all(isinstance(h, str) for h in value):
-        return [_message("E011", problem=f"must be a list of header names, not {value!r}")]
-    return [
-        _message("E011", problem=f"contains {header!r}, which is never replayable")
-        for header in value
-        if header.lower() in NEVER_REPLAYED
-    ]
-
-
-def _check_imports(values: dict[str, Any], errors: list[checks.CheckMessage]) -> type | None:
-    """Import the dotted-path settings (E005); the store class, if it imported."""
-    store: type | None = None
-    for name in ("STORE", "SCOPE", "FINGERPRINT"):
-        value = values[name]
+def _check_import(name: str, value: Any) -> list[checks.CheckMessage]:
+    try:
         if not isinstance(value, str):
-            if name == "STORE" and isinstance(value, type):
-                store = value
-            elif not callable(value):
-                errors.append(
-                    _message(
-                        "E005",
-                        name=name,
-                        value=value,
-                        error="not a dotted path",
-                        default=DEFAULTS[name],
-                    )
-                )
-            continue
+            if callable(value):
+                return []
+            raise ImportError("not a dotted path")
+        import_string(value)
+    except Exception as exc:  # noqa: BLE001 - any failure to import is reported
+        return [_message("E005", name=name, value=value, error=exc, default=DEFAULTS[name])]
+    return []
+
+
+def _store_class(value: Any) -> type | None:
+    """The store class ``value`` (a dotted path, class or instance) names; None when it
+    names none (an import error is E005's, reported where the path is given)."""
+    from idempotency.stores.base import BaseStore
+
+    if isinstance(value, BaseStore):
+        return type(value)
+    if isinstance(value, str):
         try:
-            imported = import_string(value)
-        except Exception as exc:  # noqa: BLE001 - any failure to import is reported
-            errors.append(
-                _message("E005", name=name, value=value, error=str(exc), default=DEFAULTS[name])
-            )
-            continue
-        if name == "STORE":
-            store = imported if isinstance(imported, type) else None
-    if store is not None:
-        from idempotency.stores.base import BaseStore
-
-        if not issubclass(store, BaseStore):
-            errors.append(_message("E013", value=values["STORE"]))
-            store = None
-    return store
+            value = import_string(value)
+        except Exception:  # noqa: BLE001 - reported as E005
+            return None
+    return value if isinstance(value, type) and issubclass(value, BaseStore) else None
 
 
-def _subclass(store: type | None, path: str) -> bool:
-    if store is None:
-        return False
-    cls = import_string(path)
-    return isinstance(cls, type) and issubclass(store, cls)
+def _is(store: type, path: str) -> bool:
+    return issubclass(store, import_string(path))
 
 
 def _cache_backend(alias: Any) -> str | None:
     """The BACKEND of the cache ``alias``, or None when there is no such cache."""
     caches: dict[str, Any] = getattr(settings, "CACHES", {}) or {}
-    if not isinstance(alias, str):
-        return None
-    config = caches.get(alias)
-    if not isinstance(config, dict):
-        return None
-    return str(config.get("BACKEND", ""))
+    config = caches.get(alias) if isinstance(alias, str) else None
+    return str(config.get("BACKEND", "")) if isinstance(config, dict) else None
 
 
 def _backend_is(backend: str | None, path: str) -> bool:
-    if not backend:
-        return False
-    if backend == path:
-        return True
+    if not backend or backend == path:
+        return bool(backend)
     try:
-        cls = import_string(backend)
-        base = import_string(path)
+        cls, base = import_string(backend), import_string(path)
     except Exception:  # noqa: BLE001 - an unimportable backend is Django's own check
         return False
     return isinstance(cls, type) and isinstance(base, type) and issubclass(cls, base)
 
 
-def _check_store(
-    values: dict[str, Any], raw: dict[Any, Any], store: type | None
+def _no_cache(what: str, alias: Any) -> checks.CheckMessage:
+    """E008: ``what`` names a cache that is not in CACHES."""
+    aliases = ", ".join(sorted(getattr(settings, "CACHES", {}) or {})) or "(none)"
+    return _message("E008", what=what, alias=alias, aliases=aliases)
+
+
+def _view_policies() -> list[tuple[str, Any]]:
+    """``(view name, policy)`` of every protected view; none when the URLconf cannot be
+    loaded (Django's own URL checks report that)."""
+    from idempotency.http.discovery import protected_views
+
+    try:
+        return list(protected_views())
+    except Exception:  # noqa: BLE001 - a broken URLconf is reported by Django
+        return []
+
+
+def _stores(
+    values: dict[str, Any], errors: list[checks.CheckMessage]
+) -> list[tuple[str, type, Any, Any]]:
+    """Every store in use, as ``(what, class, instance or None, mode)``: the global
+    ``STORE``, and each one a view names itself (``store=``, ``idempotency_store``)."""
+    uses = []
+    configured = values["STORE"]
+    store = _store_class(configured)
+    importable = callable(configured) or isinstance(configured, str)
+    if store is None and importable and not _check_import("STORE", configured):
+        errors.append(_message("E013", what="IDEMPOTENCY['STORE']", value=configured))
+    if store is not None:
+        instance = values["STORE"] if not isinstance(values["STORE"], str | type) else None
+        uses.append((f"the store {store.__qualname__}", store, instance, values["MODE"]))
+    for view, policy in _view_policies():
+        what = f"the store of the view {view!r}"
+        option = policy.store
+        if option is None:
+            if policy.mode == "atomic" and store is not None:
+                uses.append((f"the view {view!r}", store, None, "atomic"))
+            continue
+        cls = _store_class(option)
+        if cls is None:
+            errors.append(_message("E013", what=_cap(what), value=option))
+            continue
+        uses.append(
+            (what, cls, option if not isinstance(option, str | type) else None, policy.mode)
+        )
+    return uses
+
+
+def _check_stores(
+    values: dict[str, Any], uses: list[tuple[str, type, Any, Any]]
 ) -> list[checks.CheckMessage]:
+    """E006, E008, E012 and W001 for each store in use; W004 and W005 for the global one."""
     errors: list[checks.CheckMessage] = []
-    store_name = getattr(store, "__qualname__", "?")
-    if (
-        store is not None
-        and values["MODE"] == "atomic"
-        and not getattr(store, "supports_atomic", False)
-    ):
-        errors.append(_message("E006", store=store_name))
-
-    is_database = _subclass(store, "idempotency.stores.database.DatabaseStore")
-    is_cache = _subclass(store, "idempotency.stores.cache.CacheStore")
-    if is_cache:
-        alias = values["CACHE_ALIAS"]
+    for what, store, instance, mode in uses:
+        if mode == "atomic" and not store.supports_atomic:  # type: ignore[attr-defined]
+            errors.append(_message("E006", what=_cap(what), store=store.__qualname__))
+        if not _is(store, "idempotency.stores.cache.CacheStore"):
+            continue
+        alias = getattr(instance, "alias", None) or values["CACHE_ALIAS"]
         backend = _cache_backend(alias)
+        where = "IDEMPOTENCY['CACHE_ALIAS']" if alias == values["CACHE_ALIAS"] else what
         if backend is None:
-            errors.append(_message("E008", name="CACHE_ALIAS", alias=alias, aliases=_aliases()))
+            errors.append(_no_cache(where, alias))
         elif _backend_is(backend, _DUMMY):
-            errors.append(_message("E012", alias=alias))
+            errors.append(_message("E012", what=_cap(what), alias=alias))
         elif _backend_is(backend, _LOCMEM):
-            errors.append(_message("W001", alias=alias))
+            errors.append(_message("W001", what=_cap(what), alias=alias))
+    configured = _store_class(values["STORE"])
+    if configured is not None:
+        is_database = _is(configured, "idempotency.stores.database.DatabaseStore")
+        if values["RESPONSE_CACHE"] is not None and not is_database:
+            errors.append(_message("W005", store=configured.__qualname__))
+        databases: dict[str, Any] = getattr(settings, "DATABASES", {}) or {}
+        database = databases.get(str(values["DATABASE_ALIAS"])) or {}
+        if values["MODE"] == "lease" and is_database and database.get("ATOMIC_REQUESTS"):
+            errors.append(_message("W004", alias=values["DATABASE_ALIAS"]))
+    return errors
 
-    redis_users = []
-    if _subclass(store, "idempotency.stores.redis.RedisStore"):
-        redis_users.append(f"The store {store_name}")
+
+def _redis_users(
+    raw: dict[Any, Any], values: dict[str, Any], uses: list[tuple[str, type, Any, Any]]
+) -> dict[str, list[str]]:
+    """What needs a django-redis connection, by cache alias: the Redis stores in use,
+    and the locks and tokens when set to Redis."""
+    default = values["REDIS_ALIAS"]
+    users: dict[str, list[str]] = {}
+    for what, store, instance, _mode in uses:
+        if _is(store, "idempotency.stores.redis.RedisStore"):
+            alias = getattr(instance, "alias", None) or default
+            if what not in users.setdefault(alias, []):
+                users[alias].append(what)
     # LOCK_BACKEND defaults to "redis" but is inert until a lock is taken: check it when set
     if raw.get("LOCK_BACKEND") == "redis":
-        redis_users.append("LOCK_BACKEND 'redis'")
+        users.setdefault(default, []).append("LOCK_BACKEND 'redis'")
     if values["SUBMIT_TOKEN_BACKEND"] == "redis":
-        redis_users.append("SUBMIT_TOKEN_BACKEND 'redis'")
-    if redis_users:
-        reason = _redis_unavailable(values["REDIS_ALIAS"])
-        if reason:
-            errors.append(
-                _message(
-                    "E007",
-                    what=" and ".join(redis_users),
-                    reason=reason,
-                    alias=values["REDIS_ALIAS"],
-                )
-            )
-
-    if values["RESPONSE_CACHE"] is not None and store is not None and not is_database:
-        errors.append(_message("W005", store=store_name))
-
-    if values["MODE"] == "lease" and is_database:
-        alias = values["DATABASE_ALIAS"]
-        databases: dict[str, Any] = getattr(settings, "DATABASES", {}) or {}
-        if isinstance(alias, str) and (databases.get(alias) or {}).get("ATOMIC_REQUESTS"):
-            errors.append(_message("W004", alias=alias))
-    return errors
+        users.setdefault(default, []).append("SUBMIT_TOKEN_BACKEND 'redis'")
+    return users
 
 
 def _redis_unavailable(alias: Any) -> str:
@@ -444,92 +264,57 @@ def _redis_unavailable(alias: Any) -> str:
         return "django_redis is not installed"
     backend = _cache_backend(alias)
     if backend is None:
-        return f"the cache {alias!r} (REDIS_ALIAS) is not in CACHES"
-    if not _backend_is(backend, "django_redis.cache.RedisCache"):
-        return f"the cache {alias!r} (REDIS_ALIAS) uses {backend!r}, not django_redis"
+        return f"the cache {alias!r} is not in CACHES"
+    if not _backend_is(backend, _REDIS_CACHE):
+        return f"the cache {alias!r} uses {backend!r}, not django_redis"
     return ""
 
 
-def _aliases() -> str:
-    return ", ".join(sorted(getattr(settings, "CACHES", {}) or {})) or "(none)"
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _users_text(users: list[str]) -> str:
+    more = f" (and {len(users) - 3} more)" if len(users) > 3 else ""
+    return _cap(" and ".join(users[:3]) + more)
+
+
+def _check_redis(values: dict[str, Any], users: dict[str, list[str]]) -> list[checks.CheckMessage]:
+    errors = []
+    for alias, who in users.items():
+        where = "IDEMPOTENCY['REDIS_ALIAS']" if alias == values["REDIS_ALIAS"] else "its alias"
+        if reason := _redis_unavailable(alias):
+            errors.append(
+                _message("E007", what=_users_text(who), reason=reason, alias=alias, where=where)
+            )
+    return errors
 
 
 def _check_aliases(values: dict[str, Any]) -> list[checks.CheckMessage]:
     errors = []
     response_cache = values["RESPONSE_CACHE"]
-    if response_cache is not None:
+    if isinstance(response_cache, str):
         backend = _cache_backend(response_cache)
         if backend is None:
-            errors.append(
-                _message("E008", name="RESPONSE_CACHE", alias=response_cache, aliases=_aliases())
-            )
+            errors.append(_no_cache("IDEMPOTENCY['RESPONSE_CACHE']", response_cache))
         elif _backend_is(backend, _LOCMEM):
             errors.append(_message("W003", alias=response_cache))
     alias = values["DATABASE_ALIAS"]
     databases = getattr(settings, "DATABASES", {}) or {}
+    known = ", ".join(sorted(databases)) or "(none)"
     if not isinstance(alias, str) or alias not in databases:
-        errors.append(
-            _message("E015", alias=alias, aliases=", ".join(sorted(databases)) or "(none)")
-        )
-    else:
-        errors += _check_atomic_databases(values, databases)
+        return [*errors, _message("E015", alias=alias, aliases=known)]
+    wrapped = values["ATOMIC_DATABASES"]
+    if not SETTINGS["ATOMIC_DATABASES"].accepts(wrapped):
+        return errors  # E004
+    unknown = [name for name in wrapped if name not in databases]
+    if unknown:
+        return [*errors, _message("E017", unknown=unknown, known=known)]
+    if values["MODE"] != "lease":
+        outside = sorted(set(databases) - {alias, *wrapped})
+        if outside:
+            errors.append(_message("W006", aliases=", ".join(outside), alias=alias))
     return errors
-
-
-def _redis_users(raw: dict[Any, Any], values: dict[str, Any], store: type | None) -> list[str]:
-    users = []
-    if _subclass(store, "idempotency.stores.redis.RedisStore"):
-        users.append(f"the store {getattr(store, '__qualname__', '?')}")
-    if raw.get("LOCK_BACKEND") == "redis":
-        users.append("the locks")
-    if values["SUBMIT_TOKEN_BACKEND"] == "redis":
-        users.append("the submit tokens")
-    return users
-
-
-def redis_persists(client: Any) -> bool | None:
-    """Whether a Redis server keeps data across a restart (AOF or RDB), or None when it
-    cannot tell (CONFIG forbidden or renamed, as on managed services, or no answer)."""
-    try:
-        appendonly = client.config_get("appendonly").get("appendonly")
-        save = client.config_get("save").get("save")
-    except Exception:  # noqa: BLE001 - an unanswerable server is not a finding
-        return None
-    if appendonly is None and save is None:
-        return None
-    text = [v.decode() if isinstance(v, bytes) else str(v or "") for v in (appendonly, save)]
-    return text[0].strip().lower() == "yes" or bool(text[1].strip())
-
-
-@checks.register(deploy=True)
-def check_redis_persistence(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """W007: the Redis that holds records, tokens or locks must survive a restart."""
-    raw = getattr(settings, "IDEMPOTENCY", None) or {}
-    if not isinstance(raw, dict):
-        return []
-    values = {**DEFAULTS, **raw}
-    configured = values["STORE"]
-    try:
-        store: type | None = (
-            import_string(configured) if isinstance(configured, str) else configured
-        )
-    except Exception:  # noqa: BLE001 - reported by check_settings (E005)
-        store = None
-    if store is not None and not isinstance(store, type):
-        store = type(store)  # a store instance given in settings
-    users = _redis_users(raw, values, store)
-    alias = values["REDIS_ALIAS"]
-    if not users or _redis_unavailable(alias):
-        return []
-    try:
-        from django_redis import get_redis_connection
-
-        client = get_redis_connection(alias)
-    except Exception:  # noqa: BLE001 - E007 covers a missing or wrong cache
-        return []
-    if redis_persists(client) is False:
-        return [_message("W007", what=" and ".join(users), alias=alias)]
-    return []
 
 
 def _check_routers(values: dict[str, Any]) -> list[checks.CheckMessage]:
@@ -553,21 +338,60 @@ def _check_routers(values: dict[str, Any]) -> list[checks.CheckMessage]:
     return []
 
 
-def _check_atomic_databases(
-    values: dict[str, Any], databases: dict[str, Any]
-) -> list[checks.CheckMessage]:
-    """E017 for ATOMIC_DATABASES naming unknown aliases; W006 when views may write to a
-    database that atomic mode leaves outside the view's transaction."""
-    wrapped = values["ATOMIC_DATABASES"]
-    known = ", ".join(sorted(databases)) or "(none)"
-    if not isinstance(wrapped, list | tuple) or not all(isinstance(a, str) for a in wrapped):
-        return [_message("E017", problem=f"must be a list of database aliases, not {wrapped!r}")]
-    unknown = [alias for alias in wrapped if alias not in databases]
-    if unknown:
-        return [_message("E017", problem=f"names {unknown!r}, not in DATABASES ({known})")]
-    if values["MODE"] == "lease":
+def _middleware_index(middleware: list[Any], path: str) -> tuple[int, str] | None:
+    """Where the first entry that is (a subclass of) the class at ``path`` sits."""
+    for index, entry in enumerate(middleware):
+        if isinstance(entry, str) and _backend_is(entry, path):
+            return index, entry
+    return None
+
+
+def _check_middleware() -> list[checks.CheckMessage]:
+    """E019: IdempotencyMiddleware placed before AuthenticationMiddleware."""
+    middleware = list(getattr(settings, "MIDDLEWARE", None) or ())
+    idempotency = _middleware_index(middleware, _IDEMPOTENCY)
+    authentication = _middleware_index(middleware, _AUTHENTICATION)
+    if idempotency is None or authentication is None or idempotency[0] > authentication[0]:
         return []
-    outside = sorted(set(databases) - {values["DATABASE_ALIAS"], *wrapped})
-    if outside:
-        return [_message("W006", aliases=", ".join(outside), alias=values["DATABASE_ALIAS"])]
-    return []
+    return [_message("E019", idempotency=idempotency[1], authentication=authentication[1])]
+
+
+def redis_persists(client: Any) -> bool | None:
+    """Whether a Redis server keeps data across a restart (AOF or RDB), or None when it
+    cannot tell (CONFIG forbidden or renamed, as on managed services, or no answer)."""
+    try:
+        appendonly = client.config_get("appendonly").get("appendonly")
+        save = client.config_get("save").get("save")
+    except Exception:  # noqa: BLE001 - an unanswerable server is not a finding
+        return None
+    if appendonly is None and save is None:
+        return None
+    text = [v.decode() if isinstance(v, bytes) else str(v or "") for v in (appendonly, save)]
+    return text[0].strip().lower() == "yes" or bool(text[1].strip())
+
+
+@checks.register(deploy=True)
+def check_redis_persistence(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """W007: the Redis that holds records, tokens or locks (global or a view's store)
+    must survive a restart."""
+    raw = _raw()
+    if raw is None:
+        return []
+    values = {**DEFAULTS, **raw}
+    users = _redis_users(raw, values, _stores(values, []))
+    warnings = []
+    for alias, who in users.items():
+        if _redis_unavailable(alias):
+            continue  # E007
+        try:
+            from django_redis import get_redis_connection
+
+            client = get_redis_connection(alias)
+        except Exception:  # noqa: BLE001 - E007 covers a missing or wrong cache
+            continue
+        if redis_persists(client) is False:
+            warnings.append(_message("W007", what=_users_text(who), alias=alias))
+    return warnings
+
+
+__all__ = ["MESSAGES", "check_redis_persistence", "check_settings", "redis_persists"]

@@ -1,111 +1,26 @@
-"""Settings of django-idempotency: one ``IDEMPOTENCY`` dict, defaults documented here.
+"""Settings of django-idempotency: one ``IDEMPOTENCY`` dict, each setting described here.
 
-Read them through :data:`idempotency_settings`; it re-reads Django's settings
+:data:`SETTINGS` describes every setting once: its default, its meaning, its type,
+its choices or bounds and whether it may be None. The system checks
+(:mod:`idempotency.checks`) validate ``IDEMPOTENCY`` against that description, and a
+test keeps the README's configuration table in step with it.
+
+Read the values through :data:`idempotency_settings`; it re-reads Django's settings
 whenever they change (``override_settings`` included), and resolves dotted
 paths once until then. Defaults are never written into ``django.conf.settings``.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
-
-#: Every setting, its default and what it means. The README's configuration
-#: table is checked against this mapping by the test suite.
-DEFAULTS: dict[str, Any] = {
-    # Name of the request header that carries the key.
-    "HEADER": "Idempotency-Key",
-    # Dotted path of the store class used when a view names none.
-    "STORE": "idempotency.stores.DatabaseStore",
-    # "atomic", "lease" or "auto" (atomic where the store supports it, else lease).
-    "MODE": "auto",
-    # Atomic mode: "first" claims the key inside the view's transaction before the view
-    # runs (a concurrent duplicate waits and never runs the view); "optimistic" inserts
-    # the record after the view, for views whose every effect is in that transaction.
-    "ATOMIC_CLAIM": "first",
-    # Atomic mode: database aliases wrapped in the view's transaction besides
-    # DATABASE_ALIAS (list every alias a protected view writes to).
-    "ATOMIC_DATABASES": [],
-    # Seconds a completed record is kept and replayed (24 h).
-    "TTL": 86400,
-    # Seconds a lease-mode claim is owned before another request may take it over.
-    "LEASE": 60,
-    # Seconds a request waits for a concurrent first request before answering 409.
-    "WAIT": 0.0,
-    # Atomic mode on PostgreSQL: seconds a request may wait on a lock (a concurrent
-    # duplicate's record, or the view's own rows) before answering 409; None: no bound
-    # beyond the first request's own transaction (and no extra statement per request).
-    "LOCK_TIMEOUT": None,
-    # Value of Retry-After on a 409 for a request still in progress.
-    "RETRY_AFTER": 1,
-    # Whether views reject unsafe requests that carry no key (400).
-    "REQUIRED": False,
-    # Dotted path of scope(request) -> str | None; None means "anonymous".
-    "SCOPE": "idempotency.scopes.user_scope",
-    # What happens to an anonymous request with a key: "reject" (403) or "ignore" (run it
-    # without idempotency). Anonymous callers never share stored responses.
-    "ANONYMOUS": "reject",
-    # Dotted path of fingerprint(request, route, headers) -> str (SHA-256 hex).
-    "FINGERPRINT": "idempotency.http.fingerprints.request_fingerprint",
-    # Request headers (names) that also go into the fingerprint.
-    "FINGERPRINT_HEADERS": [],
-    # Largest response body stored for replay (bytes); a larger one commits, and its
-    # key answers retries with 410 idempotency-response-not-stored. None: no limit.
-    "MAX_RESPONSE_BYTES": 1048576,
-    # Response headers kept and replayed (Content-Type is always kept).
-    "REPLAY_HEADERS": [
-        "Content-Language",
-        "Content-Disposition",
-        "Location",
-        "ETag",
-        "Last-Modified",
-        "Link",
-        "Cache-Control",
-    ],
-    # Store 5xx and transient 4xx responses too (at-most-once) instead of releasing.
-    "STORE_ERRORS": False,
-    # What a view does when its store cannot be reached: "reject" (503
-    # idempotency-store-unavailable with Retry-After; the view does not run) or "run" (run
-    # it without idempotency: retries may then repeat it). Per view: on_store_unavailable.
-    "STORE_UNAVAILABLE": "reject",
-    # Cache alias whose backend stores records for CacheStore.
-    "CACHE_ALIAS": "default",
-    # Cache alias (django-redis) whose connection RedisStore, tokens and locks use.
-    "REDIS_ALIAS": "default",
-    # RedisStore: replicas that must acknowledge each claim, completion and recovery
-    # point (WAIT numreplicas timeout) before it counts; 0 waits for none.
-    "REDIS_WAIT_REPLICAS": 0,
-    # RedisStore: seconds WAIT may block for those replicas; a claim not replicated in
-    # time is released and answered with 503.
-    "REDIS_WAIT_TIMEOUT": 0.5,
-    # Cache alias of a read-through cache of completed responses in front of
-    # DatabaseStore (replays then cost no SQL), or None.
-    "RESPONSE_CACHE": None,
-    # Prefix of every key written to Redis or a cache.
-    "KEY_PREFIX": "idem",
-    # Database alias DatabaseStore writes to.
-    "DATABASE_ALIAS": "default",
-    # Start of the "type" URI of problem+json errors; the stable code is appended.
-    "PROBLEM_TYPE_BASE": "https://django-idempotency.dev/problems/",
-    # Seconds a one-time submit token lives.
-    "SUBMIT_TOKEN_TTL": 600,
-    # Request header that carries a one-time submit token.
-    "SUBMIT_TOKEN_HEADER": "X-Submit-Token",
-    # Backend of submit tokens: "database" or "redis".
-    "SUBMIT_TOKEN_BACKEND": "database",
-    # Backend of idempotency.locks.lock(): "redis" or "postgres".
-    "LOCK_BACKEND": "redis",
-    # Rows deleted per batch by purge_idempotency_records.
-    "PURGE_BATCH_SIZE": 5000,
-    # Count outcomes and claim latency in Prometheus metrics (needs prometheus-client).
-    "METRICS": False,
-    # Log one record per non-trivial outcome on the "idempotency.outcomes" logger.
-    "LOG_OUTCOMES": True,
-}
 
 #: The values of ``MODE``, and of ``mode=`` on views, functions and tasks.
 MODES = ("auto", "atomic", "lease")
@@ -114,8 +29,296 @@ MODES = ("auto", "atomic", "lease")
 #: from a request's header or from a function's or task's key.
 MAX_KEY_LENGTH = 255
 
+#: An HTTP header name (RFC 9110 token).
+HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+
+#: What a setting's value may be. ``seconds``: a finite number; ``integer``: an int;
+#: ``choice``: one of :attr:`Setting.choices`; ``path``: a dotted path (or the object
+#: itself); ``header``/``headers``: one or a list of header names; ``cache``/``database``:
+#: an alias; ``aliases``: a list of database aliases; ``names``: a list of strings.
+KINDS = (
+    "bool",
+    "text",
+    "seconds",
+    "integer",
+    "choice",
+    "path",
+    "header",
+    "headers",
+    "names",
+    "cache",
+    "database",
+    "aliases",
+)
+
+_LABELS = {
+    "bool": "bool",
+    "text": "str",
+    "seconds": "seconds",
+    "integer": "int",
+    "choice": "str",
+    "path": "dotted path",
+    "header": "str",
+    "headers": "list of str",
+    "names": "list of str",
+    "cache": "str",
+    "database": "str",
+    "aliases": "list of str",
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its default, what it means and which values it takes."""
+
+    default: Any
+    #: What the setting means (the system checks' hint for a wrong value).
+    help: str
+    kind: str
+    #: ``choice``: the accepted values.
+    choices: tuple[str, ...] = ()
+    #: ``seconds``/``integer``: the lower bound, and whether it is allowed itself.
+    minimum: float = 0
+    inclusive: bool = False
+    #: Whether None is a value of its own (documented in ``help``).
+    nullable: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown setting kind {self.kind!r}")
+
+    @property
+    def label(self) -> str:
+        """The type as the README's configuration table names it."""
+        label = _LABELS[self.kind]
+        return f"{label} or None" if self.nullable else label
+
+    @property
+    def expected(self) -> str:
+        """What a valid value is, in words."""
+        bound = f"{'>=' if self.inclusive else '>'} {self.minimum:g}"
+        text = {
+            "bool": "True or False",
+            "seconds": f"a number {bound}",
+            "integer": f"an integer {bound}",
+            "choice": "one of " + ", ".join(repr(c) for c in self.choices),
+            "path": "the dotted path of an importable object",
+            "header": "a header name",
+            "headers": "a list of header names",
+            "names": "a list of strings",
+            "aliases": "a list of database aliases",
+        }.get(self.kind, "a string")
+        return f"None or {text}" if self.nullable else text
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` has this setting's type, choices and bounds (dotted paths
+        are only checked to be paths or objects here: importing them is the checks')."""
+        if value is None:
+            return self.nullable
+        kind = self.kind
+        if kind == "bool":
+            return isinstance(value, bool)
+        if kind in ("seconds", "integer"):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                return False
+            if kind == "integer" and not isinstance(value, int):
+                return False
+            if not math.isfinite(value):
+                return False
+            return bool(value >= self.minimum if self.inclusive else value > self.minimum)
+        if kind == "choice":
+            return value in self.choices
+        if kind == "path":
+            return isinstance(value, str) or callable(value)
+        if kind == "header":
+            return isinstance(value, str) and bool(HEADER_NAME.match(value))
+        if kind in ("headers", "names", "aliases"):
+            return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+        return isinstance(value, str)
+
+
+#: Every setting, described once. The README's configuration table is checked against it.
+SETTINGS: dict[str, Setting] = {
+    "HEADER": Setting(
+        "Idempotency-Key", "Name of the request header that carries the key.", "header"
+    ),
+    "STORE": Setting(
+        "idempotency.stores.DatabaseStore",
+        "Dotted path of the store class used when a view names none.",
+        "path",
+    ),
+    "MODE": Setting(
+        "auto",
+        '"atomic", "lease" or "auto" (atomic where the store supports it, else lease).',
+        "choice",
+        choices=MODES,
+    ),
+    "ATOMIC_CLAIM": Setting(
+        "first",
+        'Atomic mode: "first" claims the key inside the view\'s transaction before the '
+        'view runs (a concurrent duplicate waits and never runs the view); "optimistic" '
+        "inserts the record after the view, for views whose every effect is in that "
+        "transaction.",
+        "choice",
+        choices=("first", "optimistic"),
+    ),
+    "ATOMIC_DATABASES": Setting(
+        [],
+        "Atomic mode: database aliases wrapped in the view's transaction besides "
+        "DATABASE_ALIAS (list every alias a protected view writes to).",
+        "aliases",
+    ),
+    "TTL": Setting(86400, "Seconds a completed record is kept and replayed (24 h).", "seconds"),
+    "LEASE": Setting(
+        60,
+        "Seconds a lease-mode claim is owned before another request may take it over.",
+        "seconds",
+    ),
+    "WAIT": Setting(
+        0.0,
+        "Seconds a request waits for a concurrent first request before answering 409.",
+        "seconds",
+        inclusive=True,
+    ),
+    "LOCK_TIMEOUT": Setting(
+        None,
+        "Atomic mode on PostgreSQL: seconds a request may wait on a concurrent duplicate's "
+        "claim before answering 409; None: no bound beyond the first request's own "
+        "transaction (and no extra statement per request).",
+        "seconds",
+        nullable=True,
+    ),
+    "RETRY_AFTER": Setting(
+        1, "Minimum Retry-After of a 409 for a request still in progress.", "seconds"
+    ),
+    "REQUIRED": Setting(
+        False, "Whether views reject unsafe requests that carry no key (400).", "bool"
+    ),
+    "SCOPE": Setting(
+        "idempotency.scopes.user_scope",
+        'Dotted path of scope(request) -> str | None; None means "anonymous".',
+        "path",
+    ),
+    "ANONYMOUS": Setting(
+        "reject",
+        'What happens to an anonymous request with a key: "reject" (403) or "ignore" (run '
+        "it without idempotency). Anonymous callers never share stored responses.",
+        "choice",
+        choices=("reject", "ignore"),
+    ),
+    "FINGERPRINT": Setting(
+        "idempotency.http.fingerprints.request_fingerprint",
+        "Dotted path of fingerprint(request, headers) -> str (SHA-256 hex).",
+        "path",
+    ),
+    "FINGERPRINT_HEADERS": Setting(
+        [], "Request headers (names) that also go into the fingerprint.", "headers"
+    ),
+    "MAX_RESPONSE_BYTES": Setting(
+        1048576,
+        "Largest response body stored for replay (bytes); a larger one commits, and its "
+        "key answers retries with 410 idempotency-response-not-stored. None: no limit.",
+        "integer",
+        nullable=True,
+    ),
+    "REPLAY_HEADERS": Setting(
+        [
+            "Content-Language",
+            "Content-Disposition",
+            "Location",
+            "ETag",
+            "Last-Modified",
+            "Link",
+            "Cache-Control",
+        ],
+        "Response headers kept and replayed (Content-Type is always kept; Set-Cookie and "
+        "hop-by-hop headers never are).",
+        "headers",
+    ),
+    "STORE_ERRORS": Setting(
+        False,
+        "Store 5xx and transient 4xx responses too (at-most-once) instead of releasing.",
+        "bool",
+    ),
+    "STORE_UNAVAILABLE": Setting(
+        "reject",
+        'What a view does when its store cannot be reached: "reject" (503 '
+        'idempotency-store-unavailable with Retry-After; the view does not run) or "run" '
+        "(run it without idempotency: retries may then repeat it).",
+        "choice",
+        choices=("reject", "run"),
+    ),
+    "CACHE_ALIAS": Setting(
+        "default", "Cache alias whose backend stores records for CacheStore.", "cache"
+    ),
+    "REDIS_ALIAS": Setting(
+        "default",
+        "Cache alias (django-redis) whose connection RedisStore, tokens and locks use.",
+        "cache",
+    ),
+    "REDIS_WAIT_REPLICAS": Setting(
+        0,
+        "RedisStore: replicas that must acknowledge each claim, completion and recovery "
+        "point (WAIT numreplicas timeout) before it counts; 0 waits for none.",
+        "integer",
+        inclusive=True,
+    ),
+    "REDIS_WAIT_TIMEOUT": Setting(
+        0.5,
+        "RedisStore: seconds WAIT may block for those replicas; a claim not replicated in "
+        "time is released and answered with 503.",
+        "seconds",
+    ),
+    "RESPONSE_CACHE": Setting(
+        None,
+        "Cache alias of a read-through cache of completed responses in front of "
+        "DatabaseStore (replays then cost no SQL), or None.",
+        "cache",
+        nullable=True,
+    ),
+    "KEY_PREFIX": Setting("idem", "Prefix of every key written to Redis or a cache.", "text"),
+    "DATABASE_ALIAS": Setting("default", "Database alias DatabaseStore writes to.", "database"),
+    "PROBLEM_TYPE_BASE": Setting(
+        "https://django-idempotency.dev/problems/",
+        'Start of the "type" URI of problem+json errors; the stable code is appended.',
+        "text",
+    ),
+    "SUBMIT_TOKEN_TTL": Setting(600, "Seconds a one-time submit token lives.", "seconds"),
+    "SUBMIT_TOKEN_HEADER": Setting(
+        "X-Submit-Token", "Request header that carries a one-time submit token.", "header"
+    ),
+    "SUBMIT_TOKEN_BACKEND": Setting(
+        "database",
+        'Backend of submit tokens: "database" or "redis".',
+        "choice",
+        choices=("database", "redis"),
+    ),
+    "LOCK_BACKEND": Setting(
+        "redis",
+        'Backend of idempotency.locks.lock(): "redis" or "postgres".',
+        "choice",
+        choices=("redis", "postgres"),
+    ),
+    "PURGE_BATCH_SIZE": Setting(
+        5000, "Rows deleted per batch by purge_idempotency_records.", "integer"
+    ),
+    "METRICS": Setting(
+        False,
+        "Count outcomes and claim latency in Prometheus metrics (needs prometheus-client).",
+        "bool",
+    ),
+    "LOG_OUTCOMES": Setting(
+        True,
+        'Log one record per non-trivial outcome on the "idempotency.outcomes" logger.',
+        "bool",
+    ),
+}
+
+#: Every setting's default, by name.
+DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}
+
 #: Settings that hold dotted paths, imported on first use.
-IMPORT_STRINGS = frozenset({"STORE", "SCOPE", "FINGERPRINT"})
+IMPORT_STRINGS = frozenset(name for name, s in SETTINGS.items() if s.kind == "path")
 
 
 class IdempotencySettings:

@@ -135,6 +135,21 @@ class StoreUnavailable(IdempotencyError):
         return (type(self), (str(self.detail),))
 
 
+class StoreMisconfigured(IdempotencyError):
+    """The store a view uses cannot work as configured (for example a ``RedisStore``
+    without a django-redis cache). The request was not run; the cause is logged as
+    ``ImproperlyConfigured`` on the ``idempotency`` logger, and ``manage.py check``
+    reports it before the first request (``idempotency.E007`` and its neighbours)."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = _(
+        "The idempotency store of this endpoint is misconfigured, so this request was not "
+        "run. The server's log names the cause."
+    )
+    default_code = "idempotency-store-misconfigured"
+    title = "Idempotency store misconfigured"
+
+
 class SubmitTokenInvalid(IdempotencyError):
     status_code = status.HTTP_400_BAD_REQUEST
     default_detail = _("The submit token is missing, expired, or was not issued to you.")

@@ -23,7 +23,6 @@ Views guarded by :class:`~idempotency.tokens.SubmitTokenPermission` or
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -34,6 +33,7 @@ from rest_framework.views import APIView
 from rest_framework.viewsets import ViewSetMixin
 
 from idempotency.conf import MAX_KEY_LENGTH, idempotency_settings
+from idempotency.http.discovery import functions_of
 from idempotency.http.handling import UNSAFE_METHODS
 from idempotency.http.mixins import IdempotentMixin
 from idempotency.http.policy import Policy
@@ -67,19 +67,6 @@ PROBLEM_SCHEMA: dict[str, Any] = {
 }
 
 
-def _functions(handler: Any) -> Iterator[Any]:
-    """``handler`` and the functions it closes over (``@api_view`` wraps the view)."""
-    func = getattr(handler, "__func__", handler)
-    yield func
-    for cell in getattr(func, "__closure__", None) or ():
-        try:
-            content = cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
-        if callable(content) and not isinstance(content, type):
-            yield content
-
-
 def _handler(view: APIView, method: str) -> Any:
     if isinstance(view, ViewSetMixin) and getattr(view, "action", None):
         return getattr(view, str(view.action), None)
@@ -93,7 +80,7 @@ def idempotency_policy(view: APIView, method: str) -> Policy | None:
     handler = _handler(view, method)
     if handler is None:
         return None
-    for func in _functions(handler):
+    for func in functions_of(handler):
         policy = policy_of(func)
         if policy is not None:
             return policy
@@ -104,7 +91,7 @@ def idempotency_policy(view: APIView, method: str) -> Policy | None:
         return None
     if not MIDDLEWARE_PATHS.isdisjoint(getattr(settings, "MIDDLEWARE", ())):
         exempt = getattr(view, "idempotency_exempt", False) or any(
-            getattr(func, "idempotency_exempt", False) for func in _functions(handler)
+            getattr(func, "idempotency_exempt", False) for func in functions_of(handler)
         )
         return None if exempt else Policy()
     return None
@@ -121,7 +108,7 @@ def needs_submit_token(view: APIView, method: str) -> bool:
         return True
     handler = _handler(view, method)
     return handler is not None and any(
-        getattr(func, "submit_token_purpose", None) for func in _functions(handler)
+        getattr(func, "submit_token_purpose", None) for func in functions_of(handler)
     )
 
 

@@ -27,10 +27,11 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from asgiref.sync import sync_to_async
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponseBase
 
 from idempotency.conf import idempotency_settings
-from idempotency.exceptions import IdempotencyError, StoreUnavailable
+from idempotency.exceptions import IdempotencyError, StoreMisconfigured, StoreUnavailable
 from idempotency.http.atomic import run_atomic
 from idempotency.http.flow import (
     UNSAFE_METHODS,
@@ -63,7 +64,10 @@ def run(
     ``handle_exception``) or re-raises it; ``finalize`` renders a response
     so its bytes can be stored (DRF's ``finalize_response`` + ``render``).
     """
-    prepared = prepare(request, policy)
+    try:
+        prepared = prepare(request, policy)
+    except ImproperlyConfigured as exc:
+        return misconfigured(request, exc)
     if prepared is None:
         return call()
     if isinstance(prepared, HttpResponseBase):
@@ -83,6 +87,22 @@ def run(
         if started:  # never run a view twice: its attempt ended with the store gone
             return exc.as_response()
         return _unavailable(prepared, exc, call)
+    except ImproperlyConfigured as exc:
+        if started:  # the view's own error
+            raise
+        return misconfigured(request, exc)
+
+
+def misconfigured(request: HttpRequest, exc: ImproperlyConfigured) -> HttpResponseBase:
+    """A store that cannot work as configured: log the cause, answer 503, never a bare 500."""
+    logger.error(
+        "idempotency: the store of %s %s is misconfigured: %s",
+        request.method,
+        request.path,
+        exc,
+        exc_info=exc,
+    )
+    return StoreMisconfigured().as_response()
 
 
 def _unavailable(prepared: Prepared, exc: StoreUnavailable, call: Call) -> HttpResponseBase:
@@ -106,7 +126,10 @@ async def run_async(
 
         raise ImproperlyApplied("Async views cannot use atomic mode; use mode='lease'.")
     lease_policy = policy.merged(mode="lease") if policy.mode is None else policy
-    prepared = await sync_to_async(prepare)(request, lease_policy)
+    try:
+        prepared = await sync_to_async(prepare)(request, lease_policy)
+    except ImproperlyConfigured as exc:
+        return misconfigured(request, exc)
     if prepared is None:
         return await call()
     if isinstance(prepared, HttpResponseBase):
@@ -120,6 +143,8 @@ async def run_async(
         return await call()
     except IdempotencyError as exc:
         return exc.as_response()
+    except ImproperlyConfigured as exc:
+        return misconfigured(request, exc)
     if isinstance(claim, HttpResponseBase):
         return claim
     request.idempotency = context_of(prepared, claim)  # type: ignore[attr-defined]

@@ -12,6 +12,22 @@ from idempotency.stores.base import StoredResponse
 
 REPLAYED_HEADER = "Idempotent-Replayed"
 
+#: Response headers that are never stored nor replayed, whatever REPLAY_HEADERS says.
+NEVER_REPLAYED = frozenset(
+    {
+        "set-cookie",
+        "set-cookie2",
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+
 #: Statuses that never get stored by default: the client should retry them.
 TRANSIENT_4XX = frozenset({401, 403, 407, 408, 409, 425, 429})
 #: Never stored, whatever a view asks: authentication failures.
@@ -34,7 +50,7 @@ def replay_headers() -> frozenset[str]:
     """Lower-cased names of the response headers kept for replay (Content-Type always)."""
     global _replay_headers
     if _replay_headers is None:
-        names = {h.lower() for h in idempotency_settings.REPLAY_HEADERS}
+        names = {h.lower() for h in idempotency_settings.REPLAY_HEADERS} - NEVER_REPLAYED
         _replay_headers = frozenset({"content-type", *names})
     return _replay_headers
 

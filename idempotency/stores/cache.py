@@ -35,8 +35,13 @@ class CacheStore(BaseStore):
         self._alias = alias
 
     @property
+    def alias(self) -> str:
+        """The cache this store keeps records in (default ``CACHE_ALIAS``)."""
+        return str(self._alias or idempotency_settings.CACHE_ALIAS)
+
+    @property
     def cache(self) -> BaseCache:
-        return caches[self._alias or idempotency_settings.CACHE_ALIAS]
+        return caches[self.alias]
 
     def record_key(self, scope: str, key: str) -> str:
         return f"{idempotency_settings.KEY_PREFIX}:rec:{record_digest(scope, key)}"

@@ -98,6 +98,24 @@ return 1
 logger = logging.getLogger("idempotency.stores.redis")
 
 
+def redis_connection(alias: str, user: str) -> Any:
+    """The django-redis connection of the cache ``alias``; ``ImproperlyConfigured`` naming
+    ``user`` when there is no such cache, django-redis is missing or the cache is another
+    backend (which would otherwise surface as a bare ``NotImplementedError``)."""
+    from django.core.cache import InvalidCacheBackendError
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        from django_redis import get_redis_connection
+
+        return get_redis_connection(alias)
+    except (ImportError, NotImplementedError, InvalidCacheBackendError) as exc:
+        raise ImproperlyConfigured(
+            f"{user} needs a django-redis cache, but the cache {alias!r} is not one "
+            f"({type(exc).__name__}: {exc or 'unsupported backend'}); see idempotency.E007."
+        ) from exc
+
+
 def _text(value: Any) -> str:
     if value is None:
         return ""
@@ -141,11 +159,14 @@ class RedisStore(BaseStore):
         return float(idempotency_settings.REDIS_WAIT_TIMEOUT if value is None else value)
 
     @property
+    def alias(self) -> str:
+        """The django-redis cache whose connection this store uses (default ``REDIS_ALIAS``)."""
+        return str(self._alias or idempotency_settings.REDIS_ALIAS)
+
+    @property
     def client(self) -> Any:
         if self._client is None:
-            from django_redis import get_redis_connection
-
-            self._client = get_redis_connection(self._alias or idempotency_settings.REDIS_ALIAS)
+            self._client = redis_connection(self.alias, "RedisStore")
         return self._client
 
     def _script(self, name: str, source: str) -> Any:

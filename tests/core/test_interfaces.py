@@ -88,16 +88,19 @@ def test_unknown_and_invalid_options_are_refused() -> None:
 
 
 def test_atomic_mode_on_a_store_without_it_is_a_configuration_error(
-    client_a: Client, wallet: Wallet
+    client_a: Client, wallet: Wallet, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from django.core.exceptions import ImproperlyConfigured
-
     client_a.raise_request_exception = True
+    before = Effect.objects.count()
     with (
         override_settings(IDEMPOTENCY={"STORE": "idempotency.stores.CacheStore", "MODE": "atomic"}),
-        pytest.raises(ImproperlyConfigured),
+        caplog.at_level("ERROR", logger="idempotency"),
     ):
-        post(client_a, "/t/api/", str(uuid.uuid4()))
+        response = post(client_a, "/t/api/", str(uuid.uuid4()))
+    assert response.status_code == 503
+    assert response.json()["code"] == "idempotency-store-misconfigured"
+    assert Effect.objects.count() == before  # the view did not run
+    assert "cannot run atomic mode" in caplog.text
 
 
 def test_middleware_covers_function_and_drf_views(client_a: Client, wallet: Wallet) -> None:

@@ -1,0 +1,138 @@
+"""The messages of the system checks (:mod:`idempotency.checks`), kept together so each
+id names one problem only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class _Message:
+    msg: str
+    hint: str
+
+
+#: Every message of every check, by id. ``{placeholders}`` are filled per message.
+#: Retired ids: W002 (a CacheStore on DummyCache is E012), E003 and E009 (a value
+#: outside a setting's choices is E014, whichever the setting).
+MESSAGES: dict[str, _Message] = {
+    "E001": _Message(
+        "The IDEMPOTENCY setting must be a dict, not {type}.",
+        "Write IDEMPOTENCY = {{...}} with the settings to change, or remove it.",
+    ),
+    "E002": _Message(
+        "Unknown key {key!r} in the IDEMPOTENCY setting.",
+        "{suggestion}Valid keys: {valid}.",
+    ),
+    "E004": _Message(
+        "IDEMPOTENCY[{name!r}] is {value!r}; it must be {expected}.", "{name}: {help}"
+    ),
+    "E005": _Message(
+        "IDEMPOTENCY[{name!r}] = {value!r} cannot be imported: {error}",
+        "Give the dotted path of an importable object, such as {default!r}.",
+    ),
+    "E006": _Message(
+        "{what} asks for atomic mode, but its store {store} does not support atomic mode.",
+        "Use DatabaseStore for atomic mode, or set the mode to 'lease' or 'auto'.",
+    ),
+    "E007": _Message(
+        "{what} needs django-redis, but {reason}.",
+        "Install django-redis and point {where} (now {alias!r}) at a CACHES entry whose "
+        "BACKEND is 'django_redis.cache.RedisCache'.",
+    ),
+    "E008": _Message(
+        "{what} names the cache {alias!r}, which is not in CACHES.",
+        "Add that alias to CACHES or name one of: {aliases}.",
+    ),
+    "E010": _Message(
+        "IDEMPOTENCY[{name!r}] = {value!r} is not a valid HTTP header name.",
+        "A header name is one or more letters, digits or !#$%&'*+-.^_`|~ (RFC 9110 token).",
+    ),
+    "E011": _Message(
+        "IDEMPOTENCY['REPLAY_HEADERS'] contains {header!r}, which is never replayable.",
+        "Set-Cookie and hop-by-hop headers (Connection, Transfer-Encoding, ...) are never "
+        "replayed: remove it from the list.",
+    ),
+    "E012": _Message(
+        "{what} is a CacheStore on the cache {alias!r}, a DummyCache: nothing is stored, "
+        "so no request is deduplicated.",
+        "Point the CacheStore at a real cache (Redis), or use DatabaseStore.",
+    ),
+    "E013": _Message(
+        "{what} = {value!r} is not a store class.",
+        "Name a subclass of idempotency.stores.base.BaseStore, such as "
+        "'idempotency.stores.DatabaseStore'.",
+    ),
+    "E014": _Message(
+        "IDEMPOTENCY[{name!r}] is {value!r}; it must be {expected}.", "{name}: {help}"
+    ),
+    "E015": _Message(
+        "IDEMPOTENCY['DATABASE_ALIAS'] names the database {alias!r}, which is not in DATABASES.",
+        "Add that alias to DATABASES or name one of: {aliases}.",
+    ),
+    "E016": _Message(
+        "IDEMPOTENCY['TTL'] ({ttl}) is shorter than IDEMPOTENCY['LEASE'] ({lease}).",
+        "A record must outlive its lease, or an in-progress key could expire and run again "
+        "while its first request is still running: make TTL at least LEASE.",
+    ),
+    "E017": _Message(
+        "IDEMPOTENCY['ATOMIC_DATABASES'] names {unknown!r}, not in DATABASES ({known}).",
+        "List the aliases (keys of DATABASES) that protected views write to, besides "
+        "DATABASE_ALIAS.",
+    ),
+    "E018": _Message(
+        "IDEMPOTENCY['METRICS'] is on, but prometheus_client is not installed.",
+        "pip install 'django-idempotency[metrics]', or set METRICS to False.",
+    ),
+    "E019": _Message(
+        "{idempotency!r} comes before {authentication!r} in MIDDLEWARE: it runs before "
+        "the user is known, so every logged-in caller of a Django view is anonymous to it "
+        "(403 idempotency-anonymous-not-allowed, or no idempotency with ANONYMOUS "
+        "'ignore').",
+        "Move {idempotency!r} below {authentication!r} (last in MIDDLEWARE is safest).",
+    ),
+    "W001": _Message(
+        "{what} is a CacheStore on the cache {alias!r}, a LocMemCache: each process has "
+        "its own, so a key is only deduplicated within one process.",
+        "With several worker processes (gunicorn, uWSGI, Celery), point the CacheStore "
+        "at a shared cache (Redis), or use DatabaseStore.",
+    ),
+    "W003": _Message(
+        "IDEMPOTENCY['RESPONSE_CACHE'] is the cache {alias!r}, a LocMemCache: it is not "
+        "shared, so replays in other processes still query the database.",
+        "Use a shared cache (Redis) as RESPONSE_CACHE, or set it to None.",
+    ),
+    "W004": _Message(
+        "DATABASES[{alias!r}] has ATOMIC_REQUESTS=True and IDEMPOTENCY['MODE'] is 'lease': "
+        "a lease claim commits only with the view's transaction, so concurrent requests "
+        "cannot see it and may run the same key twice.",
+        "Use MODE 'atomic' or 'auto' with DatabaseStore, a Redis store for lease mode, or "
+        "exclude idempotent views from ATOMIC_REQUESTS with transaction.non_atomic_requests.",
+    ),
+    "W005": _Message(
+        "IDEMPOTENCY['RESPONSE_CACHE'] is set, but the store {store} does not use it.",
+        "RESPONSE_CACHE only fronts DatabaseStore; remove it or use DatabaseStore.",
+    ),
+    "W006": _Message(
+        "Atomic mode wraps only the database {alias!r} in the view's transaction; "
+        "writes to {aliases} would stay outside it.",
+        "A view that writes to those databases keeps those writes when its key is released "
+        "(a 5xx, an exception), and its retry repeats them. List the aliases protected views "
+        "write to in IDEMPOTENCY['ATOMIC_DATABASES'] (or per view: databases=[...]), or "
+        "silence this warning if no protected view writes there.",
+    ),
+    "W007": _Message(
+        "The Redis behind {what} (cache {alias!r}) persists nothing (appendonly no, "
+        'save ""): a restart forgets every record, so retries of completed requests '
+        "run again.",
+        "Turn on AOF (appendonly yes, appendfsync everysec) or RDB snapshots on that Redis, "
+        "or use DatabaseStore. See the README's section on Redis durability.",
+    ),
+    "W008": _Message(
+        "IDEMPOTENCY['DATABASE_ALIAS'] is {alias!r}, which the DATABASE_ROUTERS treat as "
+        "read-only for {model}: they send its reads there and its writes to {write!r}.",
+        "Point DATABASE_ALIAS at the primary ({write!r}). The library reads and writes "
+        "only its own alias, never through the routers, so a replay never reads a lagging "
+        "replica; that alias must therefore be the writable primary.",
+    ),
+}

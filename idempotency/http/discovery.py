@@ -1,0 +1,84 @@
+"""Find the protected views of a project and their policies, by walking its URL patterns.
+
+The system checks use it to validate what each view configures for itself (a store
+of its own, atomic mode) before the first request does; the OpenAPI schema shares
+:func:`functions_of` to find ``@idempotent`` under ``@api_view``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from idempotency.http.views import policy_of
+
+if TYPE_CHECKING:
+    from idempotency.http.policy import Policy
+
+#: Methods (and viewset actions) that take part.
+HANDLER_NAMES = ("post", "put", "patch", "delete")
+
+
+def functions_of(handler: Any) -> Iterator[Any]:
+    """``handler`` and the functions it closes over (``@api_view`` wraps the view)."""
+    func = getattr(handler, "__func__", handler)
+    yield func
+    for cell in getattr(func, "__closure__", None) or ():
+        try:
+            content = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if callable(content) and not isinstance(content, type):
+            yield content
+
+
+def _handler_policies(handler: Any) -> Iterator[Policy]:
+    for func in functions_of(handler):
+        policy = policy_of(func)
+        if policy is not None:
+            yield policy
+            return
+
+
+def view_policies(callback: Any) -> Iterator[Policy]:
+    """The policies a view callable (what a URL pattern calls) applies to its requests."""
+    from idempotency.http.mixins import IdempotentMixin
+
+    policy = policy_of(callback)
+    if policy is not None:
+        yield policy
+    cls = getattr(callback, "cls", None) or getattr(callback, "view_class", None)
+    if not isinstance(cls, type):
+        return
+    actions = getattr(callback, "actions", None) or {}
+    names = {*HANDLER_NAMES, *actions.values()}
+    for name in sorted(names):
+        yield from _handler_policies(getattr(cls, name, None))
+    if issubclass(cls, IdempotentMixin):
+        try:
+            view = cls(**(getattr(callback, "initkwargs", None) or {}))
+            yield view.get_idempotency_policy()
+        except Exception:  # noqa: BLE001 - a view that cannot be built here is not ours
+            return
+
+
+def _patterns(patterns: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            namespace = f"{pattern.namespace}:" if pattern.namespace else ""
+            yield from _patterns(pattern.url_patterns, prefix + namespace)
+        elif isinstance(pattern, URLPattern):
+            name = pattern.name or str(pattern.pattern)
+            yield prefix + name, pattern.callback
+
+
+def protected_views(urlconf: Any = None) -> Iterator[tuple[str, Policy]]:
+    """``(view name, policy)`` for every policy of every view the URLconf reaches."""
+    for name, callback in _patterns(get_resolver(urlconf).url_patterns, ""):
+        seen: set[int] = set()
+        for policy in view_policies(callback):
+            if id(policy) not in seen:
+                seen.add(id(policy))
+                yield name, policy
