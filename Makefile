@@ -2,7 +2,7 @@
 # `python3 dev.py test`) and needs nothing but Python 3.11+.
 PYTHON ?= python3
 
-.PHONY: install run test demo lint typecheck bench bench-smoke clean
+.PHONY: install run test demo docs lint typecheck bench bench-smoke clean
 
 install:
 	$(PYTHON) -c 'import dev; dev.install()'
@@ -12,6 +12,9 @@ run:
 
 test:
 	$(PYTHON) dev.py test $(PYTEST_ARGS)
+
+docs:
+	$(PYTHON) dev.py docs
 
 demo:
 	$(PYTHON) dev.py demo $(DEMO_ARGS)
@@ -29,4 +32,4 @@ bench-smoke:
 	$(PYTHON) dev.py bench-smoke
 
 clean:
-	rm -rf .venv .venv-django42 .venv-wheel db.sqlite3 .pytest_cache .mypy_cache .ruff_cache dist build
+	rm -rf .venv .venv-django42 .venv-wheel db.sqlite3 .pytest_cache .mypy_cache .ruff_cache dist build docs/_build

@@ -5,7 +5,10 @@
                                      # (default 127.0.0.1:8000; or a bare PORT)
     python3 dev.py test [PYTEST ARGS]  # the whole test suite (arguments go to pytest)
 
-Also: ``demo`` (the double-charge story, live: ``manage.py retry_storm``), ``lint``
+Also: ``docs`` (build the documentation site into docs/_build/html, warnings as
+errors; ``docs --serve [[ADDR:]PORT]`` also serves it, by default on 127.0.0.1:8001,
+or a free port when that one is taken), ``demo`` (the double-charge story, live:
+``manage.py retry_storm``), ``lint``
 (ruff check + ruff format --check, pinned; what CI runs), ``typecheck``, ``bench``,
 ``bench-smoke``, ``chaos`` and ``chaos-smoke`` (the sample under faults); ``--help``
 prints this. The virtualenv lives in ``.venv`` and is (re)installed whenever
@@ -14,6 +17,7 @@ prints this. The virtualenv lives in ``.venv`` and is (re)installed whenever
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import subprocess
@@ -56,6 +60,34 @@ def run_address(rest: list[str]) -> tuple[str, list[str]]:
     return os.environ.get("HOST", "127.0.0.1:8000"), rest
 
 
+def docs(rest: list[str]) -> None:
+    """Build the docs site (Sphinx, warnings as errors, nitpicky); ``--serve`` serves it."""
+    install("dev,docs")
+    out = ROOT / "docs" / "_build" / "html"
+    sh(BIN / "sphinx-build", "-W", "--keep-going", "-n", "-q", "-E", "-b", "html", "docs", out)
+    if "--serve" not in rest:
+        print(f"built: {out / 'index.html'}")
+        return
+    after = rest[rest.index("--serve") + 1 :]
+    address = after[0] if after and not after[0].startswith("-") else "127.0.0.1:8001"
+    host, _, port = address.rpartition(":")
+    serve(out, host or "127.0.0.1", int(port))
+
+
+def serve(directory: Path, host: str, port: int) -> None:
+    import functools
+    import http.server
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
+    try:
+        server = http.server.ThreadingHTTPServer((host, port), handler)
+    except OSError:  # taken: let the OS choose a free port
+        server = http.server.ThreadingHTTPServer((host, 0), handler)
+    print(f"serving the docs on http://{host}:{server.server_address[1]}/ (Ctrl-C stops)")
+    with server, contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever()
+
+
 def main(argv: list[str]) -> None:
     command, rest = (argv[0], argv[1:]) if argv else ("", [])
     if command in ("-h", "--help", "help"):
@@ -70,6 +102,8 @@ def main(argv: list[str]) -> None:
     elif command == "test":
         install()
         sh(PYTHON, "-m", "pytest", *rest)
+    elif command == "docs":
+        docs(rest)
     elif command == "demo":
         install()
         sh(PYTHON, "manage.py", "migrate", "--noinput", "-v0")

@@ -98,10 +98,18 @@ def consume_submit_token(*, token: str, user_or_scope: Any, purpose: str) -> Non
 def purge_expired_submit_tokens(
     *, batch_size: int | None = None, now: datetime | None = None
 ) -> int:
-    """Delete expired token rows (database backend) in batches; the number deleted.
+    """Delete expired submit-token rows of the database backend, in batches.
 
-    A consumed row is kept as a tombstone until it is both expired and
-    :data:`TOMBSTONE_SECONDS` old. Redis tokens expire by themselves (returns 0).
+    A consumed row is kept as a tombstone until it is both expired and a minute old
+    (``TOMBSTONE_SECONDS``), so a late second use still answers "used", not "invalid".
+    Redis tokens expire by themselves: with the Redis backend nothing is deleted.
+
+    Args:
+        batch_size: Rows deleted per batch (default: the ``PURGE_BATCH_SIZE`` setting).
+        now: The moment to judge expiry by (default: now).
+
+    Returns:
+        The number of rows deleted (0 with the Redis backend).
     """
     backend = _backend()
     if not isinstance(backend, DatabaseTokens):

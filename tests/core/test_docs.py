@@ -1,23 +1,24 @@
-"""The README's configuration table and the settings' description say the same thing."""
+"""The reference pages and the code say the same thing: settings, public names, signals."""
 
 from __future__ import annotations
 
-import json
+import ast
 import re
 from pathlib import Path
 
 from idempotency.conf import DEFAULTS, SETTINGS
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+SETTINGS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "settings.md"
 ROW = re.compile(r"^\| `([A-Z_]+)` \| ([^|]+) \| `([^`]*)` \| .+\|$")
 
 
 def documented() -> dict[str, tuple[str, object]]:
+    """The settings table: name -> (type, default as a Python literal)."""
     rows = {}
-    for line in README.read_text().splitlines():
+    for line in SETTINGS_PAGE.read_text().splitlines():
         match = ROW.match(line)
         if match:
-            rows[match.group(1)] = (match.group(2).strip(), json.loads(match.group(3)))
+            rows[match.group(1)] = (match.group(2).strip(), ast.literal_eval(match.group(3)))
     return rows
 
 
@@ -29,3 +30,25 @@ def test_every_setting_is_documented_with_its_type() -> None:
     assert {name: kind for name, (kind, _default) in documented().items()} == {
         name: setting.label for name, setting in SETTINGS.items()
     }
+
+
+DOCS = SETTINGS_PAGE.parents[1]
+AUTODOC = re.compile(r"^\.\. auto(?:function|class|exception|data):: idempotency\.(\w+)$", re.M)
+
+
+def test_every_public_name_is_in_the_api_reference() -> None:
+    import idempotency
+
+    documented = set(AUTODOC.findall((DOCS / "reference" / "api.md").read_text()))
+    assert set(idempotency.__all__) - documented == set()
+
+
+def test_every_signal_is_in_the_signals_reference() -> None:
+    from django.dispatch import Signal
+
+    from idempotency import signals
+
+    defined = {name for name, value in vars(signals).items() if isinstance(value, Signal)}
+    page = (DOCS / "reference" / "signals.md").read_text()
+    rows = set(re.findall(r"^\| `(\w+)` \|", page, re.M))
+    assert rows == defined
