@@ -214,6 +214,13 @@ SETTINGS: dict[str, Setting] = {
     "FINGERPRINT_HEADERS": Setting(
         [], "Request headers (names) that also go into the fingerprint.", "headers"
     ),
+    "FINGERPRINT_EXCLUDE": Setting(
+        [],
+        "Body fields (form, multipart, top-level JSON keys) and query parameters left out "
+        "of the fingerprint, for values that change between attempts of one operation "
+        "(csrfmiddlewaretoken always is).",
+        "names",
+    ),
     "MAX_RESPONSE_BYTES": Setting(
         1048576,
         "Largest response body stored for replay (bytes); a larger one commits, and its "

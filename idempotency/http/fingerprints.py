@@ -1,18 +1,30 @@
 """Request fingerprints: what makes two requests with one key "the same request".
 
-The fingerprint is a SHA-256 over the method, the path, the query string
-(sorted), the media type (without parameters), the canonical body and any
-configured headers. A key reused with a different fingerprint is refused with
-422.
+The fingerprint is a SHA-256 over the method, the path, the query string, the media
+type (without parameters), the canonical body and any configured headers. A key
+reused with a different fingerprint is refused with 422.
 
-The body is read from its raw bytes for every method (Django parses forms only
-for POST, so a PUT form must not look empty). Reading ``request.body`` caches
-it, so the view and DRF can still read it afterwards. Canonical forms: JSON
-with sorted keys (at most :data:`MAX_JSON_DEPTH` levels deep; deeper bodies
-hash as raw bytes), form fields sorted, multipart with its random boundary
-replaced, raw bytes otherwise. When something parsed the body before the
-fingerprint could read it (a POST form parsed by ``CsrfViewMiddleware``, or a
-DRF authentication class reading ``request.data`` on DRF < 3.16), the parsed
+Canonical forms keep what distinguishes two requests and drop what only spells one
+differently:
+
+* query strings and form fields (urlencoded or multipart) are ordered by name, and
+  the values of a repeated name keep their order (``item=1&item=2`` is not
+  ``item=2&item=1``), as do several files under one name;
+* JSON objects have sorted keys; numbers are hashed from their exact text
+  (``12345678901234567.1`` is not ``.2``, ``1e400`` is not ``2e400``); at most
+  :data:`MAX_JSON_DEPTH` levels deep (deeper bodies hash as raw bytes);
+* multipart bodies are read through Django's upload handlers, so an upload of any size
+  is hashed as the handlers write it (to disk past ``FILE_UPLOAD_MAX_MEMORY_SIZE``);
+  a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is never held in memory, and the random
+  boundary does not matter;
+* other bodies are their raw bytes.
+
+``csrfmiddlewaretoken`` (masked anew on every rendering of a form) and the names in
+``FINGERPRINT_EXCLUDE`` are left out of query strings, form fields and top-level JSON
+object keys. The body is read from its raw bytes for every method (Django parses forms
+only for POST, so a PUT form must not look empty); reading ``request.body`` caches it,
+so the view and DRF can still read it. When something parsed the body before the
+fingerprint could read it (DRF authentication reading ``request.data``), the parsed
 data is hashed instead.
 """
 
@@ -20,8 +32,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 from collections.abc import Iterable
+from decimal import Decimal
 from itertools import accumulate
 from typing import Any
 from urllib.parse import parse_qsl
@@ -38,6 +52,8 @@ MAX_JSON_DEPTH = 200
 
 FORM_TYPE = "application/x-www-form-urlencoded"
 MULTIPART_TYPE = "multipart/form-data"
+#: The field Django's ``{% csrf_token %}`` adds: masked anew on every rendering.
+CSRF_FIELD = "csrfmiddlewaretoken"
 
 _BRACKETS = bytes(range(256)).translate(None, b"[]{}")
 _DEPTH_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
@@ -59,20 +75,37 @@ def json_depth(body: bytes) -> int:
     return max(accumulate(_DEPTH_STEP[b] for b in brackets), default=0)
 
 
-def _canonical_json(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+def excluded() -> frozenset[str]:
+    """Names left out of the fingerprint: the CSRF field and ``FINGERPRINT_EXCLUDE``."""
+    return frozenset({CSRF_FIELD, *idempotency_settings.FINGERPRINT_EXCLUDE})
 
 
-def _boundary(request: HttpRequest) -> bytes:
-    for param in str(request.META.get("CONTENT_TYPE", "")).split(";")[1:]:
-        name, _, value = param.strip().partition("=")
-        if name.strip().lower() == "boundary":
-            return value.strip().strip('"').encode("latin-1", "replace")
-    return b""
+def _exact(number: Decimal) -> dict[str, str]:
+    # a JSON number, as the exact text it was sent as (a float would round it)
+    return {"\x00number": str(number)}
 
 
-def canonical_bytes(content_type: str, body: bytes, boundary: bytes = b"") -> bytes:
-    """The canonical form of a raw body of ``content_type``."""
+def _canonical_json(value: Any) -> str:
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_exact
+    )
+
+
+def _json(body: bytes, drop: frozenset[str]) -> bytes:
+    value = json.loads(body, parse_float=Decimal)
+    if isinstance(value, dict) and drop:
+        value = {k: v for k, v in value.items() if k not in drop}
+    return _canonical_json(value).encode()
+
+
+def _pairs(pairs: Iterable[tuple[str, str]], drop: frozenset[str]) -> list[tuple[str, str]]:
+    """Name-value pairs ordered by name, the values of one name in their order."""
+    return sorted((pair for pair in pairs if pair[0] not in drop), key=lambda pair: pair[0])
+
+
+def canonical_bytes(content_type: str, body: bytes, drop: frozenset[str] = frozenset()) -> bytes:
+    """The canonical form of a raw body of ``content_type`` (multipart aside: those are
+    read through the upload handlers, see :func:`canonical_body`)."""
     if not body:
         return b""
     if is_json(content_type):
@@ -80,7 +113,7 @@ def canonical_bytes(content_type: str, body: bytes, boundary: bytes = b"") -> by
         if openers > MAX_JSON_DEPTH and json_depth(body) > MAX_JSON_DEPTH:
             return b"raw:" + body
         try:
-            return b"json:" + _canonical_json(json.loads(body))
+            return b"json:" + _json(body, drop)
         except (ValueError, RecursionError):
             return b"raw:" + body
     if content_type == FORM_TYPE:
@@ -88,60 +121,90 @@ def canonical_bytes(content_type: str, body: bytes, boundary: bytes = b"") -> by
             pairs = parse_qsl(body.decode(), keep_blank_values=True)
         except (UnicodeDecodeError, ValueError):
             return b"raw:" + body
-        return b"form:" + _canonical_json(sorted(pairs))
-    if content_type == MULTIPART_TYPE and boundary:
-        # the parts between the delimiters, in sorted order: the boundary and part order
-        # (both chosen by the client library) do not matter, every byte of a part does
-        pieces = body.split(b"--" + boundary)
-        if len(pieces) > 2:
-            parts = sorted(hashlib.sha256(part).hexdigest() for part in pieces[1:-1])
-            ends = [hashlib.sha256(pieces[0]).hexdigest(), hashlib.sha256(pieces[-1]).hexdigest()]
-            return b"multipart:" + _canonical_json([parts, ends])
+        return b"form:" + _canonical_json(_pairs(pairs, drop)).encode()
     return b"raw:" + body
 
 
-def _parsed_body(request: Any) -> bytes:
-    """The body once something else consumed the stream: hash what it parsed."""
+def _parsed_digest(data: Any, files: Any, drop: frozenset[str]) -> bytes:
+    """Fields by name (values in order) and uploads by name (in order), each upload's
+    content hashed in chunks from wherever the upload handler put it."""
     digest = hashlib.sha256()
-    try:
-        data = getattr(request, "data", None)  # a DRF Request
-        if data is None:
-            data = request.POST
-    except Exception:  # the parser refused the body: the view answers that (a 4xx)
-        return b"unparsable"
     if hasattr(data, "lists"):
-        for name, values in sorted(data.lists()):
+        for name, values in sorted(data.lists(), key=lambda item: item[0]):
+            if name in drop:
+                continue
             for value in values:
-                if hasattr(value, "chunks"):
-                    continue  # uploads: hashed from FILES below
-                digest.update(f"{name}={value}\x00".encode())
+                if not hasattr(value, "chunks"):  # uploads: hashed from files below
+                    digest.update(json.dumps([name, str(value)]).encode() + b"\x00")
     else:
         try:
-            digest.update(_canonical_json(data))
+            digest.update(_canonical_json(data).encode())
         except (TypeError, ValueError, RecursionError):
             digest.update(repr(type(data)).encode())
-    files_by_name = getattr(request, "FILES", None)
-    for name, files in sorted(files_by_name.lists() if files_by_name is not None else ()):
-        for upload in files:
-            digest.update(f"{name}:{upload.name}:{upload.size}\x00".encode())
+    for name, uploads in sorted(files.lists() if files is not None else (), key=lambda i: i[0]):
+        for upload in uploads:
+            meta = [name, upload.name, getattr(upload, "content_type", ""), upload.size]
+            digest.update(b"\x01" + json.dumps(meta).encode() + b"\x00")
             for chunk in upload.chunks():
                 digest.update(chunk)
             upload.seek(0)
-    return b"parsed:" + digest.digest()
+    return digest.digest()
+
+
+def _parse_multipart(request: Any) -> tuple[Any, Any]:
+    """POST and FILES of a multipart request, parsed once by Django's upload handlers
+    (also for PUT/PATCH/DELETE, where Django itself would not; DRF then reuses them).
+
+    A body within ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is read (and cached) first, so a view
+    can still read ``request.body`` as it could without a key; a larger one is parsed
+    straight from the stream (``request.body`` would refuse it anyway)."""
+    django_request = getattr(request, "_request", request)
+    if not django_request._read_started:
+        with contextlib.suppress(RequestDataTooBig):
+            django_request.body  # noqa: B018 - the read caches it
+    if django_request.method != "POST" and not hasattr(django_request, "_post"):
+        cached = getattr(django_request, "_body", None)
+        stream = io.BytesIO(cached) if cached is not None else django_request
+        django_request._post, django_request._files = django_request.parse_file_upload(
+            django_request.META, stream
+        )
+    return django_request.POST, django_request.FILES
+
+
+def _parsed_body(request: Any, drop: frozenset[str]) -> bytes:
+    """The body of a multipart request, or of one whose stream something else consumed."""
+    from rest_framework.request import Empty
+
+    try:
+        if getattr(request, "_data", Empty) is not Empty:  # a DRF Request that parsed it
+            data, files = request.data, request.FILES
+        elif media_type(request) == MULTIPART_TYPE:
+            data, files = _parse_multipart(request)
+        else:
+            data, files = request.POST, None
+    except RequestDataTooBig:
+        raise  # 413
+    except Exception:  # noqa: BLE001 - the parser refused the body: the view answers it
+        return b"unparsable"
+    return b"parsed:" + _parsed_digest(data, files, drop)
 
 
 def canonical_body(request: HttpRequest) -> bytes:
     """The body in a form that ignores key order, spacing and multipart boundaries."""
+    drop = excluded()
+    if media_type(request) == MULTIPART_TYPE:
+        return _parsed_body(request, drop)
     try:
         body = request.body
     except RawPostDataException:
-        return _parsed_body(request)
-    return canonical_bytes(media_type(request), body, _boundary(request))
+        return _parsed_body(request, drop)
+    return canonical_bytes(media_type(request), body, drop)
 
 
 def request_fingerprint(request: HttpRequest, headers: Iterable[str] = ()) -> str:
-    """SHA-256 hex digest of method + path + sorted query + media type + canonical body
+    """SHA-256 hex digest of method + path + query + media type + canonical body
     (+ the configured headers)."""
+    drop = excluded()
     digest = hashlib.sha256()
     digest.update(request.method.encode() if request.method else b"")
     digest.update(b"\x00")
@@ -149,7 +212,7 @@ def request_fingerprint(request: HttpRequest, headers: Iterable[str] = ()) -> st
     digest.update(b"\x00")
     query = request.META.get("QUERY_STRING", "")
     if query:
-        digest.update(json.dumps(sorted(parse_qsl(query, keep_blank_values=True))).encode())
+        digest.update(json.dumps(_pairs(parse_qsl(query, keep_blank_values=True), drop)).encode())
     digest.update(b"\x00")
     digest.update(media_type(request).encode("latin-1", "replace"))
     digest.update(b"\x00")
@@ -166,7 +229,8 @@ def keep_body(request: HttpRequest) -> None:
     """Read (and so cache) the raw body of a keyed request before anything parses it.
 
     Django's multipart parser and DRF < 3.16 consume the stream, after which
-    ``request.body`` raises; once cached, both read the cached bytes instead.
+    ``request.body`` raises; once cached, both read the cached bytes instead. A body
+    over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is left to the upload handlers.
     """
     if header_value(request, idempotency_settings.HEADER) is None:
         return

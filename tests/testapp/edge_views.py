@@ -1,0 +1,134 @@
+"""Views for the contract's edges: forms, uploads, fingerprints, Vary and Retry-After.
+
+Every view counts its executions in :data:`RUNS` (by path) and answers what it saw, so
+a test tells a replay (``Idempotent-Replayed``, no new run) from a second execution.
+``EdgeViews`` is the URLconf (``ROOT_URLCONF`` takes the object itself).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import path
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from idempotency import IdempotentMixin, idempotent
+
+RUNS: Counter[str] = Counter()
+_lock = threading.Lock()
+#: Set by a test to hold the slow view until it is released.
+SLOW_SECONDS = {"value": 0.3}
+
+
+def _ran(request: Any) -> int:
+    with _lock:
+        RUNS[request.path] += 1
+        return RUNS[request.path]
+
+
+def _seen(request: Any) -> dict[str, Any]:
+    files = request.FILES
+    return {
+        "fields": dict(request.POST.lists()),
+        "files": {name: [f.size for f in files.getlist(name)] for name in files},
+    }
+
+
+@idempotent
+def form_view(request: HttpRequest) -> HttpResponse:
+    run = _ran(request)
+    return JsonResponse({"run": run, **_seen(request)}, status=201)
+
+
+@idempotent(mode="lease")
+async def async_form_view(request: HttpRequest) -> HttpResponse:
+    run = await sync_to_async(_ran)(request)
+    return JsonResponse({"run": run, **_seen(request)}, status=201)
+
+
+class FormApi(IdempotentMixin, APIView):
+    permission_classes = [AllowAny]
+
+    def post(self, request: Request) -> Response:
+        run = _ran(request)
+        files = {name: [f.size for f in request.FILES.getlist(name)] for name in request.FILES}
+        return Response({"run": run, "files": files}, status=201)
+
+
+@idempotent
+def vary_view(request: HttpRequest) -> HttpResponse:
+    response = JsonResponse({"run": _ran(request)}, status=201)
+    response["Vary"] = "Accept"
+    return response
+
+
+@idempotent(mode="lease")
+async def async_vary_view(request: HttpRequest) -> HttpResponse:
+    response = JsonResponse({"run": await sync_to_async(_ran)(request)}, status=201)
+    response["Vary"] = "Accept, Accept-Language"
+    return response
+
+
+@idempotent(mode="lease")
+def slow_view(request: HttpRequest) -> HttpResponse:
+    run = _ran(request)
+    time.sleep(SLOW_SECONDS["value"])  # the work the duplicate waits for, not a test sync
+    return JsonResponse({"run": run, "finished": time.monotonic()}, status=201)
+
+
+@idempotent(mode="lease")
+async def async_slow_view(request: HttpRequest) -> HttpResponse:
+    import asyncio
+
+    run = await sync_to_async(_ran)(request)
+    await asyncio.sleep(SLOW_SECONDS["value"])
+    return JsonResponse({"run": run, "finished": time.monotonic()}, status=201)
+
+
+def _sizes(request: Any) -> dict[str, list[int]]:
+    return {name: [f.size for f in request.FILES.getlist(name)] for name in request.FILES}
+
+
+@idempotent(scope="uploads")
+def upload_view(request: HttpRequest) -> HttpResponse:
+    return JsonResponse({"run": _ran(request), "files": _sizes(request)}, status=201)
+
+
+@idempotent(scope="uploads", mode="lease")
+async def async_upload_view(request: HttpRequest) -> HttpResponse:
+    run = await sync_to_async(_ran)(request)
+    return JsonResponse({"run": run, "files": _sizes(request)}, status=201)
+
+
+class UploadApi(IdempotentMixin, APIView):
+    permission_classes = [AllowAny]
+    authentication_classes: list[Any] = []
+
+    def get_idempotency_scope(self, request: HttpRequest) -> str:
+        return "uploads"
+
+    def post(self, request: Request) -> Response:
+        return Response({"run": _ran(request), "files": _sizes(request)}, status=201)
+
+
+class EdgeViews:
+    urlpatterns = [
+        path("form/", form_view),
+        path("async-form/", async_form_view),
+        path("api-form/", FormApi.as_view()),
+        path("vary/", vary_view),
+        path("async-vary/", async_vary_view),
+        path("slow/", slow_view),
+        path("async-slow/", async_slow_view),
+        path("upload/", upload_view),
+        path("async-upload/", async_upload_view),
+        path("api-upload/", UploadApi.as_view()),
+    ]
