@@ -135,6 +135,8 @@ nitpick_ignore_regex = [
     (r"py:.*", rf"({'|'.join(_EXTERNAL)})(\..*)?"),
     (r"py:.*", rf"({'|'.join(_STDLIB)})(\..*)"),
     (r"py:class", rf"({'|'.join(_BARE)})"),
+    # private helpers (``_Base``) are not documented, by design
+    (r"py:class", r"idempotency(\.\w+)*\._\w+"),
     # type variables of the decorators' signatures (P, R, F, R_co)
     (r"py:(class|obj)", r"(~?_?[A-Z]|idempotency(\.\w+)+\.[A-Z](_co)?)"),
 ]

@@ -1,0 +1,123 @@
+"""The built docs site, as a reader sees it in headless Chromium.
+
+The site is built here (Sphinx, warnings as errors, as ``python3 dev.py docs`` does),
+served from a thread on a free port, and read in a real browser: the home page and its
+navigation, the search, highlighted code blocks, the benchmark chart and the settings
+reference. ``IDEMPOTENCY_UPDATE_SCREENSHOTS=1`` writes the pictures of the home page and
+the settings reference into ``docs/screenshots/``.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from idempotency.conf import DEFAULTS
+from tests.chromium import Chromium
+from tests.docs.snippets import DOCS
+
+SCREENSHOTS = DOCS / "screenshots"
+
+pytestmark = [
+    pytest.mark.browser,
+    # Sphinx and MyST announce their own future API changes while building
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::PendingDeprecationWarning"),
+]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from sphinx.cmd.build import build_main
+
+    out = tmp_path_factory.mktemp("site")
+    status = build_main(["-W", "--keep-going", "-n", "-q", "-E", "-b", "html", str(DOCS), str(out)])
+    assert status == 0, "the docs build failed (see the warnings above)"
+    handler = functools.partial(_QuietHandler, directory=str(out))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+def _tall(chromium: Chromium, height: int) -> None:
+    chromium.send(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": 1280, "height": height, "deviceScaleFactor": 1, "mobile": False},
+    )
+
+
+def _keep(png: bytes, name: str) -> None:
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 20_000
+    if os.environ.get("IDEMPOTENCY_UPDATE_SCREENSHOTS") == "1":
+        (SCREENSHOTS / name).write_bytes(png)
+
+
+def test_home_page_navigation_and_search(site: str, chromium: Chromium, tmp_path: Path) -> None:
+    chromium.open(f"{site}/index.html", "/index.html")
+    assert "django-idempotency" in chromium.evaluate("document.title")
+    links = chromium.evaluate(
+        "[...document.querySelectorAll('.sidebar-tree a')].map(a => a.textContent.trim())"
+    )
+    for title in ("Tutorial: a payment API that is safe to retry", "Settings", "Problem codes"):
+        assert title in links
+    _tall(chromium, 1000)
+    _keep(chromium.screenshot(tmp_path / "home.png"), "docs-home.png")
+
+    # the search box searches the site's own index (no network)
+    chromium.open(f"{site}/search.html?q=RedisStore", "/search.html")
+    chromium.wait_for(
+        "document.querySelectorAll('#search-results li').length > 0", "search results"
+    )
+    found = chromium.evaluate(
+        "[...document.querySelectorAll('#search-results li a')].map(a => a.textContent)"
+    )
+    assert any("store" in title.lower() for title in found), found
+
+
+def test_settings_reference_lists_every_setting(
+    site: str, chromium: Chromium, tmp_path: Path
+) -> None:
+    chromium.open(f"{site}/reference/settings.html", "/reference/settings.html")
+    cells = chromium.evaluate(
+        "[...document.querySelectorAll('table td:first-child code')].map(c => c.textContent)"
+    )
+    assert set(DEFAULTS) <= set(cells)
+    _tall(chromium, 1400)
+    _keep(chromium.screenshot(tmp_path / "settings.png"), "docs-settings.png")
+
+
+def test_code_blocks_are_highlighted_and_the_chart_loads(site: str, chromium: Chromium) -> None:
+    chromium.open(f"{site}/tutorial.html", "/tutorial.html")
+    assert chromium.evaluate("document.querySelectorAll('div.highlight-python pre').length") > 3
+    assert chromium.evaluate("document.querySelectorAll('.highlight .k').length") > 0  # keywords
+    chromium.open(f"{site}/benchmarks.html", "/benchmarks.html")
+    chromium.wait_for(
+        "[...document.images].some(i => i.src.endsWith('.svg') && i.naturalWidth > 0)",
+        "the benchmark chart",
+    )
+
+
+def test_generated_reference_tables(site: str, chromium: Chromium) -> None:
+    chromium.open(f"{site}/reference/problems.html", "/reference/problems.html")
+    text = chromium.text()
+    for code in ("idempotency-key-mismatch", "idempotency-request-in-progress", "422", "409"):
+        assert code in text
+    chromium.open(f"{site}/reference/checks.html", "/reference/checks.html")
+    assert "idempotency.E001" in chromium.text()
