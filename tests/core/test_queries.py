@@ -126,3 +126,25 @@ def test_redis_store_adds_no_sql(client_a: Client, wallet: Any) -> None:
     assert layer(first) == layer(replay) == []
     assert len(first) == len(baseline)
     assert len(replay) == 1
+
+
+def test_a_function_replay_on_the_database_is_one_lookup() -> None:
+    from idempotency import DatabaseStore, idempotent_function
+
+    runs: list[str] = []
+
+    @idempotent_function(key="queries:{ref}", store=DatabaseStore())
+    def settle(ref: str) -> dict[str, str]:
+        runs.append(ref)
+        return {"ref": ref}
+
+    ref = str(uuid.uuid4())
+    with CaptureQueriesContext(connection) as first:
+        assert settle(ref) == {"ref": ref}
+    with CaptureQueriesContext(connection) as replay:
+        assert settle(ref) == {"ref": ref}
+    assert runs == [ref]
+    # the first call looks up (a miss), claims and completes; a repeat reads the record
+    # once: no claim, whose conflict would lock the row and need a second statement
+    assert [q["sql"].split()[0] for q in first.captured_queries] == ["SELECT", "INSERT", "UPDATE"]
+    assert [q["sql"].split()[0] for q in replay.captured_queries] == ["SELECT"]
