@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any
+from typing import cast
 
 from django.db import IntegrityError, OperationalError, connections, transaction
 from django.http import HttpResponseBase
@@ -21,16 +21,17 @@ from idempotency.http.flow import (
     Call,
     Convert,
     Finalize,
-    IdempotencyContext,
     Prepared,
     abandoned,
     answer,
     answer_waiting,
+    bind,
     send,
     store_response,
     timed,
 )
 from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
+from idempotency.stores.database import DatabaseStore
 
 
 class _LostRace(Exception):
@@ -49,22 +50,32 @@ class _ClaimLocked(Exception):
     """Atomic mode: the claim waited ``LOCK_TIMEOUT`` on a concurrent duplicate's claim."""
 
 
-def bound_lock_waits(store: Any) -> None:
+def store_of(prepared: Prepared) -> DatabaseStore:
+    """The store of an atomic-mode request: only a database store runs atomic mode
+    (``Policy.get_mode`` refuses the others)."""
+    return cast(DatabaseStore, prepared.store)
+
+
+def _lock_timeout(store: DatabaseStore) -> str | None:
+    """``LOCK_TIMEOUT`` as PostgreSQL's ``lock_timeout`` value for ``store``'s database,
+    or None where it does not apply (not set, or not PostgreSQL)."""
+    timeout = idempotency_settings.LOCK_TIMEOUT
+    if timeout is None or connections[store.using].vendor != "postgresql":
+        return None
+    return f"{max(1, int(timeout * 1000))}ms"
+
+
+def bound_lock_waits(store: DatabaseStore) -> None:
     """Atomic mode: cap lock waits in this transaction at ``LOCK_TIMEOUT`` (PostgreSQL).
 
     A concurrent duplicate that would wait longer for the first request's commit then
     answers 409 with ``Retry-After`` instead. Off by default: it costs one statement per
     request, and it also bounds the view's own lock waits on rows other requests hold.
     """
-    timeout = idempotency_settings.LOCK_TIMEOUT
-    if timeout is None:
-        return
-    connection = connections[store.using]
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT set_config('lock_timeout', %s, true)", [f"{int(timeout * 1000)}ms"]
-            )
+    timeout = _lock_timeout(store)
+    if timeout is not None:
+        with connections[store.using].cursor() as cursor:
+            cursor.execute("SELECT set_config('lock_timeout', %s, true)", [timeout])
 
 
 def _is_lock_error(exc: OperationalError) -> bool:
@@ -79,7 +90,11 @@ def _is_lock_error(exc: OperationalError) -> bool:
 def _transaction(prepared: Prepared) -> Iterator[list[str]]:
     """Atomic mode's transaction: the store's database and every alias the view names
     (``databases``), so a rollback leaves nothing behind in any of them."""
-    aliases = prepared.policy.get_databases(prepared.store.using)  # type: ignore[attr-defined]
+    aliases = prepared.policy.get_databases(store_of(prepared).using)
+    if len(aliases) == 1:
+        with transaction.atomic(using=aliases[0]):
+            yield aliases
+        return
     with ExitStack() as stack:
         for alias in aliases:
             stack.enter_context(transaction.atomic(using=alias))
@@ -94,7 +109,7 @@ def _roll_back(aliases: list[str]) -> None:
 def run_atomic(
     prepared: Prepared, call: Call, convert: Convert | None, finalize: Finalize
 ) -> HttpResponseBase:
-    store: Any = prepared.store
+    store = store_of(prepared)
     optimistic = prepared.policy.get_claim() == "optimistic"
     # claim first answers for any record a peek misses; insert-last must see them all
     look = store.lookup if optimistic else store.peek
@@ -103,11 +118,7 @@ def run_atomic(
         return answer_waiting(prepared, existing)
     if optimistic:
         return _run_optimistic(prepared, call, convert, finalize)
-    request = prepared.request
-    context = IdempotencyContext(
-        prepared.scope, prepared.key, prepared.fingerprint, "atomic", store
-    )
-    request.idempotency = context  # type: ignore[attr-defined]
+    context = bind(prepared)
     released: int | None = None
     try:
         with _transaction(prepared) as aliases:
@@ -143,11 +154,11 @@ def _claim_in_transaction(prepared: Prepared) -> Claim:
     """Claim the key inside the open transaction; on PostgreSQL with ``LOCK_TIMEOUT`` the
     wait on a concurrent duplicate's claim is bounded (and only that wait: the bound is
     lifted again before the view runs, so the view's own lock waits are its own)."""
-    store: Any = prepared.store
+    store = store_of(prepared)
     request = prepared.request
 
     def claim() -> Claim:
-        claimed: Claim = store.claim(
+        return store.claim(
             prepared.scope,
             prepared.key,
             fingerprint=prepared.fingerprint,
@@ -156,16 +167,15 @@ def _claim_in_transaction(prepared: Prepared) -> Claim:
             method=request.method or "",
             route=request.path,
         )
-        return claimed
 
-    timeout = idempotency_settings.LOCK_TIMEOUT
-    connection = connections[store.using]
-    if timeout is None or connection.vendor != "postgresql":
+    timeout = _lock_timeout(store)
+    if timeout is None:
         return claim()
+    connection = connections[store.using]
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT current_setting('lock_timeout'), set_config('lock_timeout', %s, true)",
-            [f"{max(1, int(timeout * 1000))}ms"],
+            [timeout],
         )
         previous = cursor.fetchone()[0]
     try:
@@ -183,11 +193,8 @@ def _run_optimistic(
     prepared: Prepared, call: Call, convert: Convert | None, finalize: Finalize
 ) -> HttpResponseBase:
     """Atomic mode, ``claim="optimistic"``: run the view, insert the completed record last."""
-    store: Any = prepared.store
-    request = prepared.request
-    request.idempotency = IdempotencyContext(  # type: ignore[attr-defined]
-        prepared.scope, prepared.key, prepared.fingerprint, "atomic", store
-    )
+    store = store_of(prepared)
+    bind(prepared)
     released: int | None = None
     try:
         with _transaction(prepared) as aliases:
@@ -219,7 +226,7 @@ def _committed(
 def _insert_completed(prepared: Prepared, stored: StoredResponse) -> bool:
     """Atomic mode: insert the completed record in the open transaction (False: taken)."""
     request = prepared.request
-    inserted: bool = prepared.store.insert_completed(  # type: ignore[attr-defined]
+    return store_of(prepared).insert_completed(
         prepared.scope,
         prepared.key,
         fingerprint=prepared.fingerprint,
@@ -228,7 +235,6 @@ def _insert_completed(prepared: Prepared, stored: StoredResponse) -> bool:
         method=request.method or "",
         route=request.path,
     )
-    return inserted
 
 
 def _atomic_failure(
@@ -244,7 +250,7 @@ def _atomic_failure(
     With the claim taken first, no duplicate can have run: an ``IntegrityError`` or a
     lock error is the view's own failure, never a lost race, and is answered as such.
     """
-    store: Any = prepared.store
+    store = store_of(prepared)
     if not claimed_first:
         lost = isinstance(exc, _LostRace | IntegrityError)
         locked = isinstance(exc, OperationalError) and _is_lock_error(exc)

@@ -100,6 +100,24 @@ class Prepared:
     claim_seconds: float | None = None
 
 
+def bind(prepared: Prepared, claim: Claim | None = None) -> IdempotencyContext:
+    """The request now owns its key: ``request.idempotency`` (set here and nowhere else),
+    which also tells inner interfaces that this request is handled."""
+    context = IdempotencyContext(
+        prepared.scope,
+        prepared.key,
+        prepared.fingerprint,
+        prepared.mode,
+        prepared.store,
+        fence=claim.fence if claim is not None else 0,
+        recovery_point=claim.recovery_point if claim is not None else "",
+        recovery_data=claim.recovery_data if claim is not None else None,
+        taken_over=claim.taken_over if claim is not None else False,
+    )
+    prepared.request.idempotency = context  # type: ignore[attr-defined]
+    return context
+
+
 def route_of(request: HttpRequest) -> str:
     """The URL pattern that matched ``request`` (bounded, unlike the path), for metrics."""
     match = getattr(request, "resolver_match", None)
@@ -107,6 +125,8 @@ def route_of(request: HttpRequest) -> str:
 
 
 def send(signal: Any, prepared: Prepared, **extra: Any) -> None:
+    if not signal.receivers:  # nobody listens: build nothing (route, arguments)
+        return
     signal.send(
         sender=type(prepared.store),
         request=prepared.request,

@@ -40,10 +40,11 @@ from idempotency.http.flow import (
     Finalize,
     IdempotencyContext,
     Prepared,
+    bind,
     identity,
     prepare,
 )
-from idempotency.http.lease import abort, claim_or_answer, context_of, record, run_lease
+from idempotency.http.lease import abort, claim_or_answer, record, run_lease
 from idempotency.http.policy import Policy
 from idempotency.http.responses import acapture, is_storable
 
@@ -147,7 +148,7 @@ async def run_async(
         return misconfigured(request, exc)
     if isinstance(claim, HttpResponseBase):
         return claim
-    request.idempotency = context_of(prepared, claim)  # type: ignore[attr-defined]
+    bind(prepared, claim)
     try:
         response = await call()
     except IdempotencyError as exc:

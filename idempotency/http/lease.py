@@ -14,10 +14,10 @@ from idempotency.http.flow import (
     Call,
     Convert,
     Finalize,
-    IdempotencyContext,
     Prepared,
     abandoned,
     answer,
+    bind,
     poll,
     send,
     store_response,
@@ -117,20 +117,6 @@ def abort(prepared: Prepared, claim: Claim, **extra: Any) -> None:
         send(signals.stale_owner, prepared, fence=claim.fence)
 
 
-def context_of(prepared: Prepared, claim: Claim) -> IdempotencyContext:
-    return IdempotencyContext(
-        prepared.scope,
-        prepared.key,
-        prepared.fingerprint,
-        "lease",
-        prepared.store,
-        fence=claim.fence,
-        recovery_point=claim.recovery_point,
-        recovery_data=claim.recovery_data,
-        taken_over=claim.taken_over,
-    )
-
-
 def run_lease(
     prepared: Prepared, call: Call, convert: Convert | None, finalize: Finalize
 ) -> HttpResponseBase:
@@ -142,7 +128,7 @@ def run_lease(
         return exc.as_response()
     if isinstance(claim, HttpResponseBase):
         return claim
-    prepared.request.idempotency = context_of(prepared, claim)  # type: ignore[attr-defined]
+    bind(prepared, claim)
     try:
         try:
             response = finalize(call())
