@@ -525,6 +525,16 @@ def _reference(results: dict[tuple[str, str], Path_], name: str) -> Path_:
     return results[case]
 
 
+def report(token: str, *, smoke: bool = False) -> str:
+    """The breakdown's markdown (``python -m bench`` puts it in ``bench/RESULTS.md``)."""
+    rounds, per_block, split = (1, 3, 5) if smoke else (15, 20, 300)
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    results, prices, per_event = measure(
+        token, CASES, rounds=rounds, per_block=per_block, split_requests=split, cprofile=None
+    )
+    return markdown(CASES, results, prices, per_event, load)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.breakdown", description=__doc__)
     parser.add_argument("--rounds", type=int, default=15, help="interleaved blocks per path")

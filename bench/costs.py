@@ -8,14 +8,11 @@ adds as time rather than as a throughput ratio.
 
 from __future__ import annotations
 
-import cProfile
-import pstats
 import statistics
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from bench.profile import caller, keys
 
@@ -50,25 +47,11 @@ class RoundTrips:
 
 
 @dataclass(frozen=True)
-class LayerProfile:
-    """cProfile of one path, kept to the layer's own code (``idempotency/``)."""
-
-    #: self time of idempotency/ functions per request, µs (cProfile inflates it)
-    self_us: float
-    #: all time per request under the profiler, µs (to scale ``self_us`` by)
-    total_us: float
-    #: the three idempotency/ functions with the most self time: (name, µs per request)
-    top: tuple[tuple[str, float], ...]
-
-
-@dataclass(frozen=True)
 class Costs:
     #: median µs of one request per (variant, path)
     requests: dict[tuple[str, str], float]
     #: median CPU µs of the request thread per request (user + kernel)
     cpu: dict[tuple[str, str], float]
-    #: where our paths spend their Python time
-    profiles: dict[tuple[str, str], LayerProfile]
     #: round trips of one request per (variant, path)
     round_trips: dict[tuple[str, str], RoundTrips]
     #: median µs of ``SELECT 1`` through Django's cursor
@@ -120,40 +103,13 @@ def measure(token: str, *, blocks: int, per_block: int = 20) -> Costs:
                 call(key)
                 samples[name].append(time.perf_counter() - started)
             cpu[name].append((time.thread_time() - cpu_started) / per_block)
-    ours = [case for case in CASES if case[0] not in ("bare", "noop")]
     return Costs(
         requests={case: _median_us(samples[f"{case[0]}:{case[1]}"]) for case in CASES},
         cpu={case: _median_us(cpu[f"{case[0]}:{case[1]}"]) for case in CASES},
-        profiles={
-            case: profile_layer(*calls[case], requests=min(200, blocks * 8)) for case in ours
-        },
         round_trips={case: count_round_trips(*calls[case]) for case in CASES},
         postgres_round_trip=_median_us(samples["postgres"]),
         redis_round_trip=_median_us(samples["redis"]),
     )
-
-
-def profile_layer(
-    call: Callable[[str], int], next_key: Callable[[], str], *, requests: int
-) -> LayerProfile:
-    """Profile ``requests`` requests; the self time of the layer's own functions."""
-    request_keys = [next_key() for _ in range(max(1, requests))]
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for key in request_keys:
-        call(key)
-    profiler.disable()
-    stats: dict[Any, Any] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
-    per_request = 1e6 / len(request_keys)
-    total = sum(row[2] for row in stats.values()) * per_request
-    layer: dict[str, float] = {}
-    for (filename, _line, function), row in stats.items():
-        if "/idempotency/" in filename.replace("\\", "/"):
-            module = filename.replace("\\", "/").rsplit("/idempotency/", 1)[1]
-            name = f"{module.removesuffix('.py')}.{function}"
-            layer[name] = layer.get(name, 0.0) + row[2] * per_request
-    top = sorted(layer.items(), key=lambda item: -item[1])[:3]
-    return LayerProfile(self_us=sum(layer.values()), total_us=total, top=tuple(top))
 
 
 def count_round_trips(call: Callable[[str], int], next_key: Callable[[], str]) -> RoundTrips:

@@ -303,22 +303,8 @@ def render(results: Results, options: Options) -> str:  # noqa: C901 - one table
             "the drivers, and the kernel's work for each round trip's socket calls, which on "
             "this machine grows with every statement sent; the rest of *added* is waiting.\n"
         )
-        if c.profiles:
-            add(
-                "The layer's own Python per path: cProfile's self time of the functions in "
-                "`idempotency/` per request (the profiler inflates every function call, so "
-                "read it as a share of the profiled total), and the three largest.\n"
-            )
-            add("| variant | path | layer self µs | profiled total µs | share | largest |")
-            add("| --- | --- | ---: | ---: | ---: | --- |")
-            for (name, path), prof in c.profiles.items():
-                top = ", ".join(f"`{fn}` {us:.0f}" for fn, us in prof.top)
-                share = prof.self_us / prof.total_us if prof.total_us else 0.0
-                add(
-                    f"| {name} | {path} | {prof.self_us:.0f} | {prof.total_us:.0f} | "
-                    f"{share:.1%} | {top} |"
-                )
-            add("")
+    if results.breakdown:
+        add(results.breakdown)
 
     g = results.growth
     if g is not None:

@@ -236,6 +236,7 @@ class Results:
     rss_mib: dict[str, float] = field(default_factory=dict)
     growth: Any = None
     costs: Any = None
+    breakdown: str = ""
     failures: list[str] = field(default_factory=list)
     machine: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
@@ -476,6 +477,10 @@ def run(options: Options) -> Results:
 
         log("costs: one request at a time, in-process")
         results.costs = costs.measure(users.token, blocks=options.cost_blocks)
+        from bench import breakdown
+
+        log("breakdown: where each path's time goes, by kind of code")
+        results.breakdown = breakdown.report(users.token, smoke=options.smoke)
     if options.growth:
         from bench import growth
 

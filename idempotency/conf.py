@@ -344,12 +344,10 @@ class IdempotencySettings:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name not in DEFAULTS:
             raise AttributeError(f"Invalid idempotency setting: {name!r}")
-        try:
-            return self._cache[name]
-        except KeyError:
-            pass
         value = self.user_settings.get(name, DEFAULTS[name])
-        self._cache[name] = value
+        # kept as an instance attribute: the next read is a plain attribute lookup, not
+        # a call of this method (settings are read several times per request)
+        self.__dict__[name] = value
         return value
 
     def imported(self, name: str) -> Callable[..., Any]:
@@ -366,6 +364,8 @@ class IdempotencySettings:
 
     def reload(self) -> None:
         self._cache.clear()
+        for name in DEFAULTS:
+            self.__dict__.pop(name, None)
 
 
 idempotency_settings = IdempotencySettings()
