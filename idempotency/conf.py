@@ -189,7 +189,11 @@ SETTINGS: dict[str, Setting] = {
         nullable=True,
     ),
     "RETRY_AFTER": Setting(
-        1, "Minimum Retry-After of a 409 for a request still in progress.", "seconds"
+        1,
+        "Retry-After of a 409 for a request still in progress, while its claim is young: "
+        "it grows with the claim's age (a quarter of it) and never passes the remaining "
+        "lease.",
+        "seconds",
     ),
     "REQUIRED": Setting(
         False, "Whether views reject unsafe requests that carry no key (400).", "bool"

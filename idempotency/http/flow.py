@@ -3,7 +3,6 @@ answers to a request that does not own its key, and the wait for one in progress
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from idempotency.exceptions import (
 )
 from idempotency.http.keys import header_value, parse_key
 from idempotency.http.policy import Policy
-from idempotency.http.responses import capture, is_storable, replay
+from idempotency.http.responses import capture, is_storable, replay, retry_after
 from idempotency.problems import problem_response
 from idempotency.stores import record_digest
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus, StoredResponse
@@ -207,8 +206,8 @@ def answer(prepared: Prepared, claim: Claim) -> HttpResponseBase:
         send(signals.mismatch, prepared)
         return IdempotencyKeyMismatch().as_response()
     send(signals.conflict, prepared)
-    retry_after = max(int(idempotency_settings.RETRY_AFTER), math.ceil(claim.retry_after or 0))
-    return IdempotencyRequestInProgress(retry_after=min(retry_after, 60)).as_response()
+    wait = retry_after(claim.retry_after, prepared.policy.get_lease())
+    return IdempotencyRequestInProgress(retry_after=wait).as_response()
 
 
 def poll(prepared: Prepared, wait: float) -> Claim | None:

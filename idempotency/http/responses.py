@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 from django.http import HttpResponse, HttpResponseBase
@@ -32,6 +33,19 @@ NEVER_REPLAYED = frozenset(
 TRANSIENT_4XX = frozenset({401, 403, 407, 408, 409, 425, 429})
 #: Never stored, whatever a view asks: authentication failures.
 NEVER_STORED = frozenset({401, 403, 407})
+
+
+def retry_after(remaining: float, lease: float) -> int:
+    """The ``Retry-After`` of a 409 for a request in progress: when its answer is likely
+    ready, not when its lease ends. ``RETRY_AFTER`` while the claim is young, growing
+    with the claim's age (a quarter of it: a request that has run long will likely run a
+    while longer), never past the remaining lease, and at least 1 second. The age is
+    the part of the lease already used, ``lease - remaining``."""
+    seconds = float(idempotency_settings.RETRY_AFTER)
+    if remaining > 0:
+        age = max(0.0, lease - remaining)
+        seconds = min(max(seconds, age / 4), remaining)
+    return max(1, math.ceil(seconds))
 
 
 def is_storable(status: int, *, store_errors: bool) -> bool:

@@ -24,8 +24,6 @@ from idempotency import IdempotentMixin, idempotent
 
 RUNS: Counter[str] = Counter()
 _lock = threading.Lock()
-#: Set by a test to hold the slow view until it is released.
-SLOW_SECONDS = {"value": 0.3}
 
 
 def _ran(request: Any) -> int:
@@ -77,20 +75,26 @@ async def async_vary_view(request: HttpRequest) -> HttpResponse:
     return response
 
 
+#: The slow views signal STARTED when they begin and finish once a test sets GATE.
+STARTED = threading.Event()
+GATE = threading.Event()
+
+
+def _slow(request: Any) -> dict[str, Any]:
+    run = _ran(request)
+    STARTED.set()
+    GATE.wait(timeout=30)
+    return {"run": run, "finished": time.monotonic()}
+
+
 @idempotent(mode="lease")
 def slow_view(request: HttpRequest) -> HttpResponse:
-    run = _ran(request)
-    time.sleep(SLOW_SECONDS["value"])  # the work the duplicate waits for, not a test sync
-    return JsonResponse({"run": run, "finished": time.monotonic()}, status=201)
+    return JsonResponse(_slow(request), status=201)
 
 
 @idempotent(mode="lease")
 async def async_slow_view(request: HttpRequest) -> HttpResponse:
-    import asyncio
-
-    run = await sync_to_async(_ran)(request)
-    await asyncio.sleep(SLOW_SECONDS["value"])
-    return JsonResponse({"run": run, "finished": time.monotonic()}, status=201)
+    return JsonResponse(await sync_to_async(_slow)(request), status=201)
 
 
 def _sizes(request: Any) -> dict[str, list[int]]:
