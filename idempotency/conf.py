@@ -242,8 +242,8 @@ SETTINGS: dict[str, Setting] = {
             "Link",
             "Cache-Control",
         ],
-        "Response headers kept and replayed (Content-Type is always kept; Set-Cookie and "
-        "hop-by-hop headers never are).",
+        "Response headers kept and replayed (Content-Type and Vary always are; Set-Cookie "
+        "and hop-by-hop headers never are).",
         "headers",
     ),
     "STORE_ERRORS": Setting(

@@ -61,11 +61,13 @@ _replay_headers: frozenset[str] | None = None
 
 
 def replay_headers() -> frozenset[str]:
-    """Lower-cased names of the response headers kept for replay (Content-Type always)."""
+    """Lower-cased names of the response headers kept for replay: Content-Type and Vary
+    always (the view's Vary; outer middleware patch theirs into the replay as they did
+    into the first response)."""
     global _replay_headers
     if _replay_headers is None:
         names = {h.lower() for h in idempotency_settings.REPLAY_HEADERS} - NEVER_REPLAYED
-        _replay_headers = frozenset({"content-type", *names})
+        _replay_headers = frozenset({"content-type", "vary", *names})
     return _replay_headers
 
 

@@ -123,6 +123,24 @@ class UploadApi(IdempotentMixin, APIView):
         return Response({"run": _ran(request), "files": _sizes(request)}, status=201)
 
 
+def outer_vary_middleware(get_response: Any) -> Any:
+    """An outer middleware that varies every response on X-Outer, as SessionMiddleware
+    does on Cookie (sync only: Django adapts it for async views)."""
+    from django.utils.cache import patch_vary_headers
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        response = get_response(request)
+        patch_vary_headers(response, ["X-Outer"])
+        return response  # type: ignore[no-any-return]
+
+    return middleware
+
+
+class VaryApi(IdempotentMixin, APIView):
+    def post(self, request: Request) -> Response:
+        return Response({"run": _ran(request)}, status=201, headers={"Vary": "Accept-Encoding"})
+
+
 class EdgeViews:
     urlpatterns = [
         path("form/", form_view),
@@ -130,6 +148,7 @@ class EdgeViews:
         path("api-form/", FormApi.as_view()),
         path("vary/", vary_view),
         path("async-vary/", async_vary_view),
+        path("api-vary/", VaryApi.as_view()),
         path("slow/", slow_view),
         path("async-slow/", async_slow_view),
         path("upload/", upload_view),
