@@ -56,9 +56,9 @@ html_theme_options = {
 html_show_sourcelink = False
 
 autodoc_member_order = "bysource"
+autoclass_content = "both"
 autodoc_typehints = "description"
 autodoc_typehints_description_target = "documented_params"
-autodoc_default_options = {"members": False, "show-inheritance": False}
 autodoc_preserve_defaults = True
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
@@ -74,6 +74,7 @@ _EXTERNAL = [
     "redis",
     "django_redis",
     "prometheus_client",
+    "asgiref",
 ]
 _STDLIB = [
     "typing",
@@ -135,6 +136,9 @@ nitpick_ignore_regex = [
     (r"py:.*", rf"({'|'.join(_EXTERNAL)})(\..*)?"),
     (r"py:.*", rf"({'|'.join(_STDLIB)})(\..*)"),
     (r"py:class", rf"({'|'.join(_BARE)})"),
+    (r"py:.*", r"(str|string)\..*"),
+    # modules are named in docstrings for orientation; the reference documents names
+    (r"py:mod", r"idempotency(\.\w+)*"),
     # private helpers (``_Base``) are not documented, by design
     (r"py:class", r"idempotency(\.\w+)*\._\w+"),
     # type variables of the decorators' signatures (P, R, F, R_co)

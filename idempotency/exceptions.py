@@ -18,7 +18,13 @@ from idempotency.problems import problem_response
 
 
 class IdempotencyError(exceptions.APIException):
-    """Base of every HTTP error the library answers with."""
+    """Base of every HTTP error the library answers with.
+
+    A DRF ``APIException`` (``status_code``, ``default_detail``, ``default_code``), so
+    a view may raise one and DRF renders it; ``default_code`` is the stable problem
+    ``code`` and ``title`` its stable title. Keyword arguments beyond ``detail`` become
+    extra members of the problem document.
+    """
 
     status_code: int = status.HTTP_400_BAD_REQUEST
     default_detail = _("The idempotency key could not be used.")
@@ -31,12 +37,15 @@ class IdempotencyError(exceptions.APIException):
 
     @property
     def code(self) -> str:
+        """The stable problem ``code`` (``default_code``)."""
         return self.default_code
 
     def headers(self) -> dict[str, str]:
+        """Response headers the problem carries (``Retry-After`` for some)."""
         return {}
 
     def as_response(self) -> HttpResponse:
+        """The ``application/problem+json`` response of this error."""
         return problem_response(
             self.status_code,
             self.code,
@@ -48,6 +57,8 @@ class IdempotencyError(exceptions.APIException):
 
 
 class InvalidIdempotencyKey(IdempotencyError):
+    """400: the key header is malformed (empty, too long, not printable ASCII, sent twice)."""
+
     status_code = status.HTTP_400_BAD_REQUEST
     default_detail = _("The Idempotency-Key header is malformed.")
     default_code = "idempotency-key-invalid"
@@ -55,6 +66,8 @@ class InvalidIdempotencyKey(IdempotencyError):
 
 
 class IdempotencyKeyRequired(IdempotencyError):
+    """400: the view requires a key and the unsafe request carries none."""
+
     status_code = status.HTTP_400_BAD_REQUEST
     default_detail = _("This endpoint requires an Idempotency-Key header.")
     default_code = "idempotency-key-required"
@@ -62,6 +75,8 @@ class IdempotencyKeyRequired(IdempotencyError):
 
 
 class IdempotencyKeyMismatch(IdempotencyError):
+    """422: the key was used before with a different request (body, query or endpoint)."""
+
     status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
     default_detail = _(
         "This idempotency key was already used with a different request "
@@ -72,6 +87,11 @@ class IdempotencyKeyMismatch(IdempotencyError):
 
 
 class IdempotencyRequestInProgress(IdempotencyError):
+    """409: the first request with this key is still running; retry after ``Retry-After``.
+
+    ``retry_after`` is the ``Retry-After`` value in whole seconds (at least 1).
+    """
+
     status_code = status.HTTP_409_CONFLICT
     default_detail = _("A request with this idempotency key is still being processed; retry later.")
     default_code = "idempotency-request-in-progress"
@@ -100,6 +120,8 @@ class IdempotencyResponseNotStored(IdempotencyError):
 
 
 class IdempotencyScopeUnavailable(IdempotencyError):
+    """403: an anonymous caller sent a key and ``ANONYMOUS`` is ``"reject"``."""
+
     status_code = status.HTTP_403_FORBIDDEN
     default_detail = _(
         "Idempotency keys are only accepted from authenticated callers on this endpoint."
@@ -151,6 +173,8 @@ class StoreMisconfigured(IdempotencyError):
 
 
 class SubmitTokenInvalid(IdempotencyError):
+    """400: the submit token is missing, unknown, expired, foreign or for another purpose."""
+
     status_code = status.HTTP_400_BAD_REQUEST
     default_detail = _("The submit token is missing, expired, or was not issued to you.")
     default_code = "submit-token-invalid"
@@ -158,6 +182,8 @@ class SubmitTokenInvalid(IdempotencyError):
 
 
 class SubmitTokenUsed(IdempotencyError):
+    """409: the submit token was already consumed (the form was submitted before)."""
+
     status_code = status.HTTP_409_CONFLICT
     default_detail = _("This submit token has already been used.")
     default_code = "submit-token-used"

@@ -44,7 +44,16 @@ def problem_response(
     headers: dict[str, str] | None = None,
     **extra: Any,
 ) -> HttpResponse:
-    """An ``application/problem+json`` response, rendered and ready to return from any view."""
+    """An ``application/problem+json`` response, rendered and ready to return from any view.
+
+    Args:
+        status: The HTTP status.
+        code: The stable machine-readable code; ``type`` is ``PROBLEM_TYPE_BASE`` + code.
+        title: The stable human title of the problem.
+        detail: This occurrence, for humans.
+        headers: Response headers to add (``Retry-After``).
+        **extra: More members of the problem document.
+    """
     content = render_problem(problem_body(status, code, title, detail, **extra))
     response = HttpResponse(content, status=status, content_type=PROBLEM_CONTENT_TYPE)
     for name, value in (headers or {}).items():

@@ -42,13 +42,13 @@ logger = logging.getLogger("idempotency.purge")
 class PurgeResult:
     """What one purge did (or, for a dry run, would do)."""
 
-    #: Records deleted (dry run: records that would be deleted).
+    #: Records deleted (in a dry run, records that would be deleted).
     deleted: int
-    #: Batches that deleted at least one record (dry run: batches that would).
+    #: Batches that deleted at least one record (in a dry run, batches that would).
     batches: int
     #: Wall-clock seconds of the whole purge.
     seconds: float
-    #: Wall-clock seconds of the slowest batch: how long its locks were held at most.
+    #: Wall-clock seconds of the slowest batch, the longest its locks were held.
     longest_batch_seconds: float
 
 

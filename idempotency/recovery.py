@@ -37,11 +37,27 @@ def _context(request: Any) -> Any:
 
 
 def recovery_point(request: HttpRequest | Any, name: str, data: Any = None) -> None:
-    """Record that the phase ``name`` is committed (``data``: JSON-serialisable)."""
+    """Record that the phase ``name`` of this keyed request is committed.
+
+    A retry with the same key then starts from it (:func:`get_recovery_point`). The
+    write is fenced: a request whose lease was taken over records nothing.
+
+    Args:
+        request: The view's request (Django's or DRF's).
+        name: The phase just committed, such as ``"charged"``.
+        data: JSON-serialisable data the next phases need (a charge id).
+
+    Raises:
+        ImproperlyApplied: The request is not handled under an idempotency key.
+    """
     _context(request).save_recovery_point(name, data)
 
 
 def get_recovery_point(request: HttpRequest | Any) -> tuple[str, Any]:
-    """``(name, data)`` of the last recorded phase, ``("", None)`` on a first attempt."""
+    """``(name, data)`` of the last recorded phase, ``("", None)`` on a first attempt.
+
+    Raises:
+        ImproperlyApplied: The request is not handled under an idempotency key.
+    """
     context = _context(request)
     return context.recovery_point, context.recovery_data

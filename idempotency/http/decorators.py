@@ -110,13 +110,43 @@ def idempotent(
 def idempotent(view: Any = None, /, **options: Any) -> Any:
     """Make a view honour the ``Idempotency-Key`` header.
 
-    Options (each defaults to the ``IDEMPOTENCY`` setting of the same name):
-    ``required``, ``ttl``, ``lease``, ``scope`` (a string or ``scope(request)``),
-    ``fingerprint``, ``store``, ``mode`` (``"atomic"``/``"lease"``/``"auto"``),
-    ``wait`` (seconds to wait for a concurrent first request before 409) and
-    ``store_errors`` (keep 5xx/transient answers: at-most-once) and
-    ``on_store_unavailable`` (``"reject"``: 503 when the store is unreachable;
-    ``"run"``: run the view without idempotency then).
+    Use it bare (``@idempotent``) or with options (``@idempotent(required=True)``) on a
+    function view, a method of a Django class-based view, a DRF ``APIView`` method, a
+    viewset action, below ``@api_view``, or on a DRF view class (it then mixes in
+    :class:`~idempotency.IdempotentMixin`). Async views run in lease mode. Every option
+    left out (or None) falls back to the view's class attributes, then to the
+    ``IDEMPOTENCY`` setting of the same name.
+
+    Args:
+        required: Refuse an unsafe request without a key (400
+            ``idempotency-key-required``) instead of running it unprotected.
+        ttl: Seconds a completed record is kept and replayed (``TTL``).
+        lease: Seconds a lease-mode claim is owned before a retry may take it over.
+        scope: The scope keys are looked up in: a string, or ``scope(request)``
+            returning a string or None (anonymous). Default: the caller's user.
+        fingerprint: ``fingerprint(request, headers) -> str`` replacing the request
+            fingerprint (``FINGERPRINT``).
+        store: A store instance, class or dotted path (``STORE``).
+        mode: ``"atomic"``, ``"lease"`` or ``"auto"`` (``MODE``).
+        wait: Seconds a duplicate waits for a first request still in progress before
+            answering 409 (``WAIT``); it replays if the first completes in time.
+        store_errors: Store 5xx and transient 4xx answers too, instead of releasing the
+            key: at-most-once for effects the database cannot roll back.
+        on_store_unavailable: ``"reject"`` (503 when the store cannot be reached, the
+            view does not run) or ``"run"`` (run it without idempotency).
+        claim: Atomic mode: ``"first"`` (claim before the view runs) or
+            ``"optimistic"`` (insert the record after it) (``ATOMIC_CLAIM``).
+        databases: Atomic mode: the database aliases wrapped in the view's transaction
+            besides ``DATABASE_ALIAS`` (``ATOMIC_DATABASES``).
+
+    Returns:
+        The wrapped view, or a decorator when called with options only.
+
+    Raises:
+        TypeError: For an unknown option.
+        ValueError: For an option out of range (a negative ``ttl``, an unknown ``mode``).
+        ImproperlyApplied: Where it cannot work: on the result of ``as_view()``,
+            above ``@api_view``, on a Django ``View`` class, on a non-view callable.
     """
     unknown = set(options) - set(Policy.option_names())
     if unknown:
@@ -130,7 +160,11 @@ def idempotent(view: Any = None, /, **options: Any) -> Any:
 
 
 def idempotency_exempt(view: F) -> F:
-    """Leave this view alone in :class:`~idempotency.http.middleware.IdempotencyMiddleware`."""
+    """Leave this view alone in :class:`~idempotency.IdempotencyMiddleware`.
+
+    Works on function views, async views and view classes; the view then runs as if
+    the middleware were not installed, keys or not.
+    """
     if inspect.isclass(view):
         view.idempotency_exempt = True
         return view

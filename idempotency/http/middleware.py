@@ -123,6 +123,19 @@ def plan_for(view_func: Callable[..., Any], method: str) -> Plan:
 
 
 class IdempotencyMiddleware:
+    """Honour ``Idempotency-Key`` on every unsafe request (POST, PUT, PATCH, DELETE).
+
+    List it after ``AuthenticationMiddleware`` (system check ``idempotency.E019``
+    otherwise): the caller of a Django view is the user that middleware found. Views
+    marked :func:`~idempotency.idempotency_exempt` are left alone, and views that
+    handle keys themselves (``@idempotent``, :class:`~idempotency.IdempotentMixin`)
+    keep their own policy. DRF views run with the mixin mixed in, so their keys are
+    handled after DRF's authentication, permissions and throttles. The options are
+    the ``IDEMPOTENCY`` settings. Sync and async (WSGI and ASGI); it wraps the rest of
+    the request, so ``ATOMIC_REQUESTS``, other middleware, template responses and
+    streaming work as usual.
+    """
+
     sync_capable = True
     async_capable = True
 

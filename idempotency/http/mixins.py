@@ -22,7 +22,23 @@ from idempotency.http.views import in_flow, policy_of
 
 
 class IdempotentMixin:
-    """Honour ``Idempotency-Key`` on the unsafe actions of a DRF view or viewset."""
+    """Honour ``Idempotency-Key`` on the unsafe actions of a DRF view or viewset.
+
+    Put it first among the bases (``class OrderViewSet(IdempotentMixin,
+    ModelViewSet)``). Keys are handled after DRF's ``initial()`` (authentication,
+    permissions, throttles), for ``create``, ``update``, ``partial_update``,
+    ``destroy`` and unsafe ``@action`` methods, or the unsafe methods of an
+    ``APIView``.
+
+    Configure it with class attributes, each None by default (the ``IDEMPOTENCY``
+    setting of the same name applies): ``idempotency_required``,
+    ``idempotency_ttl``, ``idempotency_lease``, ``idempotency_store``,
+    ``idempotency_mode``, ``idempotency_wait``, ``idempotency_store_errors``,
+    ``idempotency_on_store_unavailable``; ``idempotent_actions`` limits it to the
+    named actions or methods. Override :meth:`get_idempotency_scope` to key by
+    something other than the user, or :meth:`get_idempotency_policy` to decide per
+    request.
+    """
 
     idempotency_policy: Policy | None = None
     idempotency_required: bool | None = None
@@ -42,6 +58,7 @@ class IdempotentMixin:
         return base.get_scope(request)
 
     def get_idempotency_policy(self) -> Policy:
+        """The options of this view: its class attributes over ``idempotency_policy``."""
         base = self.idempotency_policy or Policy()
         return base.merged(
             required=self.idempotency_required,
@@ -56,6 +73,7 @@ class IdempotentMixin:
         )
 
     def is_idempotent_action(self, request: Request) -> bool:
+        """Whether this request's action (or method) takes part (``idempotent_actions``)."""
         if self.idempotent_actions is None:
             return True
         name = getattr(self, "action", None) or str(request.method).lower()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 class Holding:
-    """One lock taken (or being tried) by one :class:`Lock`: what its backend needs."""
+    """One lock taken (or being tried) by one :class:`~idempotency.Lock`: what its backend needs."""
 
     def try_acquire(self) -> bool:
         raise NotImplementedError

@@ -209,7 +209,21 @@ def lock(
 ) -> Lock:
     """A distributed lock named ``name``: ``with lock(...)``, ``async with`` or ``@lock(...)``.
 
-    Raises :class:`~idempotency.exceptions.LockNotAcquired` on entry when the lock
-    stays held by someone else for ``wait`` seconds. See the module documentation.
+    Mutual exclusion across processes and hosts, not memory: it keeps two holders
+    apart while one works, and remembers nothing afterwards.
+
+    Args:
+        name: What is locked; every holder of the same name excludes the others.
+        timeout: Seconds the lock is held at most: a holder that dies (or overruns)
+            frees it then. None: until released (PostgreSQL backend: until the
+            holding transaction ends).
+        wait: Seconds to wait for a lock someone else holds; 0 fails at once.
+        backend: ``"redis"``, ``"postgres"`` or a backend instance (default
+            ``LOCK_BACKEND``).
+
+    Raises:
+        LockNotAcquired: On entry, when the lock stayed held by someone else for
+            ``wait`` seconds.
+        StoreUnavailable: When the lock backend cannot be reached.
     """
     return Lock(name, timeout=timeout, wait=wait, backend=backend)

@@ -24,7 +24,12 @@ _stores: dict[str, BaseStore] = {}
 
 
 def get_store(store: str | type[BaseStore] | BaseStore | None = None) -> BaseStore:
-    """The store named by ``store`` (a dotted path, class or instance), or the default."""
+    """The store named by ``store`` (a dotted path, class or instance), or the default.
+
+    An instance is returned as it is. A class or dotted path (``STORE`` without an
+    argument) is instantiated with no arguments once, and that instance is reused until
+    the settings change.
+    """
     from idempotency.stores.base import BaseStore
 
     if isinstance(store, BaseStore):

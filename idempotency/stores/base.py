@@ -56,8 +56,8 @@ class Claim:
     recovery_point: str = ""
     recovery_data: Any = None
     retry_after: float = 0.0
-    #: CLAIMED only: the key was taken over from an owner whose lease ran out (it may
-    #: have crashed after its effect, before its record: see ``IdempotencyContext``).
+    #: True when the key was taken over (CLAIMED only) from an owner whose lease ran
+    #: out; it may have crashed after its effect, before its record.
     taken_over: bool = False
 
     @property
@@ -79,7 +79,7 @@ class BaseStore:
 
     #: Whether the store can claim inside the view's own database transaction.
     supports_atomic: ClassVar[bool] = False
-    #: Whether lease mode should look a key up before claiming it: where a claim that
+    #: Whether lease mode should look a key up before claiming it. Where a claim that
     #: meets a completed record costs a second statement to read it (the database), a
     #: replay is then one statement; where the claim answers with the record (Redis),
     #: the claim alone is cheapest.

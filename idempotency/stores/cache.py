@@ -29,6 +29,14 @@ from idempotency.stores.base import BaseStore, Claim, ClaimStatus, StoredRespons
 
 
 class CacheStore(BaseStore):
+    """Records in a Django cache (``CACHE_ALIAS``), claimed with ``cache.add``: lease mode.
+
+    Weaker than the other stores: ``add`` is atomic only where the backend's is (Redis,
+    Memcached; LocMemCache within one process, system check W001), completing reads
+    then writes, and a cache may evict a record early. For tests and single-process
+    development; ``CacheStore("other-alias")`` picks another cache.
+    """
+
     supports_atomic: ClassVar[bool] = False
 
     def __init__(self, alias: str | None = None) -> None:

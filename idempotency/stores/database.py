@@ -31,6 +31,16 @@ from idempotency.stores.response_cache import ResponseCache
 
 
 class DatabaseStore(ResponseCache, BaseStore):
+    """Records in the ``IdempotencyRecord`` table of ``DATABASE_ALIAS`` (the default store).
+
+    The claim is one ``INSERT ... ON CONFLICT`` on the unique ``(scope, key)`` index
+    (PostgreSQL and SQLite); completion and release check the fencing token. It is the
+    only store with atomic mode: the claim, the view's writes and the stored response
+    commit in one transaction. On PostgreSQL leases and expiry are judged by the
+    server's clock. Construct one for a view: ``DatabaseStore(using="payments",
+    response_cache="redis")``.
+    """
+
     supports_atomic: ClassVar[bool] = True
     #: A claim that meets a live record locks it (a write: a durable commit) and needs
     #: a second statement to read it, so a repeat is cheapest as one lookup.

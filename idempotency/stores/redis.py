@@ -128,7 +128,24 @@ def _data(value: Any) -> Any:
 
 
 class RedisStore(BaseStore):
-    """Atomic claim, completion and release on Redis (lease mode only)."""
+    """Records in Redis, through a django-redis cache's connection (lease mode only).
+
+    Needs ``django-redis`` (the ``redis`` extra) and a ``CACHES`` entry whose
+    ``BACKEND`` is ``django_redis.cache.RedisCache``; the connection is opened on first
+    use. Claim, completion, release and recovery points are one Lua script each, judged
+    by the Redis server's clock; keys expire with the record's TTL and carry a hash tag,
+    so Redis Cluster works (``idempotency.redis_cluster.ClusterConnectionFactory``).
+    Turn on AOF persistence: a Redis that forgets its records lets completed keys run
+    again (system check W007).
+
+    Args:
+        alias: The django-redis cache alias (default ``REDIS_ALIAS``).
+        wait_replicas: Replicas that must acknowledge each claim, completion and
+            recovery point (``WAIT``) before it counts (default ``REDIS_WAIT_REPLICAS``).
+        wait_timeout: Longest ``WAIT`` for them in seconds (default
+            ``REDIS_WAIT_TIMEOUT``); a claim not replicated in time is released and
+            answered ``503 idempotency-store-not-durable``.
+    """
 
     supports_atomic: ClassVar[bool] = False
 
@@ -139,9 +156,6 @@ class RedisStore(BaseStore):
         wait_replicas: int | None = None,
         wait_timeout: float | None = None,
     ) -> None:
-        """``alias``: django-redis cache (default ``REDIS_ALIAS``); ``wait_replicas`` and
-        ``wait_timeout``: replicas that must hold each write before it counts, and the
-        longest wait for them (defaults ``REDIS_WAIT_REPLICAS``, ``REDIS_WAIT_TIMEOUT``)."""
         self._alias = alias
         self._wait_replicas = wait_replicas
         self._wait_timeout = wait_timeout
