@@ -198,6 +198,14 @@ SETTINGS: dict[str, Setting] = {
     "REQUIRED": Setting(
         False, "Whether views reject unsafe requests that carry no key (400).", "bool"
     ),
+    "KEY_SYNTAX": Setting(
+        "lenient",
+        '"lenient": the key is an RFC 8941 sf-string ("abc") or a bare value (abc), '
+        'parameters refused in both; "strict": only an sf-string, exactly as the IETF '
+        "draft defines the header (well-formed parameters accepted and ignored).",
+        "choice",
+        choices=("lenient", "strict"),
+    ),
     "SCOPE": Setting(
         "idempotency.scopes.user_scope",
         'Dotted path of scope(request) -> str | None; None means "anonymous".',

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -63,3 +65,84 @@ def test_any_value_parses_or_is_refused_cleanly(raw: str) -> None:
     assert key is not None
     assert 1 <= len(key) <= 255
     assert all(" " <= ch <= "~" for ch in key)
+
+
+# -- parameters and the strict syntax (issue 20, item 6) --------------------------------
+
+
+@pytest.mark.parametrize("raw", ['"abc";a=1', "abc;a=1", '"abc"; a', "abc;a", "a;b"])
+def test_parameters_are_refused_alike_in_both_forms_by_default(raw: str) -> None:
+    with pytest.raises(InvalidIdempotencyKey, match="without parameters"):
+        parse_key(raw)
+
+
+def test_a_key_containing_a_semicolon_is_sent_quoted() -> None:
+    assert parse_key('"a;b=1"') == "a;b=1"
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ('"abc"', "abc"),
+        ('"abc";a=1', "abc"),
+        ('"abc"; a=1;b', "abc"),
+        ('"abc";q=0.5;t=tok;s="x,y";bin=:aGk=:;f=?0', "abc"),
+        ('  "with \\"quote\\""  ', 'with "quote"'),
+    ],
+)
+def test_strict_accepts_rfc_8941_strings_and_their_parameters(raw: str, key: str) -> None:
+    assert parse_key(raw, strict=True) == key
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["abc", "abc;a=1", '"abc";A=1', '"abc";a=', '"abc";a=@', '"abc", "def"', '"abc";a=1, "d"'],
+)
+def test_strict_refuses_everything_else(raw: str) -> None:
+    with pytest.raises(InvalidIdempotencyKey):
+        parse_key(raw, strict=True)
+
+
+def test_strict_is_the_key_syntax_setting() -> None:
+    from django.test import override_settings
+
+    assert parse_key("abc") == "abc"
+    with override_settings(IDEMPOTENCY={"KEY_SYNTAX": "strict"}):
+        with pytest.raises(InvalidIdempotencyKey, match="quote it"):
+            parse_key("abc")
+        assert parse_key('"abc";a=1') == "abc"
+
+
+@given(st.text(max_size=300))
+def test_strict_parses_or_refuses_cleanly(raw: str) -> None:
+    try:
+        key = parse_key(raw, strict=True)
+    except InvalidIdempotencyKey:
+        return
+    assert key is not None and 1 <= len(key) <= 255
+
+
+@pytest.mark.parametrize("url", ["/form/", "/async-form/", "/api-form/"])
+def test_key_syntax_over_http(client_a: object, url: str) -> None:
+    import json
+
+    from django.test import override_settings
+
+    from tests.testapp import edge_views
+
+    client: Any = client_a
+
+    def status(raw: str) -> int:
+        return int(client.post(url, HTTP_IDEMPOTENCY_KEY=raw).status_code)
+
+    with override_settings(ROOT_URLCONF=edge_views.EdgeViews):
+        assert status('"k1";a=1') == 400
+        refused = client.post(url, HTTP_IDEMPOTENCY_KEY="k1;a=1")
+        assert refused.status_code == 400
+        assert json.loads(refused.content)["code"] == "idempotency-key-invalid"
+        assert status("k2") == 201
+        with override_settings(IDEMPOTENCY={"KEY_SYNTAX": "strict"}):
+            assert status("k3") == 400
+            assert status('"k3";a=1') == 201
+            again = client.post(url, HTTP_IDEMPOTENCY_KEY='"k3"')  # the same key: replayed
+            assert again["Idempotent-Replayed"] == "true"
