@@ -126,7 +126,7 @@ MESSAGES: dict[str, _Message] = {
         'save ""): a restart forgets every record, so retries of completed requests '
         "run again.",
         "Turn on AOF (appendonly yes, appendfsync everysec) or RDB snapshots on that Redis, "
-        "or use DatabaseStore. See the README's section on Redis durability.",
+        "or use DatabaseStore. See 'Redis durability' in the docs (explanation/reliability).",
     ),
     "W008": _Message(
         "IDEMPOTENCY['DATABASE_ALIAS'] is {alias!r}, which the DATABASE_ROUTERS treat as "

@@ -3,7 +3,7 @@
 :data:`SETTINGS` describes every setting once: its default, its meaning, its type,
 its choices or bounds and whether it may be None. The system checks
 (:mod:`idempotency.checks`) validate ``IDEMPOTENCY`` against that description, and a
-test keeps the README's configuration table in step with it.
+test keeps the settings reference (docs/reference/settings.md) in step with it.
 
 Read the values through :data:`idempotency_settings`; it re-reads Django's settings
 whenever they change (``override_settings`` included), and resolves dotted
@@ -89,7 +89,7 @@ class Setting:
 
     @property
     def label(self) -> str:
-        """The type as the README's configuration table names it."""
+        """The type as the settings reference (docs/reference/settings.md) names it."""
         label = _LABELS[self.kind]
         return f"{label} or None" if self.nullable else label
 
@@ -137,7 +137,7 @@ class Setting:
         return isinstance(value, str)
 
 
-#: Every setting, described once. The README's configuration table is checked against it.
+#: Every setting, described once. The settings reference is checked against it.
 SETTINGS: dict[str, Setting] = {
     "HEADER": Setting(
         "Idempotency-Key", "Name of the request header that carries the key.", "header"

@@ -9,7 +9,7 @@ raw keys are never logged. Turn it off with ``IDEMPOTENCY = {"LOG_OUTCOMES": Fal
 or with the logger's level.
 
 :class:`JsonFormatter` renders records as one JSON object per line with nothing
-but the standard ``logging`` configuration (see the README).
+but the standard ``logging`` configuration (see docs/howto/production.md).
 """
 
 from __future__ import annotations
