@@ -24,6 +24,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from idempotency.conf import idempotency_settings
+from idempotency.exceptions import StoreUnavailable
 from idempotency.outages import guard
 from idempotency.stores import statements as sql
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus, StoredResponse, new_fence
@@ -294,8 +295,22 @@ class DatabaseStore(ResponseCache, BaseStore):
             return Now()
         return timezone.now()
 
-    @guard("database")
     def release(self, scope: str, key: str, *, fence: int) -> bool:
+        """Free the key if ``fence`` still owns it. When the owner's connection is the one
+        that died (``pg_terminate_backend``, a failover, a restarted PgBouncer), the
+        release is retried once on a fresh connection: otherwise every retry would get
+        409 until the lease ran out."""
+        try:
+            return self._release(scope, key, fence=fence)
+        except StoreUnavailable:
+            connection = connections[self.using]
+            if connection.in_atomic_block:
+                raise  # a transaction cannot be left here: the lease ends the claim
+            connection.close()
+            return self._release(scope, key, fence=fence)
+
+    @guard("database")
+    def _release(self, scope: str, key: str, *, fence: int) -> bool:
         records = self._records().filter(scope=scope, key=key, fence=fence, state="in_progress")
         deleted, _ = records.filter(recovery_point="").delete()
         if deleted:

@@ -123,6 +123,52 @@ class UploadApi(IdempotentMixin, APIView):
         return Response({"run": _ran(request), "files": _sizes(request)}, status=201)
 
 
+def terminate_own_session() -> None:
+    """End this thread's PostgreSQL session from another connection, as an operator's
+    pg_terminate_backend (or a failover) would, and wait until the server has ended it."""
+    import psycopg
+    from django.db import connection
+
+    connection.ensure_connection()
+    pid = connection.connection.info.backend_pid
+    config = connection.settings_dict
+    with psycopg.connect(
+        host=config["HOST"] or "127.0.0.1",
+        port=config["PORT"] or 5432,
+        user=config["USER"],
+        dbname=config["NAME"],
+        autocommit=True,
+    ) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+def _killed(request: Any) -> dict[str, Any]:
+    """The first run loses its database session mid-request; its next query fails."""
+    from django.contrib.auth import get_user_model
+
+    run = _ran(request)
+    if run == 1:
+        terminate_own_session()
+    return {"run": run, "users": get_user_model().objects.count()}
+
+
+@idempotent(mode="lease", store="idempotency.stores.DatabaseStore")
+def killed_view(request: HttpRequest) -> HttpResponse:
+    return JsonResponse(_killed(request), status=201)
+
+
+@idempotent(mode="lease", store="idempotency.stores.DatabaseStore")
+async def async_killed_view(request: HttpRequest) -> HttpResponse:
+    return JsonResponse(await sync_to_async(_killed)(request), status=201)
+
+
+class KilledApi(IdempotentMixin, APIView):
+    idempotency_mode = "lease"
+
+    def post(self, request: Request) -> Response:
+        return Response(_killed(request), status=201)
+
+
 def outer_vary_middleware(get_response: Any) -> Any:
     """An outer middleware that varies every response on X-Outer, as SessionMiddleware
     does on Cookie (sync only: Django adapts it for async views)."""
@@ -151,6 +197,9 @@ class EdgeViews:
         path("api-vary/", VaryApi.as_view()),
         path("slow/", slow_view),
         path("async-slow/", async_slow_view),
+        path("killed/", killed_view),
+        path("async-killed/", async_killed_view),
+        path("api-killed/", KilledApi.as_view()),
         path("upload/", upload_view),
         path("async-upload/", async_upload_view),
         path("api-upload/", UploadApi.as_view()),
