@@ -60,6 +60,18 @@ def run_address(rest: list[str]) -> tuple[str, list[str]]:
     return os.environ.get("HOST", "127.0.0.1:8000"), rest
 
 
+def run_links(address: str) -> str:
+    """What ``run`` prints before serving: the shop's checkout and the API docs."""
+    host, _, port = address.rpartition(":") if ":" in address else ("", "", address)
+    if host in ("", "0.0.0.0", "[::]", "::"):
+        host = "127.0.0.1"
+    base = f"http://{host}:{port}"
+    return (
+        f"\n  The shop (checkout): {base}/shop/  log in as alice or bob, password "
+        f"demo-password\n  The API docs:        {base}/api/docs/\n"
+    )
+
+
 def docs(rest: list[str]) -> None:
     """Build the docs site (Sphinx, warnings as errors, nitpicky); ``--serve`` serves it."""
     install("dev,docs")
@@ -98,6 +110,7 @@ def main(argv: list[str]) -> None:
         install()
         sh(PYTHON, "manage.py", "migrate", "--noinput")
         sh(PYTHON, "manage.py", "seed_demo")
+        print(run_links(address), flush=True)
         sh(PYTHON, "manage.py", "runserver", address, *rest)
     elif command == "test":
         install()

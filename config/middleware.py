@@ -10,7 +10,8 @@ JSON into ``application/problem+json`` with a stable ``code``: the same shape un
 ``DEBUG=0`` and ``DEBUG=1`` (where it also hides the technical page's stack trace).
 Django still logs the exception and sends ``got_request_exception`` first.
 
-The admin keeps its HTML pages (``/admin/``, ``/static/``).
+The admin and the shop keep their HTML pages (``/admin/``, ``/shop/``, ``/static/``);
+the shop's JSON endpoint (``/shop/checkout/pay/``) answers problem details itself.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from idempotency.problems import problem_response
 
-#: Answers left alone: the admin's pages and the static files.
-HTML_PREFIXES = ("/admin/", "/static/")
+#: Answers left alone: the admin's and the shop's pages, and the static files.
+HTML_PREFIXES = ("/admin/", "/shop/", "/static/")
 #: Headers of the original answer kept on the problem (``Allow`` of a 405, ...).
 KEPT_HEADERS = ("Allow", "Retry-After", "WWW-Authenticate", "Vary")
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
 from rest_framework import exceptions
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
@@ -62,6 +63,8 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """``handler404``: URLs that match no route answer problem+json too."""
+    if request.path_info.startswith("/shop/"):  # the shop's pages answer a page
+        return render(request, "shop/not_found.html", status=404)
     return problem_response(404, *problem_for_status(404))
 
 

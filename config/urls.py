@@ -29,7 +29,11 @@ urlpatterns = [
     ),
     path("api/accounts/", include("accounts.urls")),
     path("api/orders/", include("orders.urls")),
+    path("api/orders/", include("payments.order_urls")),  # .../{id}/pay/: payments use orders
     path("api/payments/", include("payments.urls")),
+    # The shop: server-rendered pages (session login), its checkout is the payments app's.
+    path("shop/", include("orders.page_urls")),
+    path("shop/", include("payments.page_urls")),
     # The OpenAPI schema and its docs page (Swagger UI, served locally).
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),

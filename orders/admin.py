@@ -13,10 +13,9 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from accounts.admin_base import ReadOnlyModelAdmin
-from orders.errors import IllegalTransition
+from orders.errors import CancelRefused, IllegalTransition
 from orders.models import DailySales, Order, OrderStatus, OutboxMessage, Receipt
 from orders.services import order_cancel, order_transition
-from payments.errors import PaymentError
 
 
 @admin.register(Order)
@@ -49,7 +48,7 @@ class OrderAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                     order_cancel(order_id=order_id)  # a PAID order is refunded
                 else:
                     order_transition(order_id=order_id, to=to)
-            except (IllegalTransition, PaymentError):
+            except (IllegalTransition, CancelRefused):
                 refused += 1
             else:
                 moved += 1

@@ -18,6 +18,7 @@ from accounts.permissions import IsMerchant
 from accounts.serializer_fields import AmountField
 from idempotency import SubmitTokenPermission, idempotency_settings, idempotent
 from orders.errors import (
+    CancelRefused,
     IllegalTransition,
     InvalidRequestId,
     OrderError,
@@ -33,7 +34,6 @@ from orders.services import (
     order_create,
     order_transition,
 )
-from payments.errors import OrderNotRefundable, PaymentError
 
 #: Purpose of the one-time submit tokens of the order form (``POST /api/orders/checkout/``).
 ORDER_FORM_TOKEN_PURPOSE = "order-form"
@@ -76,14 +76,12 @@ _API_ERRORS: dict[type[OrderError], type[APIException]] = {
 }
 
 
-def order_api_error(exc: OrderError | PaymentError) -> APIException:
+def order_api_error(exc: OrderError) -> APIException:
     """The API error (problem+json with a stable code) that answers a domain error."""
     if isinstance(exc, OrderNotFound):
         return OrderNotFoundError()  # never the id: the same words for every missing order
-    if isinstance(exc, OrderNotRefundable):
+    if isinstance(exc, CancelRefused):
         return OrderNotRefundableError(detail=str(exc))
-    if isinstance(exc, PaymentError):
-        return APIException(detail=str(exc))
     return api_error_for(exc, _API_ERRORS)
 
 
@@ -197,7 +195,7 @@ class OrderCancelApi(APIView):
         order = get_order_or_404(request, pk)
         try:
             order = order_cancel(order_id=order.pk)
-        except (OrderError, PaymentError) as exc:
+        except OrderError as exc:
             raise order_api_error(exc) from exc
         return Response(self.OutputSerializer(order).data)
 

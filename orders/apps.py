@@ -10,3 +10,7 @@ class OrdersConfig(AppConfig):
     name = "orders"
     verbose_name = _("Orders")
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # registers the outbox's consumer with Celery: the outbox publishes to it by name
+        from orders import tasks  # noqa: F401

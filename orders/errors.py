@@ -32,6 +32,11 @@ class OrderRequestConflict(OrderError):
         self.request_id = request_id
 
 
+class CancelRefused(OrderError):
+    """A receiver of :data:`orders.signals.order_paid_cancelled` refused the cancel of a
+    paid order (the money cannot be given back here); the cancel was rolled back."""
+
+
 class IllegalTransition(OrderError):
     def __init__(self, order_id: int, current: str, to: str) -> None:
         super().__init__(f"Order {order_id} is {current} and cannot become {to}.")

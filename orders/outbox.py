@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from celery import current_app
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -36,6 +37,8 @@ from orders.models import OutboxMessage
 
 logger = logging.getLogger(__name__)
 
+#: The Celery task that consumes the outbox's messages (:func:`orders.tasks.order_event_consume`).
+CONSUMER_TASK = "orders.consume_order_event"
 #: Messages one relay run looks at (``--batch-size``).
 DEFAULT_BATCH_SIZE = 100
 #: How long a sent message stays in the outbox (for the admin and audits) before
@@ -140,9 +143,9 @@ def _record_failure(pk: int, exc: BaseException) -> None:
 
 
 def _consumer() -> Any:
-    from orders.tasks import order_event_consume  # the tasks import the services
-
-    return order_event_consume
+    """The consumer task, by its name (:mod:`orders.tasks` imports this module, not the
+    reverse; ``OrdersConfig.ready`` registers it)."""
+    return current_app.tasks[CONSUMER_TASK]
 
 
 def outbox_purge_sent(

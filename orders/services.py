@@ -17,6 +17,8 @@
   (:func:`order_paid_publish`, :mod:`orders.outbox`), relayed to the broker after
   the commit; its consumer (:mod:`orders.tasks`) writes the receipt and counts the
   sale (:func:`order_paid_record`), once per message id.
+* Orders never import payments (payments build on orders): a cancelled paid order is
+  announced with :data:`orders.signals.order_paid_cancelled`, which payments refund.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from orders.errors import IllegalTransition, InvalidRequestId, OrderNotFound, Or
 from orders.models import DailySales, Order, OrderStatus, Receipt, transition_sources
 from orders.outbox import outbox_enqueue, outbox_relay
 from orders.selectors import order_get_by_id
+from orders.signals import order_paid_cancelled
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -117,18 +120,18 @@ def order_transition(
 
 
 def order_cancel(*, order_id: int) -> Order:
-    """Cancel the order; a PAID order gets its payment refunded in the same transaction.
+    """Cancel the order; a PAID order's payment is undone in the same transaction.
 
-    CREATED -> CANCELLED moves nothing else. PAID -> CANCELLED credits the payment
-    back to the payer's balance (:func:`payments.services.payment_refund`): the
-    conditional update of the order's status and the refund commit together, so of
-    concurrent cancels (or a cancel racing a ship) exactly one makes the move and
-    only that one refunds; the others find the order already CANCELLED (a repeat,
-    answered like the first) or SHIPPED (an :class:`IllegalTransition`). A SHIPPED
-    order cannot be cancelled.
+    CREATED -> CANCELLED moves nothing else. PAID -> CANCELLED sends
+    :data:`~orders.signals.order_paid_cancelled` inside the move's transaction: the
+    payments app (which builds on orders; orders never import it) credits the payment
+    back to the payer's balance there, and a receiver's :class:`CancelRefused` rolls the
+    move back. The conditional update of the order's status and the refund commit
+    together, so of concurrent cancels (or a cancel racing a ship) exactly one makes the
+    move and only that one refunds; the others find the order already CANCELLED (a
+    repeat, answered like the first) or SHIPPED (an :class:`IllegalTransition`). A
+    SHIPPED order cannot be cancelled.
     """
-    from payments.services import payment_refund  # payments builds on orders
-
     for _attempt in range(2):
         with transaction.atomic():
             try:
@@ -141,7 +144,7 @@ def order_cancel(*, order_id: int) -> Order:
             except IllegalTransition:
                 pass
             else:
-                payment_refund(order=order)
+                order_paid_cancelled.send(sender=Order, order=order)
                 return order
         try:
             # never from PAID here: a cancel of a paid order must refund

@@ -22,7 +22,7 @@ from typing import Any
 from celery import shared_task
 
 from idempotency import IdempotentTask
-from orders.outbox import DEFAULT_BATCH_SIZE, outbox_purge_sent, outbox_relay
+from orders.outbox import CONSUMER_TASK, DEFAULT_BATCH_SIZE, outbox_purge_sent, outbox_relay
 from orders.services import ORDER_PAID, order_paid_record
 
 logger = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ SALES_CONSUMER = "orders.sales"
 @shared_task(
     base=IdempotentTask,
     idempotency_mode="auto",
-    name="orders.consume_order_event",
+    name=CONSUMER_TASK,
     idempotency_key="msg_{message_id}_{consumer}",
     idempotency_scope="messages",
 )

@@ -1,7 +1,7 @@
 """URLs of the orders API (mounted at ``api/orders/``).
 
-Paying an order is the payments app's business; its view is routed here so the
-URL reads ``/api/orders/{id}/pay/``.
+Paying an order is the payments app's business (payments build on orders, never the
+reverse): ``POST /api/orders/{id}/pay/`` is routed by ``payments.order_urls``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from orders.apis import (
     OrderListCreateApi,
     OrderShipApi,
 )
-from payments.apis import OrderPayApi
 
 
 class OrderIdConverter:
@@ -45,5 +44,4 @@ urlpatterns = [
     path("<order_id:pk>/cancel/", OrderCancelApi.as_view(), name="cancel"),
     path("<order_id:pk>/ship/", OrderShipApi.as_view(), name="ship"),
     path("<order_id:pk>/complete/", OrderCompleteApi.as_view(), name="complete"),
-    path("<order_id:pk>/pay/", OrderPayApi.as_view(), name="pay"),
 ]

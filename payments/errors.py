@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from orders.errors import CancelRefused
+
 
 class PaymentError(Exception):
     """Base class of every payments error."""
@@ -68,7 +70,7 @@ class TradeNoConflict(PaymentError):
         self.trade_no = trade_no
 
 
-class OrderNotRefundable(PaymentError):
+class OrderNotRefundable(PaymentError, CancelRefused):
     """A PAID order without a balance payment: it was paid through the gateway."""
 
     def __init__(self, order_id: int) -> None:
@@ -79,7 +81,7 @@ class OrderNotRefundable(PaymentError):
         self.order_id = order_id
 
 
-class PaymentAlreadyRefunded(PaymentError):
+class PaymentAlreadyRefunded(PaymentError, CancelRefused):
     def __init__(self, pay_no: str) -> None:
         super().__init__(f"Payment {pay_no!r} was already refunded.")
         self.pay_no = pay_no

@@ -35,7 +35,7 @@ from accounts.services import account_deduct, account_get_or_create_for_user, ac
 from orders.errors import IllegalTransition, OrderNotFound
 from orders.models import Order, OrderStatus
 from orders.selectors import order_get, order_get_by_id
-from orders.services import order_paid_publish, order_transition
+from orders.services import order_create, order_paid_publish, order_transition
 from payments.errors import (
     CallbackAmountMismatch,
     InvalidPayNo,
@@ -117,6 +117,28 @@ def payment_pay(*, user: User, order_id: int, pay_no: str) -> tuple[PaymentRecor
         # Read back what the database holds: the first answer equals every repeat's.
         record.refresh_from_db()
     return record, True
+
+
+#: Prefix of the request ids of orders created by the shop's checkout (:func:`checkout_pay`).
+CHECKOUT_REQUEST_ID_PREFIX = "co-"
+
+
+def checkout_pay(*, user: User, checkout_id: str, amount: Decimal) -> tuple[Order, PaymentRecord]:
+    """The shop's checkout: create the order and pay it, in one transaction, once per id.
+
+    ``checkout_id`` names one checkout attempt (the page's idempotency key's reference,
+    or the order form's token digest): the order's request id is ``co-<checkout_id>``
+    and the pay number is ``checkout_id``, so even without the idempotency record the
+    unique request id and pay number make a repeat find the same order and payment
+    instead of making new ones. Any failure (insufficient funds, ...) rolls both back.
+    """
+    with transaction.atomic():
+        order, _created = order_create(
+            user=user, request_id=f"{CHECKOUT_REQUEST_ID_PREFIX}{checkout_id}", amount=amount
+        )
+        record, _paid = payment_pay(user=user, order_id=order.pk, pay_no=checkout_id)
+        order.refresh_from_db()
+    return order, record
 
 
 def _payment_by_pay_no(*, user: User, pay_no: str) -> PaymentRecord | None:

@@ -80,6 +80,8 @@ class Chromium:
         self._in = from_browser_r
         self._buffer = b""
         self._next_id = 0
+        #: events received and not yet taken (``next_event``), oldest first
+        self.events: list[dict[str, Any]] = []
         self.session = ""
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
@@ -100,8 +102,11 @@ class Chromium:
         deadline = time.monotonic() + TIMEOUT
         while True:
             reply = self._receive(deadline)
+            if "method" in reply and "id" not in reply:
+                self.events.append(reply)  # an event: kept for next_event()
+                continue
             if reply.get("id") != self._next_id:
-                continue  # an event, or a reply to a command of the past
+                continue  # a reply to a command of the past
             if "error" in reply:
                 raise DevToolsError(f"{method}: {reply['error']}")
             return reply.get("result", {})  # type: ignore[no-any-return]
@@ -120,7 +125,39 @@ class Chromium:
         message, self._buffer = self._buffer.split(b"\0", 1)
         return json.loads(message)  # type: ignore[no-any-return]
 
+    def next_event(self, method: str, timeout: float = TIMEOUT) -> dict[str, Any]:
+        """The params of the oldest unseen ``method`` event, waiting for one if need be
+        (only the domains a test enabled send events, e.g. ``Fetch.enable``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for index, event in enumerate(self.events):
+                if event["method"] == method:
+                    del self.events[index]
+                    return event.get("params", {})  # type: ignore[no-any-return]
+            message = self._receive(deadline)
+            if "method" in message and "id" not in message:
+                self.events.append(message)
+
     # -- what the test needs ----------------------------------------------------------
+
+    def center(self, selector: str) -> tuple[float, float]:
+        """The viewport coordinates of the middle of the element ``selector``."""
+        x, y = self.evaluate(
+            f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
+            ".getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        )
+        return float(x), float(y)
+
+    def click(self, selector: str | tuple[float, float], count: int = 1) -> None:
+        """Real mouse clicks (press and release, ``count`` times in a row, as a double
+        click is) on the middle of the element ``selector``, or at ``(x, y)``."""
+        x, y = self.center(selector) if isinstance(selector, str) else selector
+        for number in range(1, count + 1):
+            for kind in ("mousePressed", "mouseReleased"):
+                self.send(
+                    "Input.dispatchMouseEvent",
+                    {"type": kind, "x": x, "y": y, "button": "left", "clickCount": number},
+                )
 
     def evaluate(self, expression: str) -> Any:
         result = self.send(

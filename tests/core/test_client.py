@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -273,3 +275,25 @@ def test_each_attempt_gets_at_most_the_time_left() -> None:
     assert (cut.connect, cut.read, cut.write, cut.pool) == (2.5, 2.5, 2.5, 2.5)
     full = policy.attempt_timeout(100)
     assert (full.connect, full.read) == (5.0, 10.0)
+
+
+def _documented(name: str) -> Any:
+    """The function ``name`` as the clients how-to defines it (its block, run alone)."""
+    page = Path(__file__).resolve().parents[2] / "docs" / "howto" / "clients.md"
+    blocks = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+    (block,) = [b for b in blocks if f"def {name}(" in b]
+    namespace: dict[str, Any] = {}
+    exec(compile(block, str(page), "exec"), namespace)  # noqa: S102 - our own docs
+    return namespace[name]
+
+
+def test_the_documented_urllib3_settings_retry_with_one_key(scripted: Any) -> None:
+    in_progress = problem(409, "idempotency-request-in-progress", **{"Retry-After": "1"})
+    server = scripted(in_progress, problem(502, "bad-gateway"), REPLAYED)
+    session = _documented("retrying_session")()
+    answer = _documented("post_with_key")(session, server.url + "/pay/", {"x": 1}, token="t")
+    assert answer.status_code == 201 and answer.headers["Idempotent-Replayed"] == "true"
+    first, second, third = server.received
+    assert first["key"] == second["key"] == third["key"] is not None
+    assert {r["method"] for r in server.received} == {"POST"}
+    assert second["at"] - first["at"] >= 1.0  # urllib3 waited the 409's Retry-After

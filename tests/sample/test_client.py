@@ -135,6 +135,7 @@ def test_n_payments_through_a_lossy_network_charge_n_times(serve: Any, proxies: 
     assert charges(user) == PAYMENTS
     assert PaymentRecord.objects.filter(user=user).count() == PAYMENTS
     assert Account.objects.get(user=user).balance == START - PAYMENTS * AMOUNT
+    print(f"[client] one key each: {PAYMENTS} payments, {charges(user)} charges ({dict(fates)})")
     for order, answer in zip(orders, answers, strict=True):
         assert answer.status_code == 201
         assert answer.key == keys[order.pk]
@@ -176,6 +177,7 @@ def test_a_naive_client_without_a_key_charges_twice(serve: Any, proxies: Any) ->
     assert lost_after_charging >= PAYMENTS // 2
     # every answer lost after the server charged became a second charge
     assert charges(user) == PAYMENTS + lost_after_charging
+    print(f"[client] no key: {PAYMENTS} payments, {charges(user)} charges ({dict(fates)})")
 
 
 def test_a_request_in_progress_is_waited_out(serve: Any, proxies: Any) -> None:

@@ -46,6 +46,22 @@ def test_run_takes_an_address(
     assert dev.run_address(rest) == expected
 
 
+@pytest.mark.parametrize(
+    ("address", "shop"),
+    [
+        ("127.0.0.1:8000", "http://127.0.0.1:8000/shop/"),
+        ("8766", "http://127.0.0.1:8766/shop/"),
+        ("0.0.0.0:9000", "http://127.0.0.1:9000/shop/"),
+        ("localhost:8001", "http://localhost:8001/shop/"),
+    ],
+)
+def test_run_prints_the_shops_link(address: str, shop: str) -> None:
+    links = dev.run_links(address)
+    assert f"The shop (checkout): {shop} " in links
+    assert "alice" in links and "demo-password" in links
+    assert shop.replace("/shop/", "/api/docs/") in links
+
+
 def test_the_license_is_the_one_pyproject_names() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["license"] == "MIT"
