@@ -16,6 +16,7 @@ from idempotency.client.policy import (
     RetryEvent,
     RetryPolicy,
     new_key,
+    retry_after_seconds,
 )
 
 #: An attempt needs at least this long (seconds) to be worth starting.
@@ -73,6 +74,7 @@ class _Base:
                         wait=state.upcoming_sleep,
                         status=None if last is None else last.status_code,
                         error=operation.last_error,
+                        retry_after=None if last is None else retry_after_seconds(last),
                     )
                 )
 

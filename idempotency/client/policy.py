@@ -262,6 +262,8 @@ class RetryEvent:
     wait: float
     status: int | None
     error: BaseException | None
+    #: the server's ``Retry-After`` on the last answer, in seconds (None without one)
+    retry_after: float | None = None
 
 
 @dataclass

@@ -182,7 +182,7 @@ def test_a_request_in_progress_is_retried_after_retry_after(scripted: Any) -> No
     assert answer.replayed and answer.attempts == 2
     first, second = server.received
     assert second["at"] - first["at"] >= 1.0  # not before the server said
-    assert [(e.status, e.attempt) for e in events] == [(409, 1)]
+    assert [(e.status, e.attempt, e.retry_after) for e in events] == [(409, 1, 1.0)]
     assert 1.0 <= events[0].wait <= 1.1
 
 
