@@ -8,6 +8,7 @@ answer the client returns is compared with the answer the server stored first.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
@@ -26,6 +27,7 @@ from rest_framework.authtoken.models import Token
 from accounts.models import Account, LedgerEntry, LedgerEntryKind
 from accounts.services import account_deposit, account_get_or_create_for_user
 from idempotency.client import (
+    AsyncIdempotentClient,
     DeadlineExceeded,
     IdempotentClient,
     KeyMismatch,
@@ -107,24 +109,42 @@ def charges(user: User) -> int:
     return LedgerEntry.objects.filter(account__user=user, kind=LedgerEntryKind.DEDUCTION).count()
 
 
-def test_n_payments_through_a_lossy_network_charge_n_times(serve: Any, proxies: Any) -> None:
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_n_payments_through_a_lossy_network_charge_n_times(
+    serve: Any, proxies: Any, flavour: str
+) -> None:
     server = serve()
     user, token = customer("alice")
     orders = orders_of(user, PAYMENTS)
     keys = {order.pk: str(uuid.uuid4()) for order in orders}
     order_of = {key: index for index, key in enumerate(keys.values())}
     proxy = proxies(server.port, lambda i, a: lossy(i, a, order_of=order_of))
+    auth = {"Authorization": f"Token {token}"}
 
     def pay(order: Order) -> Any:
-        with IdempotentClient(
-            proxy.url, policy=POLICY, headers={"Authorization": f"Token {token}"}
-        ) as client:
+        with IdempotentClient(proxy.url, policy=POLICY, headers=auth) as client:
             return client.post(
                 f"/api/orders/{order.pk}/pay/", json={"pay_no": f"p-{order.pk}"}, key=keys[order.pk]
             )
 
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        answers = list(pool.map(pay, orders))
+    async def pay_all() -> list[Any]:
+        async with AsyncIdempotentClient(proxy.url, policy=POLICY, headers=auth) as client:
+            return list(
+                await asyncio.gather(
+                    *(
+                        client.post(
+                            f"/api/orders/{o.pk}/pay/", json={"pay_no": f"p-{o.pk}"}, key=keys[o.pk]
+                        )
+                        for o in orders
+                    )
+                )
+            )
+
+    if flavour == "sync":
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            answers = list(pool.map(pay, orders))
+    else:
+        answers = asyncio.run(pay_all())  # all twelve at once, on one connection pool
 
     # the faults struck, and after the server had answered
     fates = proxy.fates()
@@ -135,7 +155,7 @@ def test_n_payments_through_a_lossy_network_charge_n_times(serve: Any, proxies: 
     assert charges(user) == PAYMENTS
     assert PaymentRecord.objects.filter(user=user).count() == PAYMENTS
     assert Account.objects.get(user=user).balance == START - PAYMENTS * AMOUNT
-    print(f"[client] one key each: {PAYMENTS} payments, {charges(user)} charges ({dict(fates)})")
+    print(f"[client] {flavour}, one key each: {PAYMENTS} payments, {charges(user)} charges")
     for order, answer in zip(orders, answers, strict=True):
         assert answer.status_code == 201
         assert answer.key == keys[order.pk]
