@@ -49,7 +49,7 @@ class NaiveOrderPayApi(APIView):
             account=account,
             amount=-order.amount,
             balance_after=account.balance,
-            reference=f"naive_{uuid.uuid4().hex}",
+            reference=f"naive_{order.pk}_{uuid.uuid4().hex[:16]}",  # the storm audits per order
             kind=LedgerEntryKind.DEDUCTION,
         )
         return Response(
