@@ -33,16 +33,24 @@ def _cell(text: str) -> str:
 
 
 def _text(text: str) -> str:
-    """Plain text for an RST cell: inline markup characters escaped."""
-    return re.sub(r"([\\`*_|])", r"\\\1", _cell(text))
+    """Plain text for a Markdown table cell: inline markup characters escaped."""
+    return re.sub(r"([\\`*_|<>\[\]])", r"\\\1", _cell(text))
 
 
-def _list_table(header: list[str], rows: list[list[str]], widths: str) -> list[str]:
-    lines = [".. list-table::", "   :header-rows: 1", f"   :widths: {widths}", ""]
-    for row in [header, *rows]:
-        first, *rest = row
-        lines.append(f"   * - {first}")
-        lines.extend(f"     - {cell}" for cell in rest)
+def _prose(text: str) -> str:
+    """A docstring's text for a table cell: its ``literals`` as code, the rest escaped."""
+    parts = re.split(r"``(.+?)``", _cell(text))
+    return "".join(_code(part) if i % 2 else _text(part) for i, part in enumerate(parts))
+
+
+def _code(text: str) -> str:
+    return "`" + text.replace("|", "\\|") + "`"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown (MyST) table: the pages are Markdown, so nested content is too."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
     return lines
 
 
@@ -76,22 +84,28 @@ def problem_classes() -> list[type]:
     return found
 
 
+def _public(cls: type) -> str:
+    """Where the reference documents ``cls``: ``idempotency.<name>`` when exported."""
+    import idempotency
+
+    if getattr(idempotency, cls.__name__, None) is cls:
+        return f"idempotency.{cls.__name__}"
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 class ProblemsDirective(_TableDirective):
     def lines(self) -> list[str]:
         rows = []
         for cls in problem_classes():
             rows.append(
                 [
-                    f"``{cls.default_code}``",
+                    _code(cls.default_code),
                     str(cls.status_code),
-                    _text(str(cls.title)),
+                    f"{_text(str(cls.title))} ({{class}}`~{_public(cls)}`)",
                     _text(str(cls.default_detail)),
-                    f":class:`~{cls.__module__}.{cls.__qualname__}`",
                 ]
             )
-        return _list_table(
-            ["code", "status", "title", "detail (default)", "exception"], rows, "22 6 20 34 18"
-        )
+        return _table(["code", "status", "title (exception)", "detail (default)"], rows)
 
 
 def _placeholders(text: str) -> str:
@@ -110,13 +124,13 @@ class ChecksDirective(_TableDirective):
             level = "Error" if code.startswith("E") else "Warning"
             rows.append(
                 [
-                    f"``idempotency.{code}``",
+                    _code(f"idempotency.{code}"),
                     level,
                     _text(_placeholders(message.msg)),
                     _text(_placeholders(message.hint)),
                 ]
             )
-        return _list_table(["id", "level", "message", "hint"], rows, "14 8 40 38")
+        return _table(["id", "level", "message", "hint"], rows)
 
 
 class CommandDirective(SphinxDirective):
@@ -147,8 +161,8 @@ class TasksDirective(_TableDirective):
             task = current_app.tasks[name]
             signature = str(inspect.signature(task.run))
             doc = inspect.getdoc(task.run) or ""
-            rows.append([f"``{name}``", f"``{signature}``", _text(doc)])
-        return _list_table(["task", "arguments", "what it does"], rows, "28 30 42")
+            rows.append([_code(name), _code(signature), _prose(doc)])
+        return _table(["task", "arguments", "what it does"], rows)
 
 
 def _import(path: str) -> Any:

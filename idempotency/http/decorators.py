@@ -106,6 +106,8 @@ def idempotent(
     wait: float | None = None,
     store_errors: bool | None = None,
     on_store_unavailable: str | None = None,
+    claim: str | None = None,
+    databases: list[str] | tuple[str, ...] | None = None,
 ) -> Callable[[F], F]: ...
 def idempotent(view: Any = None, /, **options: Any) -> Any:
     """Make a view honour the ``Idempotency-Key`` header.
