@@ -52,3 +52,17 @@ def test_every_signal_is_in_the_signals_reference() -> None:
     page = (DOCS / "reference" / "signals.md").read_text()
     rows = set(re.findall(r"^\| `(\w+)` \|", page, re.M))
     assert rows == defined
+
+
+README = DOCS.parent / "README.md"
+
+
+def test_readme_is_a_landing_page_whose_links_resolve() -> None:
+    """At most 250 lines, and every relative link points at a file of the repository
+    (the README is read on GitHub and PyPI, outside the docs build that checks links)."""
+    text = README.read_text()
+    assert len(text.splitlines()) <= 250
+    targets = re.findall(r"\]\(((?!https?:)[^)#\s]+)(?:#[^)]*)?\)", text)
+    assert targets, "the README links into the docs"
+    missing = [t for t in targets if not (README.parent / t).exists()]
+    assert missing == []
