@@ -18,8 +18,8 @@ undecorated function for a function call), in interleaved blocks. For each path:
   signals (dispatch and receivers), logging, response capture/replay, encodings,
   fingerprint and key parsing, the layer's own code (``idempotency/``), and Django/DRF
   (request handling, the view, rendering, the ORM). The hook's own cost per event is
-  measured and taken off, so the split adds up to the unprofiled CPU time within a few
-  per cent; the *added* split is the path's minus its reference's;
+  measured (per Python and per C call) and taken off; the *added* split is the path's
+  minus its reference's;
 * optionally (``--cprofile DIR``) a ``cProfile.Profile(time.thread_time)`` listing per
   path, sorted by cumulative time, for reading the call tree.
 
@@ -144,7 +144,8 @@ class Split:
 
     def __init__(self) -> None:
         self.cpu: dict[str, float] = dict.fromkeys(KINDS, 0.0)
-        self.events: dict[str, int] = dict.fromkeys(KINDS, 0)
+        self.events: dict[str, int] = dict.fromkeys(KINDS, 0)  # Python call/return
+        self.c_events: dict[str, int] = dict.fromkeys(KINDS, 0)  # C call/return
         self._kinds: dict[CodeType, str | None] = {}
         self._stack: list[str] = ["other"]
         self._last = 0.0
@@ -154,7 +155,10 @@ class Split:
         stack = self._stack
         current = stack[-1]
         self.cpu[current] += now - self._last
-        self.events[current] += 1
+        if event.startswith("c_"):
+            self.c_events[current] += 1
+        else:
+            self.events[current] += 1
         if event == "call":
             code = frame.f_code
             try:
@@ -178,35 +182,48 @@ class Split:
             sys.setprofile(None)
         self.cpu["other"] += time.thread_time() - self._last
 
-    def corrected(self, per_event: float, requests: int) -> dict[str, float]:
+    def corrected(self, per_event: tuple[float, float], requests: int) -> dict[str, float]:
         """µs per request per kind, the hook's residual cost per event taken off."""
+        py, c = per_event
         return {
-            kind: max(0.0, self.cpu[kind] - self.events[kind] * per_event) / requests * 1e6
+            kind: max(0.0, self.cpu[kind] - self.events[kind] * py - self.c_events[kind] * c)
+            / requests
+            * 1e6
             for kind in KINDS
         }
 
 
-def hook_cost_per_event() -> float:
-    """CPU seconds the hook adds per event that its own clock reads do not exclude."""
+def hook_cost_per_event() -> tuple[float, float]:
+    """CPU seconds the hook adds per Python and per C call event that its own clock reads
+    do not exclude (the best of a few tries of each)."""
 
     def empty() -> None:
         return None
 
-    def calls() -> None:
+    def python_calls() -> None:
         for _ in range(20000):
             empty()
 
-    best = float("inf")
-    for _ in range(5):
-        started = time.thread_time()
-        calls()
-        bare = time.thread_time() - started
-        split = Split()
-        split.run(calls)
-        events = sum(split.events.values())
-        charged = sum(split.cpu.values())
-        best = min(best, max(0.0, charged - bare) / max(1, events))
-    return best
+    def c_calls() -> None:
+        items: list[int] = []
+        for _ in range(20000):
+            len(items)
+
+    def cost(work: Callable[[], None], events: Callable[[Split], int]) -> float:
+        best = float("inf")
+        for _ in range(5):
+            started = time.thread_time()
+            work()
+            bare = time.thread_time() - started
+            split = Split()
+            split.run(work)
+            charged = sum(split.cpu.values())
+            best = min(best, max(0.0, charged - bare) / max(1, events(split)))
+        return best
+
+    py = cost(python_calls, lambda split: sum(split.events.values()))
+    c = cost(c_calls, lambda split: sum(split.c_events.values()))
+    return py, c
 
 
 # -- the paths ---------------------------------------------------------------------------
@@ -371,7 +388,7 @@ def measure(
     per_block: int,
     split_requests: int,
     cprofile: Path | None,
-) -> tuple[dict[tuple[str, str], Path_], dict[str, Price], float]:
+) -> tuple[dict[tuple[str, str], Path_], dict[str, Price], tuple[float, float]]:
     calls = build_calls(token, cases)
     for call, next_key in calls.values():  # warm up; prime the replay keys
         for _ in range(30):
@@ -407,7 +424,7 @@ def measure(
         )
         if cprofile is not None:
             write_cprofile(cprofile, case, call, next_key, split_requests)
-    return results, measure_prices(), per_event * 1e6
+    return results, measure_prices(), (per_event[0] * 1e6, per_event[1] * 1e6)
 
 
 def write_cprofile(
@@ -447,7 +464,7 @@ def markdown(
     cases: tuple[tuple[str, str, str], ...],
     results: dict[tuple[str, str], Path_],
     prices: dict[str, Price],
-    per_event_us: float,
+    per_event_us: tuple[float, float],
     load: str,
 ) -> str:
     lines: list[str] = []
@@ -490,7 +507,10 @@ def markdown(
     add("")
     add(
         "The request thread's CPU time added, by the kind of code that ran it (µs per "
-        f"request, the profiler hook's {per_event_us:.2f} µs per event taken off). *sql*: "
+        f"request, the profiler hook's own cost taken off: {per_event_us[0]:.2f} µs per "
+        f"Python call or return, {per_event_us[1]:.2f} µs per C call or return; what remains "
+        "of its distortion shows as the difference between a row's total and the *CPU "
+        "added* above). *sql*: "
         "Django's cursor and psycopg for each statement; *transaction*: atomic(), BEGIN, "
         "COMMIT, savepoints; *redis*: redis-py's command path; *cache client*: django-redis "
         "around it; *signals*: dispatch and receivers; *capture/replay*: "

@@ -34,7 +34,7 @@ from rest_framework.viewsets import ViewSetMixin
 
 from idempotency.conf import MAX_KEY_LENGTH, idempotency_settings
 from idempotency.http.discovery import functions_of
-from idempotency.http.handling import UNSAFE_METHODS
+from idempotency.http.flow import UNSAFE_METHODS
 from idempotency.http.mixins import IdempotentMixin
 from idempotency.http.policy import Policy
 from idempotency.http.views import policy_of

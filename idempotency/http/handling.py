@@ -30,23 +30,11 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponseBase
 
-from idempotency.conf import idempotency_settings
-from idempotency.exceptions import IdempotencyError, StoreMisconfigured, StoreUnavailable
+from idempotency.exceptions import StoreMisconfigured, StoreUnavailable
 from idempotency.http.atomic import run_atomic
-from idempotency.http.flow import (
-    UNSAFE_METHODS,
-    Call,
-    Convert,
-    Finalize,
-    IdempotencyContext,
-    Prepared,
-    bind,
-    identity,
-    prepare,
-)
-from idempotency.http.lease import abort, claim_or_answer, record, run_lease
+from idempotency.http.flow import Call, Convert, Finalize, Prepared, identity, prepare
+from idempotency.http.lease import run_lease, run_lease_async
 from idempotency.http.policy import Policy
-from idempotency.http.responses import acapture, is_storable
 
 logger = logging.getLogger("idempotency")
 
@@ -136,39 +124,23 @@ async def run_async(
     if isinstance(prepared, HttpResponseBase):
         return prepared
     prepared.mode = "lease"
+    started = False
+
+    async def view() -> HttpResponseBase:
+        nonlocal started
+        started = True
+        return await call()
+
     try:
-        claim = await sync_to_async(claim_or_answer)(prepared)
+        return await run_lease_async(prepared, view)
     except StoreUnavailable as exc:
-        if prepared.policy.get_on_store_unavailable() != "run":
+        if started or prepared.policy.get_on_store_unavailable() != "run":
             return exc.as_response()
         return await call()
-    except IdempotencyError as exc:
-        return exc.as_response()
     except ImproperlyConfigured as exc:
+        if started:
+            raise
         return misconfigured(request, exc)
-    if isinstance(claim, HttpResponseBase):
-        return claim
-    bind(prepared, claim)
-    try:
-        response = await call()
-    except IdempotencyError as exc:
-        response = exc.as_response()
-    except BaseException as exc:
-        await sync_to_async(abort)(prepared, claim, exception=exc)
-        raise
-    stored = None
-    if is_storable(response.status_code, store_errors=prepared.policy.get_store_errors()):
-        stored = await acapture(response, limit=idempotency_settings.MAX_RESPONSE_BYTES)
-    return await sync_to_async(record)(prepared, claim, response, stored)
 
 
-__all__ = [
-    "UNSAFE_METHODS",
-    "Convert",
-    "Finalize",
-    "IdempotencyContext",
-    "Prepared",
-    "prepare",
-    "run",
-    "run_async",
-]
+__all__ = ["run", "run_async"]

@@ -4,11 +4,14 @@ the view runs; the owner completes or releases the key with its token."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.http import HttpResponseBase
 
 from idempotency import signals
+from idempotency.conf import idempotency_settings
 from idempotency.exceptions import IdempotencyError, StoreUnavailable
 from idempotency.http.flow import (
     Call,
@@ -23,6 +26,7 @@ from idempotency.http.flow import (
     store_response,
     timed,
 )
+from idempotency.http.responses import acapture, is_storable
 from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
 
 logger = logging.getLogger("idempotency")
@@ -142,3 +146,30 @@ def run_lease(
         abort(prepared, claim, exception=exc)
         raise
     return _finish(prepared, claim, response)
+
+
+async def run_lease_async(
+    prepared: Prepared, call: Callable[[], Awaitable[HttpResponseBase]]
+) -> HttpResponseBase:
+    """:func:`run_lease` for async views: the same claim, record and release, each run
+    in a thread; the view and the capture of an async stream on the event loop."""
+    try:
+        claim = await sync_to_async(claim_or_answer)(prepared)
+    except StoreUnavailable:
+        raise  # answered (or run unprotected, where the view opts out) by run_async()
+    except IdempotencyError as exc:
+        return exc.as_response()
+    if isinstance(claim, HttpResponseBase):
+        return claim
+    bind(prepared, claim)
+    try:
+        response = await call()
+    except IdempotencyError as exc:
+        response = exc.as_response()
+    except BaseException as exc:
+        await sync_to_async(abort)(prepared, claim, exception=exc)
+        raise
+    stored = None
+    if is_storable(response.status_code, store_errors=prepared.policy.get_store_errors()):
+        stored = await acapture(response, limit=idempotency_settings.MAX_RESPONSE_BYTES)
+    return await sync_to_async(record)(prepared, claim, response, stored)

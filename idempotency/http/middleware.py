@@ -35,7 +35,7 @@ from django.urls import get_resolver
 from rest_framework.views import APIView
 
 from idempotency.conf import idempotency_settings
-from idempotency.http import handling
+from idempotency.http import flow, handling
 from idempotency.http.keys import header_value
 from idempotency.http.mixins import IdempotentMixin
 from idempotency.http.policy import Policy
@@ -168,7 +168,7 @@ class IdempotencyMiddleware:
 
     def _resolve(self, request: HttpRequest) -> Plan:
         """The plan of the view this request will reach (resolved as Django will)."""
-        if request.method not in handling.UNSAFE_METHODS:
+        if request.method not in flow.UNSAFE_METHODS:
             return SKIP
         try:
             match = get_resolver(getattr(request, "urlconf", None)).resolve(request.path_info)
@@ -220,7 +220,7 @@ class IdempotencyMiddleware:
         view_args: tuple[Any, ...],
         view_kwargs: dict[str, Any],
     ) -> HttpResponseBase | None:
-        if request.method not in handling.UNSAFE_METHODS:
+        if request.method not in flow.UNSAFE_METHODS:
             return None
         plan = self._plan(view_func, str(request.method))
         if plan.drf_view is None:

@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from rest_framework.request import Request
 
 from idempotency.exceptions import ImproperlyApplied
-from idempotency.http import handling
+from idempotency.http import flow
 from idempotency.http.policy import Policy
 
 #: Attribute under which ``@idempotent`` leaves its policy on the function it returns.
@@ -38,7 +38,7 @@ def split_view_args(args: tuple[Any, ...], *, decorator: str) -> tuple[Any, Http
 def in_flow(request: Any) -> bool:
     """Whether an outer interface (the middleware, the mixin, another ``@idempotent``)
     already handles this request's key: an inner one then only runs the view."""
-    return isinstance(getattr(request, "idempotency", None), handling.IdempotencyContext)
+    return isinstance(getattr(request, "idempotency", None), flow.IdempotencyContext)
 
 
 def policy_of(func: Any) -> Policy | None:

@@ -217,21 +217,23 @@ class DatabaseStore(ResponseCache, BaseStore):
         """The parameters of an upsert: a claim when ``lease`` is given, else a completed
         record holding ``response``."""
         clock = sql.Clock(connection)
-        times = clock.params(ttl=ttl) if lease is None else clock.params(lease=lease, ttl=ttl)
-        return {
+        values = {
             "scope": scope,
             "key": key,
             "fingerprint": fingerprint,
-            "state": "in_progress" if lease is not None else "completed",
             "fence": fence,
             "method": method[:10],
             "route": route[:255],
+        }
+        if lease is not None:  # a claim: its state and response columns are in the text
+            return {**values, **clock.params(lease=lease, ttl=ttl)}
+        return {
+            **values,
+            "state": "completed",
             "status_code": response.status if response else None,
             "response_headers": response.headers_json() if response else "[]",
             "response_body": response.body if response else None,
-            "recovery_point": "",
-            "recovery_data": None,
-            **times,
+            **clock.params(ttl=ttl),
         }
 
     @guard("database")

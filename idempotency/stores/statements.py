@@ -158,13 +158,20 @@ def _values(connection: BaseDatabaseWrapper, *, claim: bool) -> list[str]:
     """The VALUES of an upsert, column by column: a claim (in progress, with a lease)
     or a completed record (atomic mode's optimistic insert)."""
     now = now_sql(connection)
-    timed = {
+    fixed = {
         "lease_expires_at": later_sql(connection, "lease") if claim else "NULL",
         "created_at": now,
         "completed_at": "NULL" if claim else now,
         "expires_at": later_sql(connection, "ttl"),
+        "recovery_point": "''",
+        "recovery_data": "NULL",
     }
-    return [timed.get(column, f"%({column})s") for column in COLUMNS]
+    if claim:  # a claim's response columns are constants: fewer parameters to send
+        fixed.update(
+            state="'in_progress'", status_code="NULL", response_headers="'[]'",
+            response_body="NULL",
+        )  # fmt: skip
+    return [fixed.get(column, f"%({column})s") for column in COLUMNS]
 
 
 def _conflict(connection: BaseDatabaseWrapper, table: str, *, claim: bool) -> str:
