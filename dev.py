@@ -8,7 +8,8 @@
 Also: ``docs`` (build the documentation site into docs/_build/html, warnings as
 errors; ``docs --serve [[ADDR:]PORT]`` also serves it, by default on 127.0.0.1:8001,
 or a free port when that one is taken), ``demo`` (the double-charge story, live:
-``manage.py retry_storm``), ``lint``
+``manage.py retry_storm``), ``schemathesis`` (every schemathesis check against the
+sample's own OpenAPI schema and server, ``--max-time`` seconds; CI runs it), ``lint``
 (ruff check + ruff format --check, pinned; what CI runs), ``typecheck``, ``bench``,
 ``bench-smoke``, ``chaos`` and ``chaos-smoke`` (the sample under faults); ``--help``
 prints this. The virtualenv lives in ``.venv`` and is (re)installed whenever
@@ -117,6 +118,9 @@ def main(argv: list[str]) -> None:
         sh(PYTHON, "-m", "pytest", *rest)
     elif command == "docs":
         docs(rest)
+    elif command == "schemathesis":
+        install()
+        sh(PYTHON, "-m", "tests.schemathesis_run", *rest)
     elif command == "demo":
         install()
         sh(PYTHON, "manage.py", "migrate", "--noinput", "-v0")

@@ -140,6 +140,16 @@ class AccountDepositApi(APIView):
                 )
             return value
 
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            # DRF skips an empty optional form field as if it were absent; an empty
+            # reference is as invalid in a form as in JSON (what the schema says)
+            data = self.initial_data
+            if hasattr(data, "getlist") and "" in data.getlist("reference"):
+                raise serializers.ValidationError(
+                    {"reference": [_("This field may not be blank.")]}
+                )
+            return attrs
+
     OutputSerializer = LedgerEntryOutputSerializer
 
     @idempotent(required=True)
@@ -171,6 +181,7 @@ class AccountLedgerApi(APIView):
     """
 
     OutputSerializer = LedgerEntryOutputSerializer
+    output_many = True  # a list of entries (the schema says so)
 
     def get(self, request: Request) -> Response:
         account = account_get_or_create_for_user(user=request_user(request))

@@ -13,7 +13,10 @@ is installed and the view is not ``@idempotency_exempt``. Its operations get:
 * the ``Idempotency-Key`` header parameter (required as the view's policy says),
   1 to 255 printable ASCII characters;
 * the ``Idempotent-Replayed`` header on the success responses;
-* 400, 409 (with ``Retry-After``) and 422 ``application/problem+json`` responses.
+* every answer the layer itself can give, as ``application/problem+json``: 400 (key
+  invalid or required), 403 (a key from an anonymous caller), 409 in progress (with
+  ``Retry-After``), 410 (response not stored), 413, 422 (key mismatch) and 503 (store
+  unavailable, not durable or misconfigured).
 
 Views guarded by :class:`~idempotency.tokens.SubmitTokenPermission` or
 ``@require_submit_token`` get the ``X-Submit-Token`` header and the 400/409
@@ -52,6 +55,18 @@ MIDDLEWARE_PATHS = frozenset(
 )
 PROBLEM_COMPONENT = "IdempotencyProblem"
 PRINTABLE_ASCII = "^[\\x20-\\x7E]+$"
+
+# What the server accepts as a key, exactly (see idempotency.http.keys): a bare value of
+# printable ASCII without ", \\, "," or ";" that neither starts nor ends with a space,
+# or an RFC 8941 sf-string whose content is 1 to 255 characters.
+_BARE = "[!#-+\\--:<-\\[\\]-~]"
+_MIDDLE = "[ !#-+\\--:<-\\[\\]-~]"
+_QUOTED = f'"(?:[ !#-\\[\\]-~]|\\\\["\\\\]){{1,{MAX_KEY_LENGTH}}}"'
+#: The ``pattern`` of the header's schema, by ``KEY_SYNTAX``.
+KEY_PATTERNS = {
+    "lenient": f"^(?:{_BARE}(?:{_MIDDLE}{{0,{MAX_KEY_LENGTH - 2}}}{_BARE})?|{_QUOTED})$",
+    "strict": f"^{_QUOTED}$",
+}
 
 PROBLEM_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -112,6 +127,11 @@ def needs_submit_token(view: APIView, method: str) -> bool:
     )
 
 
+def problem_ref(registry: ComponentRegistry) -> dict[str, Any]:
+    """A ``$ref`` to the problem-details schema, registered on first use."""
+    return _problem_ref(registry)
+
+
 def _problem_ref(registry: ComponentRegistry) -> dict[str, Any]:
     component = ResolvedComponent(  # type: ignore[no-untyped-call]
         name=PROBLEM_COMPONENT,
@@ -121,6 +141,17 @@ def _problem_ref(registry: ComponentRegistry) -> dict[str, Any]:
     )
     registry.register_on_missing(component)
     return dict(component.ref)
+
+
+def add_problem(
+    operation: dict[str, Any],
+    status: int,
+    description: str,
+    registry: ComponentRegistry,
+    headers: dict[str, Any] | None = None,
+) -> None:
+    """Document a problem+json answer ``status`` of ``operation`` (descriptions merge)."""
+    _add_problem(operation, status, description, _problem_ref(registry), headers)
 
 
 def _add_problem(
@@ -151,6 +182,8 @@ def document_idempotency(
     """Add the ``Idempotency-Key`` contract to one operation."""
     header = str(idempotency_settings.HEADER)
     required = policy.get_required()
+    strict = idempotency_settings.KEY_SYNTAX == "strict"
+    form = 'an RFC 8941 string: "abc"' if strict else 'bare, or as an RFC 8941 string: "abc"'
     _add_header(
         operation,
         {
@@ -159,15 +192,15 @@ def document_idempotency(
             "required": required,
             "description": (
                 f"{'Required' if required else 'Optional'}: a unique key per logical "
-                f"operation, 1 to {MAX_KEY_LENGTH} printable ASCII characters (bare, or "
-                'as an RFC 8941 string: "abc"). A retry with the same key and request '
-                "replays the first response instead of running it again."
+                f"operation, 1 to {MAX_KEY_LENGTH} printable ASCII characters ({form}; a "
+                'key containing ";" or "," is quoted). A retry with the same key and '
+                "request replays the first response instead of running it again."
             ),
             "schema": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": MAX_KEY_LENGTH,
-                "pattern": PRINTABLE_ASCII,
+                "maxLength": 2 + 2 * MAX_KEY_LENGTH,
+                "pattern": KEY_PATTERNS["strict" if strict else "lenient"],
             },
         },
     )
@@ -178,35 +211,52 @@ def document_idempotency(
                 "schema": {"type": "string", "enum": ["true"]},
             }
     ref = _problem_ref(registry)
-    _add_problem(
-        operation,
-        400,
-        f"The {header} header is malformed"
-        + (
-            " or missing (idempotency-key-invalid, idempotency-key-required)."
-            if required
-            else " (idempotency-key-invalid)."
+    retry_after = {
+        "Retry-After": {
+            "description": "Seconds to wait before retrying with the same key.",
+            "schema": {"type": "integer", "minimum": 1},
+        }
+    }
+    for status, description, headers in (
+        (
+            400,
+            f"The {header} header is malformed (idempotency-key-invalid)"
+            + (" or missing (idempotency-key-required)." if required else "."),
+            None,
         ),
-        ref,
-    )
-    _add_problem(
-        operation,
-        409,
-        "A request with this key is still in progress (idempotency-request-in-progress).",
-        ref,
-        headers={
-            "Retry-After": {
-                "description": "Seconds to wait before retrying with the same key.",
-                "schema": {"type": "integer", "minimum": 1},
-            }
-        },
-    )
-    _add_problem(
-        operation,
-        422,
-        "The key was already used with a different request (idempotency-key-mismatch).",
-        ref,
-    )
+        (
+            403,
+            "A key from an anonymous caller, where keys are only accepted from "
+            "authenticated ones (idempotency-anonymous-not-allowed).",
+            None,
+        ),
+        (
+            409,
+            "A request with this key is still in progress (idempotency-request-in-progress).",
+            retry_after,
+        ),
+        (
+            410,
+            "The request with this key completed, but its response was too large to store, "
+            "so it cannot be replayed; it will not run again (idempotency-response-not-stored).",
+            None,
+        ),
+        (413, "The request body is larger than the server accepts (payload-too-large).", None),
+        (
+            422,
+            "The key was already used with a different request (idempotency-key-mismatch).",
+            None,
+        ),
+        (
+            503,
+            "The idempotency store is unreachable, or its write could not be replicated in "
+            "time, so the request did not run (idempotency-store-unavailable, "
+            "idempotency-store-not-durable); or the store is misconfigured "
+            "(idempotency-store-misconfigured).",
+            retry_after,
+        ),
+    ):
+        _add_problem(operation, status, description, ref, headers=headers)
 
 
 def document_submit_token(operation: dict[str, Any], registry: ComponentRegistry) -> None:

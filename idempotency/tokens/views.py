@@ -143,6 +143,10 @@ class SubmitTokenPermission(BasePermission):
         method = getattr(getattr(request, "_request", None), "method", None) or request.method
         if method in SAFE_METHODS or request.method in SAFE_METHODS:
             return True
+        if str(request.method).lower() not in getattr(view, "http_method_names", ()) or not (
+            hasattr(view, str(request.method).lower())
+        ):
+            return True  # a method the view does not have: DRF answers 405, no token spent
         purpose = self.purpose_for(view)
         user = getattr(request, "user", None)
         if user is None or not user.is_authenticated:
@@ -171,13 +175,25 @@ class SubmitTokenIssueView(APIView):
     class InputSerializer(serializers.Serializer[Any]):
         purpose = serializers.CharField(max_length=MAX_PURPOSE_LENGTH)
 
+    def get_input_serializer_class(self) -> type[serializers.Serializer[Any]]:
+        """The request body: any purpose, or (``allowed_purposes``) one of those, which
+        is also what the OpenAPI schema then says."""
+        allowed = self.allowed_purposes
+        if allowed is None:
+            return self.InputSerializer
+        return type(
+            "InputSerializer",
+            (serializers.Serializer,),
+            {
+                "purpose": serializers.ChoiceField(choices=sorted(allowed)),
+                "__qualname__": f"{type(self).__name__}.OfferedInputSerializer",
+            },
+        )
+
     def post(self, request: Request) -> Response:
-        serializer = self.InputSerializer(data=request.data)
+        serializer = self.get_input_serializer_class()(data=request.data)
         serializer.is_valid(raise_exception=True)
         purpose: str = serializer.validated_data["purpose"]
-        allowed = self.allowed_purposes
-        if allowed is not None and purpose not in allowed:
-            raise serializers.ValidationError({"purpose": ["This purpose is not offered."]})
         issued = issue_token(user_or_scope=request.user, purpose=purpose, ttl=self.token_ttl)
         return Response(
             {

@@ -22,6 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from idempotency import idempotency_exempt
+from idempotency.openapi import KEY_PATTERNS
 from tests.chromium import Chromium
 from tests.testapp import views
 
@@ -64,19 +65,24 @@ def assert_documents_the_key(operation: dict[str, Any], *, required: bool) -> No
     assert key["schema"] == {
         "type": "string",
         "minLength": 1,
-        "maxLength": 255,
-        "pattern": "^[\\x20-\\x7E]+$",
+        "maxLength": 512,
+        "pattern": KEY_PATTERNS["lenient"],
     }
     responses = operation["responses"]
     successes = [code for code in responses if code.startswith("2")]
     assert successes
     for code in successes:
         assert "Idempotent-Replayed" in responses[code]["headers"]
-    for code in ("400", "409", "422"):
+    for code in ("400", "403", "409", "410", "413", "422", "503"):
         content = responses[code]["content"]["application/problem+json"]
         assert content["schema"] == {"$ref": "#/components/schemas/IdempotencyProblem"}
     assert "Retry-After" in responses["409"]["headers"]
+    assert "Retry-After" in responses["503"]["headers"]
     assert "idempotency-key-mismatch" in responses["422"]["description"]
+    assert "idempotency-response-not-stored" in responses["410"]["description"]
+    assert "idempotency-anonymous-not-allowed" in responses["403"]["description"]
+    for code in ("idempotency-store-unavailable", "idempotency-store-misconfigured"):
+        assert code in responses["503"]["description"]
 
 
 def test_the_sample_schema_is_valid_openapi() -> None:
