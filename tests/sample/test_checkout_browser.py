@@ -9,10 +9,12 @@ it as a reset connection would. Charges are counted from the database.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
 import shutil
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -144,6 +146,37 @@ def test_a_lost_answer_is_retried_with_the_same_key_and_charges_once(
     assert charges(shopper) == 1
     assert Account.objects.get(user=shopper).balance == Decimal("1000.00") - order.amount
     assert chromium.evaluate("sessionStorage.length") == 0  # the attempt is over
+
+
+def test_a_request_in_progress_is_retried_after_its_retry_after(
+    chromium: Chromium, shop: str, shopper: User
+) -> None:
+    """The first answer is replaced by the 409 a concurrent duplicate would get: the page
+    waits the answer's Retry-After, then its retry gets the stored payment."""
+    chromium.open(f"{shop}/shop/checkout/", "/shop/checkout/")
+    intercept(chromium, PAY)
+    chromium.click("#pay")
+    first = paused(chromium)
+    body = json.dumps({"code": "idempotency-request-in-progress", "status": 409}).encode()
+    chromium.send(
+        "Fetch.fulfillRequest",
+        {
+            "requestId": first["requestId"],
+            "responseCode": 409,
+            "responseHeaders": [
+                {"name": "Content-Type", "value": "application/problem+json"},
+                {"name": "Retry-After", "value": "2"},
+            ],
+            "body": base64.b64encode(body).decode(),
+        },
+    )
+    answered = time.monotonic()
+    retry = paused(chromium)
+    assert time.monotonic() - answered >= 2.0  # not before the server said
+    assert retry["key"] == first["key"] and retry["replayed"]
+    deliver(chromium, retry)
+    wait_paid(chromium)
+    assert charges(shopper) == 1
 
 
 def test_a_reload_during_the_retry_reuses_the_key(
