@@ -66,3 +66,20 @@ def test_readme_is_a_landing_page_whose_links_resolve() -> None:
     assert targets, "the README links into the docs"
     missing = [t for t in targets if not (README.parent / t).exists()]
     assert missing == []
+
+
+LITERAL_PROBLEM = re.compile(r"problem_response\(\s*(\d{3}),\s*\"([a-z][a-z-]+)\"")
+
+
+def test_problems_answered_outside_the_exception_classes_are_documented() -> None:
+    """The problems page generates the classes' codes; codes the library answers with
+    literally (``problem_response(413, "payload-too-large", ...)``) are written there."""
+    package = DOCS.parent / "idempotency"
+    literal = {
+        (status, code)
+        for path in package.rglob("*.py")
+        for status, code in LITERAL_PROBLEM.findall(path.read_text())
+    }
+    assert literal, "the scan finds the literal problems (payload-too-large at least)"
+    page = (DOCS / "reference" / "problems.md").read_text()
+    assert [c for s, c in literal if f"{s} {c}" not in page] == []
