@@ -35,22 +35,8 @@ HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 #: What a setting's value may be. ``seconds``: a finite number; ``integer``: an int;
 #: ``choice``: one of :attr:`Setting.choices`; ``path``: a dotted path (or the object
 #: itself); ``header``/``headers``: one or a list of header names; ``cache``/``database``:
-#: an alias; ``aliases``: a list of database aliases; ``names``: a list of strings.
-KINDS = (
-    "bool",
-    "text",
-    "seconds",
-    "integer",
-    "choice",
-    "path",
-    "header",
-    "headers",
-    "names",
-    "cache",
-    "database",
-    "aliases",
-)
-
+#: an alias; ``aliases``: a list of database aliases; ``names``: a list of strings. Each
+#: with the type the settings table names it by.
 _LABELS = {
     "bool": "bool",
     "text": "str",
@@ -65,6 +51,7 @@ _LABELS = {
     "database": "str",
     "aliases": "list of str",
 }
+KINDS = tuple(_LABELS)
 
 
 @dataclass(frozen=True)
