@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 from rest_framework.authtoken.models import Token
 
+from tests.testapp.executions import ENV
 from tests.testapp.models import Wallet
 
 DB = "idempotency.stores.DatabaseStore"
@@ -86,3 +88,11 @@ def client_b(other_user: Any) -> Client:
 @pytest.fixture
 def wallet(db: Any) -> Wallet:
     return Wallet.objects.create(pk=1, balance=1000)
+
+
+@pytest.fixture
+def execution_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The file each view body appends its Idempotency-Key to (see tests.testapp.executions)."""
+    path = tmp_path / "executions.log"
+    monkeypatch.setenv(ENV, str(path))
+    yield path

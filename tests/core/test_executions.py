@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from idempotency import idempotent_function
 from tests.beyond.support import run_threads
 from tests.core.conftest import STORE_VARIANTS
 from tests.core.test_concurrency import _client, storm
-from tests.testapp.executions import ENV, executions
+from tests.testapp.executions import executions
 from tests.testapp.models import Wallet
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -44,13 +43,6 @@ INTERFACES: dict[str, tuple[str, dict[str, Any]]] = {
     "middleware-function": ("/t/plain/", {"amount": 1}),
     "middleware-apiview": ("/t/plain-api/", {"amount": 1}),
 }
-
-
-@pytest.fixture
-def execution_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    path = tmp_path / "executions.log"
-    monkeypatch.setenv(ENV, str(path))
-    yield path
 
 
 def fire(user: Any, url: str, key: str, body: dict[str, Any], n: int) -> list[Any]:

@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.test import Client, override_settings
 
 from idempotency import signals
+from idempotency.models import IdempotencyRecord
 from idempotency.stores import get_store
+from tests.testapp.executions import executions
 from tests.testapp.models import Effect, Wallet
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -95,8 +98,18 @@ def test_quoted_and_bare_forms_are_one_key(client_a: Client, wallet: Wallet) -> 
 
 
 def test_key_on_safe_method_is_ignored(client_a: Client, wallet: Wallet) -> None:
-    response = client_a.get("/t/viewset/", **{H: "a,b"})  # even a malformed one
-    assert response.status_code == 200
+    malformed = client_a.get("/t/viewset/", **{H: "a,b"})
+    assert malformed.status_code == 200
+    assert malformed.json() == []
+    key = new_key()
+    post(client_a, "/t/viewset/", {"label": "one", "amount": 1})
+    first = client_a.get("/t/viewset/", **{H: key})
+    post(client_a, "/t/viewset/", {"label": "two", "amount": 1})
+    again = client_a.get("/t/viewset/", **{H: key})
+    assert [e["label"] for e in first.json()] == ["one"]
+    assert [e["label"] for e in again.json()] == ["one", "two"]  # ran again, not replayed
+    assert "Idempotent-Replayed" not in again
+    assert not IdempotencyRecord.objects.filter(key__in=["a,b", key]).exists()
 
 
 def test_other_body_with_same_key_is_422(
@@ -110,11 +123,19 @@ def test_other_body_with_same_key_is_422(
     assert Effect.objects.count() == 1
 
 
-def test_same_key_on_another_endpoint_is_422(client_a: Client, wallet: Wallet) -> None:
+def test_same_key_on_another_endpoint_is_422(
+    client_a: Client, wallet: Wallet, execution_log: Path
+) -> None:
     key = new_key()
-    post(client_a, "/t/api/", {"amount": 5}, key)
+    first = post(client_a, "/t/api/", {"amount": 5}, key)
     response = post(client_a, "/t/function/", {"amount": 5}, key)
     assert response.status_code == 422
+    assert problem(response)["code"] == "idempotency-key-mismatch"
+    assert executions(execution_log)[key] == 1  # the other endpoint's body never ran
+    assert Wallet.objects.get().balance == 995
+    record = IdempotencyRecord.objects.get(key=key)
+    assert (record.route, record.state) == ("/t/api/", "completed")
+    assert bytes(record.response_body) == first.content  # the first answer is kept
 
 
 def test_other_user_with_same_key_runs_for_themselves(
@@ -197,12 +218,17 @@ def test_store_errors_option_keeps_5xx(client_a: Client, wallet: Wallet) -> None
     assert Effect.objects.count() == 1
 
 
-def test_401_is_never_stored_even_with_store_errors(client_a: Client, wallet: Wallet) -> None:
+def test_401_is_never_stored_even_with_store_errors(
+    client_a: Client, wallet: Wallet, execution_log: Path
+) -> None:
     key = new_key()
     with override_settings(IDEMPOTENCY={"STORE_ERRORS": True}):
-        post(client_a, "/t/outcome/?status=401", key=key)
+        first = post(client_a, "/t/outcome/?status=401", key=key)
         again = post(client_a, "/t/outcome/?status=401", key=key)
+    assert first.status_code == again.status_code == 401
     assert "Idempotent-Replayed" not in again
+    assert executions(execution_log)[key] == 2  # the repeat ran: nothing was replayed
+    assert not IdempotencyRecord.objects.filter(key=key).exists()  # released, not stored
 
 
 def test_exception_releases_and_leaves_no_record(

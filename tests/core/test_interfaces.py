@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import uuid
+from importlib import import_module
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,9 +39,20 @@ def post(client: Client, url: str, key: str) -> Any:
     )
 
 
-def test_package_import_is_lazy_and_complete() -> None:
-    for name in idempotency.__all__:
-        assert getattr(idempotency, name) is not None
+def test_package_exports_are_complete() -> None:
+    """Every public name resolves to its module's object, and type checkers see the same
+    names (the ``TYPE_CHECKING`` re-exports); laziness: tests/core/test_layout.py."""
+    tree = ast.parse(Path(idempotency.__file__).read_text())
+    static = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module != "importlib"
+        for alias in node.names
+        if node.module != "__future__" and node.module != "typing"
+    }
+    assert static == set(idempotency.__all__)
+    for name, module in idempotency._EXPORTS.items():
+        assert getattr(idempotency, name) is getattr(import_module(module), name)
     with pytest.raises(AttributeError):
         idempotency.no_such_name  # noqa: B018
 

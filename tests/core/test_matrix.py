@@ -42,10 +42,6 @@ MIDDLEWARE = [
     *settings.MIDDLEWARE,
     "idempotency.IdempotencyMiddleware",
 ]
-#: Atomic mode looks the key up, runs the view and inserts the record last, so concurrent
-#: duplicates of a sync view can all run its body before the unique index stops them. The
-#: claim-first rewrite of atomic mode (on main) fixes it; until then those cells fail.
-ATOMIC_CLAIMS_FIRST = True
 
 
 @dataclass
@@ -262,25 +258,14 @@ def test_first_replay_mismatch_and_unkeyed(
 
 
 def concurrent_params() -> list[Any]:
-    params = []
-    for cell, (_view, _body, is_async) in CELLS.items():
-        for mode in MODES:
-            for transport in ("wsgi", "uvicorn"):
-                marks: list[Any] = [pytest.mark.postgres]
-                if mode == "atomic" and not is_async and not ATOMIC_CLAIMS_FIRST:
-                    marks.append(
-                        pytest.mark.xfail(
-                            reason="atomic mode runs the view before it claims the key "
-                            "(until the claim-first change on main)",
-                            strict=False,
-                        )
-                    )
-                params.append(
-                    pytest.param(
-                        cell, mode, transport, id=f"{cell}-{mode}-{transport}", marks=marks
-                    )
-                )
-    return params
+    return [
+        pytest.param(
+            cell, mode, transport, id=f"{cell}-{mode}-{transport}", marks=pytest.mark.postgres
+        )
+        for cell in CELLS
+        for mode in MODES
+        for transport in ("wsgi", "uvicorn")
+    ]
 
 
 @pytest.mark.parametrize(("cell", "mode", "transport"), concurrent_params())

@@ -44,13 +44,25 @@ def test_pay_and_deposit_require_a_key(api_client: APIClient, user: Any) -> None
 
 
 def test_order_create_takes_an_optional_key(api_client: APIClient) -> None:
-    response = api_client.post(
-        "/api/orders/",
-        {"request_id": "r1", "amount": "3.00"},
-        format="json",
-        HTTP_IDEMPOTENCY_KEY=None,
-    )
-    assert response.status_code == 201
+    def create(request_id: str, idempotency_key: str | None) -> Any:
+        body = {"request_id": request_id, "amount": "3.00"}
+        return api_client.post(
+            "/api/orders/", body, format="json", HTTP_IDEMPOTENCY_KEY=idempotency_key
+        )
+
+    without = create("r1", None)
+    assert without.status_code == 201
+    assert "Idempotent-Replayed" not in without
+    k = key()
+    first = create("r2", k)
+    again = create("r2", k)
+    assert first.status_code == again.status_code == 201
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.content == first.content
+    mismatch = create("r3", k)
+    assert mismatch.status_code == 422
+    assert problem_code(mismatch) == "idempotency-key-mismatch"
+    assert sorted(Order.objects.values_list("request_id", flat=True)) == ["r1", "r2"]
 
 
 def test_deposit_without_reference_happens_once_per_key(api_client: APIClient, user: Any) -> None:
