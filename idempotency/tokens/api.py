@@ -62,8 +62,20 @@ def issue_token(*, user_or_scope: Any, purpose: str, ttl: float | None = None) -
 def issue_submit_token(*, user_or_scope: Any, purpose: str, ttl: float | None = None) -> str:
     """A new one-time token for ``purpose``, bound to a user (``user:<pk>``) or scope string.
 
-    It lives ``ttl`` seconds (default ``SUBMIT_TOKEN_TTL``). Only its SHA-256 hash is
-    stored; the token itself is returned once, here.
+    Only its SHA-256 hash is stored; the token itself is returned once, here.
+
+    Args:
+        user_or_scope: The user the token is for (an authenticated user), or a scope
+            string of your own.
+        purpose: What the token is for, such as ``"order-form"``; it is consumed only
+            for that purpose.
+        ttl: Seconds the token lives (default ``SUBMIT_TOKEN_TTL``).
+
+    Returns:
+        The token, to render into the form or send to the client.
+
+    Raises:
+        StoreUnavailable: The token backend cannot be reached.
     """
     return issue_token(user_or_scope=user_or_scope, purpose=purpose, ttl=ttl).token
 
@@ -71,10 +83,16 @@ def issue_submit_token(*, user_or_scope: Any, purpose: str, ttl: float | None = 
 def consume_submit_token(*, token: str, user_or_scope: Any, purpose: str) -> None:
     """Use ``token`` up, atomically: of concurrent consumers exactly one returns.
 
-    Raises :class:`~idempotency.exceptions.SubmitTokenUsed` (409) when it was already
-    consumed, and :class:`~idempotency.exceptions.SubmitTokenInvalid` (400) when it is
-    unknown, expired, bound to another scope or issued for another purpose (which
-    never consumes it).
+    Args:
+        token: The token the client sent back.
+        user_or_scope: The user (or scope string) it must have been issued to.
+        purpose: The purpose it must have been issued for.
+
+    Raises:
+        SubmitTokenUsed: (409) It was already consumed.
+        SubmitTokenInvalid: (400) It is unknown, expired, bound to another scope or
+            issued for another purpose (which never consumes it).
+        StoreUnavailable: The token backend cannot be reached.
     """
     scope = token_scope(user_or_scope)
     if (
