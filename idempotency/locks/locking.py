@@ -214,10 +214,11 @@ def lock(
 
     Args:
         name: What is locked; every holder of the same name excludes the others.
-        timeout: Seconds the lock is held at most: a holder that dies (or overruns)
-            frees it then. None: until released (PostgreSQL backend: until the
-            holding transaction ends).
-        wait: Seconds to wait for a lock someone else holds; 0 fails at once.
+        timeout: Seconds the lock is held at most: a holder that dies (or hangs)
+            frees it then; keep it above the critical section's longest run, or call
+            :meth:`Lock.extend`. None: only a release frees it.
+        wait: Seconds to wait for a lock someone else holds, polling with jittered
+            backoff; 0 (the default) tries once, None waits forever.
         backend: ``"redis"``, ``"postgres"`` or a backend instance (default
             ``LOCK_BACKEND``).
 
