@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db.models import F
 from django.test import Client, override_settings
 from rest_framework.authtoken.models import Token
 
+from idempotency.models import IdempotencyRecord
+from tests.testapp import views
 from tests.testapp.executions import ENV
 from tests.testapp.models import Wallet
 
@@ -96,3 +100,29 @@ def execution_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     path = tmp_path / "executions.log"
     monkeypatch.setenv(ENV, str(path))
     yield path
+
+
+@pytest.fixture
+def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[views.Gate]:
+    """A fresh gate for ``?hold=1`` bodies; released at the end so no body is left waiting."""
+    fresh = views.Gate()
+    monkeypatch.setattr(views, "HOLD", fresh)
+    yield fresh
+    fresh.release.set()
+
+
+@pytest.fixture
+def age_records() -> Callable[[str, float], None]:
+    """The database store's clock, moved on for one key: ``age_records(key, seconds)`` moves
+    its records' creation, lease and expiry ``seconds`` into the past, as if that much time
+    had passed (on the application's clock and PostgreSQL's alike), without a sleep."""
+
+    def age(key: str, seconds: float) -> None:
+        delta = timedelta(seconds=seconds)
+        IdempotencyRecord.objects.filter(key=key).update(
+            created_at=F("created_at") - delta,
+            expires_at=F("expires_at") - delta,
+            lease_expires_at=F("lease_expires_at") - delta,
+        )
+
+    return age

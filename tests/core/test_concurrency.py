@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from django.test import Client, override_settings
 
 from tests.core.conftest import STORE_VARIANTS, token_client, variant_params
 from tests.testapp.models import Effect, Wallet
+from tests.testapp.views import Gate
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -124,7 +126,7 @@ from django.contrib.auth import get_user_model
 user = get_user_model().objects.get(username="alice")
 client = Client(HTTP_AUTHORIZATION="Token " + Token.objects.get(user=user).key)
 client.force_login(user)
-settings = {"MODE": sys.argv[3], "LEASE": 2}
+settings = {"MODE": sys.argv[3], "LEASE": 60}
 with override_settings(ROOT_URLCONF="tests.core.urls", IDEMPOTENCY=settings):
     print("started", flush=True)
     client.post(sys.argv[1], data='{"amount": 3}', content_type="application/json",
@@ -147,7 +149,8 @@ def _view_is_midway(mode: str, key: str) -> bool:
 
 
 def _crash_midway(url: str, key: str, mode: str) -> None:
-    """A worker process runs the view and is SIGKILLed while the view sleeps inside it."""
+    """A worker process runs the view (``?hold=1``: it never leaves it) and is SIGKILLed
+    there; returns once PostgreSQL has ended its session (its locks are gone)."""
     env = {
         **os.environ,
         "DATABASE_URL": (
@@ -169,20 +172,26 @@ def _crash_midway(url: str, key: str, mode: str) -> None:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
+    deadline = time.monotonic() + 30
+    while mode == "atomic" and _view_is_midway(mode, key):  # until PostgreSQL rolls back
+        assert time.monotonic() < deadline, "PostgreSQL never ended the killed session"
+        time.sleep(0.05)
 
 
-def test_atomic_mode_crash_leaves_no_record_and_no_effect(user: Any, wallet: Wallet) -> None:
+def test_atomic_mode_crash_leaves_no_record_and_no_effect(
+    user: Any, wallet: Wallet, gate: Gate
+) -> None:
     key = str(uuid.uuid4())
-    _crash_midway("/t/api/?sleep=5", key, "atomic")
-    time.sleep(0.3)  # PostgreSQL notices the dead connection and rolls back
+    _crash_midway("/t/api/?hold=1", key, "atomic")
     assert Effect.objects.count() == 0
     assert Wallet.objects.get().balance == 1000
     from idempotency.models import IdempotencyRecord
 
     assert not IdempotencyRecord.objects.filter(key=key).exists()
+    gate.release.set()  # this process's retry runs its body through
     with override_settings(IDEMPOTENCY={"MODE": "atomic"}):
         retry = _client(user).post(
-            "/t/api/?sleep=5",
+            "/t/api/?hold=1",
             data='{"amount": 3}',
             content_type="application/json",
             HTTP_IDEMPOTENCY_KEY=key,
@@ -192,18 +201,19 @@ def test_atomic_mode_crash_leaves_no_record_and_no_effect(user: Any, wallet: Wal
 
 
 def test_lease_mode_dead_owner_blocks_until_lease_ends_then_retry_takes_over(
-    user: Any, wallet: Wallet
+    user: Any, wallet: Wallet, gate: Gate, age_records: Callable[[str, float], None]
 ) -> None:
     key = str(uuid.uuid4())
-    url = "/t/lease-function/?sleep=2"
-    _crash_midway(url, key, "lease")
+    url = "/t/lease-function/?hold=1"
+    _crash_midway(url, key, "lease")  # its lease: 60 s
     client = _client(user)
-    with override_settings(IDEMPOTENCY={"MODE": "lease", "LEASE": 2}):
+    gate.release.set()
+    with override_settings(IDEMPOTENCY={"MODE": "lease"}):
         blocked = client.post(
             url, data='{"amount": 3}', content_type="application/json", HTTP_IDEMPOTENCY_KEY=key
         )
         assert blocked.status_code == 409
-        time.sleep(2.1)  # the dead owner's 2 s lease runs out
+        age_records(key, 61)  # the dead owner's lease runs out
         retry = client.post(
             url, data='{"amount": 3}', content_type="application/json", HTTP_IDEMPOTENCY_KEY=key
         )
@@ -268,40 +278,40 @@ def test_stale_owner_completion_is_fenced_off_over_http(
     assert replay.content != results["slow"].content
 
 
-def test_lock_timeout_bounds_a_duplicates_wait_with_a_409(user: Any, wallet: Wallet) -> None:
+def test_lock_timeout_bounds_a_duplicates_wait_with_a_409(
+    user: Any, wallet: Wallet, gate: Gate
+) -> None:
     """Atomic mode with LOCK_TIMEOUT: a duplicate arriving while the first holds its locks
     answers 409 with Retry-After after the bound instead of waiting the first out."""
     key = str(uuid.uuid4())
     body = '{"amount": 4}'
+    url = "/t/api/?hold=1"
     results: dict[str, Any] = {}
     with override_settings(IDEMPOTENCY={"MODE": "atomic", "LOCK_TIMEOUT": 0.3}):
 
         def first() -> None:
             try:
                 results["first"] = _client(user).post(
-                    "/t/api/?sleep=2",
-                    data=body,
-                    content_type="application/json",
-                    HTTP_IDEMPOTENCY_KEY=key,
+                    url, data=body, content_type="application/json", HTTP_IDEMPOTENCY_KEY=key
                 )
             finally:
                 connection.close()
 
         thread = threading.Thread(target=first)
         thread.start()
-        time.sleep(0.5)  # the first now holds the wallet row inside its transaction
-        started = time.monotonic()
+        assert gate.entered.wait(30)  # the first holds its claim and the wallet row
         duplicate = _client(user).post(
-            "/t/api/?sleep=2", data=body, content_type="application/json", HTTP_IDEMPOTENCY_KEY=key
+            url, data=body, content_type="application/json", HTTP_IDEMPOTENCY_KEY=key
         )
-        waited = time.monotonic() - started
-        thread.join()
+        first_still_running = not gate.release.is_set() and thread.is_alive()
+        gate.release.set()
+        thread.join(30)
         replay = _client(user).post(
-            "/t/api/?sleep=2", data=body, content_type="application/json", HTTP_IDEMPOTENCY_KEY=key
+            url, data=body, content_type="application/json", HTTP_IDEMPOTENCY_KEY=key
         )
     assert duplicate.status_code == 409
     assert duplicate["Retry-After"]
-    assert waited < 1.2  # bounded by the lock timeout, not by the first request's 2 s
+    assert first_still_running  # bounded by the lock timeout, not by the first request
     assert results["first"].status_code == 201
     assert replay["Idempotent-Replayed"] == "true"
     assert Effect.objects.count() == 1

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import json
-import time
+import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client, override_settings
 
 from idempotency import signals
+from idempotency.backoff import Backoff
 from idempotency.models import IdempotencyRecord
 from idempotency.stores import get_store
 from tests.testapp.executions import executions
 from tests.testapp.models import Effect, Wallet
+from tests.testapp.views import Gate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -274,11 +278,13 @@ def test_binary_body_replays_byte_for_byte_without_cookies(
     assert "X-Request-Id" not in again
 
 
-def test_expired_record_runs_again(client_a: Client, wallet: Wallet) -> None:
+def test_expired_record_runs_again(
+    client_a: Client, wallet: Wallet, age_records: Callable[[str, float], None]
+) -> None:
     key = new_key()
-    with override_settings(IDEMPOTENCY={"TTL": 1}):
+    with override_settings(IDEMPOTENCY={"TTL": 60}):
         post(client_a, "/t/api/", key=key)
-        time.sleep(1.3)
+        age_records(key, 61)
         again = post(client_a, "/t/api/", key=key)
     assert "Idempotent-Replayed" not in again
     assert Effect.objects.count() == 2
@@ -307,22 +313,40 @@ def test_in_progress_answers_409_with_retry_after(client_a: Client, wallet: Wall
 
 
 @pytest.mark.postgres
-def test_wait_replays_once_the_first_completes(client_a: Client, wallet: Wallet) -> None:
-    import threading
+def test_wait_replays_once_the_first_completes(
+    client_a: Client, wallet: Wallet, gate: Gate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waiting = threading.Event()
+    pause = Backoff.pause
 
+    def noted_pause(self: Backoff) -> bool:
+        waiting.set()  # the duplicate found the first in progress and waits for it
+        return pause(self)
+
+    monkeypatch.setattr(Backoff, "pause", noted_pause)
     key = new_key()
-    results: list[Any] = []
-    with override_settings(IDEMPOTENCY={"MODE": "lease", "WAIT": 5}):
-        first = threading.Thread(
-            target=lambda: results.append(post(client_a, "/t/api/?sleep=0.5", key=key))
-        )
+    results: dict[str, Any] = {}
+
+    def call(name: str) -> None:
+        try:
+            results[name] = post(client_a, "/t/api/?hold=1", key=key)
+        finally:
+            connection.close()
+
+    with override_settings(IDEMPOTENCY={"MODE": "lease", "WAIT": 30}):
+        first = threading.Thread(target=call, args=("first",))
         first.start()
-        time.sleep(0.2)
-        waited = post(client_a, "/t/api/?sleep=0.5", key=key)
-        first.join()
-    assert waited.status_code == 201
+        assert gate.entered.wait(30)  # the first has claimed the key and runs its body
+        second = threading.Thread(target=call, args=("waited",))
+        second.start()
+        assert waiting.wait(30)
+        gate.release.set()
+        first.join(30)
+        second.join(30)
+    waited = results["waited"]
+    assert results["first"].status_code == waited.status_code == 201
     assert waited["Idempotent-Replayed"] == "true"
-    assert waited.content == results[0].content
+    assert waited.content == results["first"].content
     assert Effect.objects.count() == 1
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -30,6 +31,19 @@ from tests.testapp.executions import record_execution
 from tests.testapp.models import Effect, Wallet
 
 
+class Gate:
+    """Where a body called with ``?hold=1`` stops, inside its transaction after its writes:
+    it sets ``entered`` and waits (30 s at most) for a test to set ``release``."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+
+#: The gate of ``?hold=1`` bodies (the ``gate`` fixture puts a fresh one here per test).
+HOLD = Gate()
+
+
 def _label(request: Any) -> str:
     return str(request.META.get("HTTP_IDEMPOTENCY_KEY", "-"))
 
@@ -48,6 +62,9 @@ def _effect(request: Any) -> Effect:
         Wallet.objects.filter(pk=1).update(balance=F("balance") - amount)
         if delay:
             time.sleep(delay)
+        if request.GET.get("hold"):
+            HOLD.entered.set()
+            HOLD.release.wait(30)
     return effect
 
 
