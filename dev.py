@@ -3,7 +3,8 @@
 
     python3 dev.py run [ADDR:PORT]   # virtualenv, install, migrate, seed the demo, serve
                                      # (default 127.0.0.1:8000; or a bare PORT)
-    python3 dev.py test [PYTEST ARGS]  # the whole test suite (arguments go to pytest)
+    python3 dev.py test [--all] [PYTEST ARGS]  # the test suite (arguments go to pytest);
+                                     # --all adds the slow tiers (servers, browsers, ...)
 
 Also: ``docs`` (build the documentation site into docs/_build/html, warnings as
 errors; ``docs --serve [[ADDR:]PORT]`` also serves it, by default on 127.0.0.1:8001,
@@ -115,6 +116,9 @@ def main(argv: list[str]) -> None:
         sh(PYTHON, "manage.py", "runserver", address, *rest)
     elif command == "test":
         install()
+        if "--all" in rest:  # the slow tiers too (tests/conftest.py), as CI runs them
+            rest.remove("--all")
+            os.environ["IDEMPOTENCY_TEST_ALL"] = "1"
         sh(PYTHON, "-m", "pytest", *rest)
     elif command == "docs":
         docs(rest)

@@ -208,7 +208,7 @@ def transports() -> list[Any]:
     return [
         pytest.param("wsgi", id="wsgi"),
         pytest.param("asgi", id="asgi"),
-        pytest.param("uvicorn", id="uvicorn", marks=pytest.mark.postgres),
+        pytest.param("uvicorn", id="uvicorn", marks=[pytest.mark.postgres, pytest.mark.servers]),
     ]
 
 
@@ -260,7 +260,14 @@ def test_first_replay_mismatch_and_unkeyed(
 def concurrent_params() -> list[Any]:
     return [
         pytest.param(
-            cell, mode, transport, id=f"{cell}-{mode}-{transport}", marks=pytest.mark.postgres
+            cell,
+            mode,
+            transport,
+            id=f"{cell}-{mode}-{transport}",
+            marks=[
+                pytest.mark.postgres,
+                *([pytest.mark.servers] if transport == "uvicorn" else []),
+            ],
         )
         for cell in CELLS
         for mode in MODES
