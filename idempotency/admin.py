@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.utils import flatten_fieldsets
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils import timezone
@@ -149,25 +150,7 @@ class IdempotencyRecordAdmin(_ModelAdmin):
             },
         ),
     )
-    readonly_fields = (
-        "scope",
-        "key",
-        "state",
-        "expired",
-        "method",
-        "route",
-        "fingerprint",
-        "status_code",
-        "headers_table",
-        "response_preview",
-        "created_at",
-        "completed_at",
-        "expires_at",
-        "lease_expires_at",
-        "fence",
-        "recovery_point",
-        "recovery_data",
-    )
+    readonly_fields = flatten_fieldsets(fieldsets)  # every field shown, none editable
 
     # -- permissions: view for staff with the view permission, release for superusers --
 
@@ -224,16 +207,6 @@ class IdempotencyRecordAdmin(_ModelAdmin):
             'max-height: 40em; overflow: auto; margin: 0">{}</pre>',
             preview,
         )
-
-    # -- deleting: always through the store, so the response cache forgets the record --
-
-    def delete_model(self, request: HttpRequest, obj: IdempotencyRecord) -> None:
-        DatabaseStore(using=obj._state.db).delete(obj.scope, obj.key)
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[IdempotencyRecord]) -> None:
-        store = DatabaseStore(using=queryset.db)
-        for scope, key in queryset.values_list("scope", "key").iterator():
-            store.delete(scope, key)
 
     # -- actions ----------------------------------------------------------------------
 

@@ -44,14 +44,9 @@ from idempotency.http.views import policy_of
 from idempotency.problems import PROBLEM_CONTENT_TYPE
 from idempotency.tokens import SubmitTokenPermission
 
-#: The middleware's dotted paths: the package's re-export (the README's), its module,
-#: and the compatibility path before it.
+#: The middleware's dotted paths: the package's re-export (the README's) and its module.
 MIDDLEWARE_PATHS = frozenset(
-    {
-        "idempotency.IdempotencyMiddleware",
-        "idempotency.http.middleware.IdempotencyMiddleware",
-        "idempotency.middleware.IdempotencyMiddleware",
-    }
+    {"idempotency.IdempotencyMiddleware", "idempotency.http.middleware.IdempotencyMiddleware"}
 )
 PROBLEM_COMPONENT = "IdempotencyProblem"
 PRINTABLE_ASCII = "^[\\x20-\\x7E]+$"

@@ -1,4 +1,4 @@
-"""The package's shape: documented dotted paths keep working, and importing is lazy."""
+"""The package's shape: importing is lazy, and no two modules import each other."""
 
 from __future__ import annotations
 
@@ -9,29 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from django.utils.module_loading import import_string
-
 import idempotency
 
 PACKAGE = Path(idempotency.__file__).parent
-
-#: Paths that users may have in their settings, each with the object's home today.
-COMPATIBILITY_PATHS = [
-    (
-        "idempotency.middleware.IdempotencyMiddleware",
-        "idempotency.http.middleware.IdempotencyMiddleware",
-    ),
-    (
-        "idempotency.fingerprints.request_fingerprint",
-        "idempotency.http.fingerprints.request_fingerprint",
-    ),
-]
-
-
-@pytest.mark.parametrize(("old", "new"), COMPATIBILITY_PATHS)
-def test_a_compatibility_path_names_the_same_object(old: str, new: str) -> None:
-    assert import_string(old) is import_string(new)
 
 
 def test_importing_the_package_imports_none_of_its_modules() -> None:

@@ -152,7 +152,6 @@ class ExemptApi(APIView):
     [
         "idempotency.IdempotencyMiddleware",  # what the README lists
         "idempotency.http.middleware.IdempotencyMiddleware",
-        "idempotency.middleware.IdempotencyMiddleware",  # the compatibility path
     ],
 )
 def test_the_middleware_protects_every_view_but_the_exempt_ones(
