@@ -1,34 +1,5 @@
-"""Redis Cluster for django-redis: a connection factory that hands out redis-py's cluster client.
-
-django-redis speaks to one server (or a primary and read replicas) through
-``redis.Redis``; it has no cluster client of its own. Its ``CONNECTION_FACTORY``
-option is the seam: with this factory, ``get_redis_connection(alias)`` returns a
-``redis.cluster.RedisCluster`` that discovers the slots from the ``LOCATION`` node,
-follows ``MOVED``/``ASK`` redirections and refreshes the topology after a failover.
-``RedisStore``, the response cache, Redis submit tokens and Redis locks then run on
-the cluster unchanged::
-
-    CACHES = {
-        "default": {
-            "BACKEND": "django_redis.cache.RedisCache",
-            "LOCATION": "redis://10.0.0.1:6379/0",          # any node; database 0 only
-            "OPTIONS": {
-                "CONNECTION_FACTORY": "idempotency.redis_cluster.ClusterConnectionFactory",
-                # optional keyword arguments of redis.cluster.RedisCluster:
-                "CLUSTER_KWARGS": {"cluster_error_retry_attempts": 3},
-            },
-        }
-    }
-
-Every script of the library touches one key, or keys sharing one hash tag
-(``{...}``), so nothing raises ``CROSSSLOT``. Reads always go to primaries: reading
-an idempotency record from a replica could return a stale answer, so replica reads
-(``read_from_replicas``, ``load_balancing_strategy``) are refused here.
-
-Only what the library uses is guaranteed on a cluster: django-redis cache calls that
-take several keys at once (``get_many``, ``delete_many``, ``keys``) may raise
-``CROSSSLOT`` there, as on any Redis Cluster.
-"""
+"""Redis Cluster for django-redis: a ``CONNECTION_FACTORY`` that hands out redis-py's cluster
+client, primaries only (setup and limits: docs/howto/several-servers.md)."""
 
 from __future__ import annotations
 

@@ -1,34 +1,5 @@
-"""Signals for metrics, logs and audit.
-
-The outcome of a request (or idempotent call) that takes part, one signal each.
-HTTP requests send them with ``request``, ``scope``, ``key``, ``route`` (the URL
-pattern, e.g. ``api/orders/<int:pk>/pay/``, never the path) and ``claim_seconds``
-(how long the store took to decide who owns the key, or ``None``):
-
-* ``first``: the caller owned the key, ran the view and its response was stored.
-* ``replayed``: a stored response was replayed (``request`` or ``None``).
-* ``conflict``: a duplicate arrived while the first was in progress (409).
-* ``mismatch``: a key was reused with a different request (422).
-* ``released``: a claim was released without storing (5xx, exception, transient 4xx).
-* ``stale_owner``: a completion or release came from an owner whose lease was taken over.
-* ``invalid_key``: the key header was malformed, or missing where required (400);
-  sent with ``request``, ``code`` and ``scope``/``key`` ``None`` (a bad key is never sent).
-
-Beyond the request flow:
-
-* ``token_used``: a one-time submit token was presented a second time (409);
-  sent with ``scope`` and ``purpose``.
-* ``lock_not_acquired``: :func:`idempotency.lock` gave up waiting; sent with ``name``.
-* ``store_unavailable``: a store, token or lock backend could not be reached (the
-  request answered 503, a task was retried later); sent with ``store`` (the store's
-  class name), ``exception``, ``backend`` (``"database"``, ``"redis"`` or ``"cache"``),
-  ``operation``, and ``scope``/``key`` (None for tokens and locks).
-* ``response_cache_failed``: the response cache in front of ``DatabaseStore`` raised on
-  ``operation`` (``"get"``, ``"set"`` or ``"delete"``), sent with ``exception``; the
-  database answered instead.
-* ``purged``: a purge of expired records finished; sent with ``deleted`` and
-  ``using`` (the database alias), so metrics can sample the table.
-"""
+"""One Django signal per outcome of a keyed request, call or task, for metrics, logs and audit
+(each signal, when it is sent and its arguments: docs/reference/signals.md)."""
 
 from __future__ import annotations
 
