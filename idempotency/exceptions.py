@@ -219,7 +219,9 @@ class LockNotAcquired(Exception):
 
 
 class StaleOwner(Exception):
-    """A claim was completed or released by an owner whose lease had been taken over."""
+    """A recovery point was saved by a request whose lease had been taken over by another
+    owner (:func:`~idempotency.recovery_point`). A stale completion or release raises
+    nothing: the store refuses it and the ``stale_owner`` signal reports it."""
 
 
 class InProgress(Exception):

@@ -1,25 +1,5 @@
-"""``IdempotencyMiddleware``: opt in every unsafe request of a project at once.
-
-Put it last in ``MIDDLEWARE`` (after authentication). It composes with Django's
-request handling instead of replacing it:
-
-- **Django views** (function views, class-based views, generic views, async
-  views): the middleware wraps the rest of the request (``get_response``), so
-  Django itself still calls the view, with ``ATOMIC_REQUESTS``,
-  ``non_atomic_requests``, other middleware's ``process_view`` and
-  ``process_exception``, template responses and streaming all as usual. The
-  caller is the one ``AuthenticationMiddleware`` found.
-- **DRF views** authenticate inside the view, so the key can only be handled
-  after DRF's ``initial()``: the middleware runs the view class with
-  :class:`~idempotency.http.mixins.IdempotentMixin` mixed in (from
-  ``process_view``), inside the same ``ATOMIC_REQUESTS`` transaction Django
-  would have opened.
-
-Async views, and every view when the middleware chain runs async (ASGI), use
-lease mode unless the view runs in a worker thread (sync views), where atomic
-mode still works. Views marked ``@idempotency_exempt`` and views that handle
-keys themselves (``@idempotent``, ``IdempotentMixin``) are left alone.
-"""
+"""``IdempotencyMiddleware``: ``Idempotency-Key`` on every unsafe request of a project, around
+Django's own request handling (how it composes: docs/howto/middleware.md)."""
 
 from __future__ import annotations
 
