@@ -22,7 +22,7 @@ from accounts.errors import (
     LedgerReferenceConflict,
 )
 from accounts.selectors import ledger_entry_list
-from accounts.serializer_fields import AmountField
+from accounts.serializer_fields import AmountField, IdentifierField
 from accounts.services import REFERENCE_PATTERN, account_deposit, account_get_or_create_for_user
 from idempotency import idempotent
 
@@ -131,7 +131,7 @@ class AccountDepositApi(APIView):
 
     class InputSerializer(serializers.Serializer[Any]):
         amount = AmountField()
-        reference = serializers.RegexField(REFERENCE_PATTERN, max_length=64, required=False)
+        reference = IdentifierField(REFERENCE_PATTERN, max_length=64, required=False)
 
         def validate_reference(self, value: str) -> str:
             if value.startswith(RESERVED_REFERENCE_PREFIXES):

@@ -49,3 +49,16 @@ class AmountField(serializers.Field[Decimal, str, str, Any]):
 
     def to_representation(self, value: Decimal) -> str:
         return str(Decimal(value).quantize(CENT))
+
+
+class IdentifierField(serializers.RegexField):
+    """An identifier (a reference, a request id, a payment number): a JSON string that
+    matches its pattern. DRF's ``CharField`` would turn the number ``0`` into ``"0"``;
+    the schema says "string", and so does this field."""
+
+    default_error_messages = {"not_a_string": _("An identifier is a JSON string.")}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("not_a_string")
+        return str(super().to_internal_value(data))

@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from accounts.api_errors import api_error_for
 from accounts.apis import request_user
 from accounts.permissions import IsMerchant
-from accounts.serializer_fields import AmountField
+from accounts.serializer_fields import AmountField, IdentifierField
 from idempotency import SubmitTokenPermission, idempotency_settings, idempotent
 from orders.errors import (
     CancelRefused,
@@ -113,7 +113,7 @@ class OrderListCreateApi(APIView):
     """
 
     class InputSerializer(serializers.Serializer[Any]):
-        request_id = serializers.RegexField(REQUEST_ID_PATTERN, max_length=64)
+        request_id = IdentifierField(REQUEST_ID_PATTERN, max_length=64)
         amount = AmountField()
 
     OutputSerializer = OrderOutputSerializer

@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 from accounts.api_errors import api_error_for
 from accounts.apis import account_api_error, request_user
 from accounts.errors import AccountError
-from accounts.serializer_fields import AmountField
+from accounts.serializer_fields import AmountField, IdentifierField
 from config.parsers import JSONParser
 from idempotency import (
     IdempotencyRequestInProgress,
@@ -130,7 +130,7 @@ class OrderPayApi(APIView):
     """
 
     class InputSerializer(serializers.Serializer[Any]):
-        pay_no = serializers.RegexField(PAY_NO_PATTERN, max_length=PAY_NO_MAX_LENGTH)
+        pay_no = IdentifierField(PAY_NO_PATTERN, max_length=PAY_NO_MAX_LENGTH)
 
     OutputSerializer = PaymentOutputSerializer
 
@@ -241,7 +241,7 @@ class GatewayCallbackApi(APIView):
     parser_classes = [JSONParser]
 
     class InputSerializer(serializers.Serializer[Any]):
-        trade_no = serializers.RegexField(TRADE_NO_PATTERN, max_length=TRADE_NO_MAX_LENGTH)
+        trade_no = IdentifierField(TRADE_NO_PATTERN, max_length=TRADE_NO_MAX_LENGTH)
         order_id = serializers.IntegerField(min_value=1, max_value=MAX_ORDER_ID)
         amount = AmountField()
         status = serializers.ChoiceField(choices=GatewayPaymentStatus.choices)

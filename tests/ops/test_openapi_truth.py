@@ -90,3 +90,20 @@ def test_an_undeclared_method_on_a_submit_token_view_is_405_and_spends_nothing(
     client.force_login(user)
     response = client.generic("TRACE", "/api/orders/checkout/", HTTP_X_SUBMIT_TOKEN="nope")
     assert response.status_code == 405
+
+
+@pytest.mark.django_db
+def test_an_identifier_sent_as_a_number_is_refused_as_the_schema_says(client: Client) -> None:
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_user(username="numbers", password="pw")
+    client.force_login(user)
+    refused = client.post(
+        "/api/orders/", {"request_id": 0, "amount": "25.00"}, content_type="application/json"
+    )
+    assert refused.status_code == 400
+    assert "request_id" in refused.json()["errors"]
+    accepted = client.post(
+        "/api/orders/", {"request_id": "0", "amount": "25.00"}, content_type="application/json"
+    )
+    assert accepted.status_code == 201
