@@ -32,6 +32,7 @@ SLOW_TIERS = ("browser", "celery_worker", "chaos", "cluster", "docs", "servers")
 TIER_OF = {
     "tests/core/test_client.py": "servers",
     "tests/core/test_server_storm.py": "servers",
+    "tests/core/test_upload_memory.py": "servers",
     "tests/sample/test_client.py": "servers",
     "tests/sample/test_deploy_checks.py": "servers",
     "tests/sample/test_problems_everywhere.py::test_the_readmes_run_command_answers_problems_too": (
