@@ -27,7 +27,7 @@ from idempotency.problems import problem_response
 #: Answers left alone: the admin's and the shop's pages, and the static files.
 HTML_PREFIXES = ("/admin/", "/shop/", "/static/")
 #: Headers of the original answer kept on the problem (``Allow`` of a 405, ...).
-KEPT_HEADERS = ("Allow", "Retry-After", "WWW-Authenticate", "Vary")
+KEPT_HEADERS = ("Allow", "Retry-After", "WWW-Authenticate", "Vary", "Idempotent-Replayed")
 
 #: status -> (code, title, detail)
 PROBLEMS: dict[int, tuple[str, str, str]] = {

@@ -46,7 +46,13 @@ _EXPORTS: dict[str, str] = {
     "IdempotencyScopeUnavailable": "idempotency.exceptions",
     "LockNotAcquired": "idempotency.exceptions",
     "InProgress": "idempotency.exceptions",
-    "FunctionKeyMismatch": "idempotency.calls",
+    "FunctionKeyMismatch": "idempotency.exceptions",
+    "ArgumentsMismatch": "idempotency.exceptions",
+    "ReplayedRecord": "idempotency.calls",
+    "payload_key": "idempotency.arguments",
+    "IdempotencyKeyMissing": "idempotency.exceptions",
+    "StoredError": "idempotency.exceptions",
+    "StoreCorrupted": "idempotency.exceptions",
     "SubmitTokenInvalid": "idempotency.exceptions",
     "SubmitTokenUsed": "idempotency.exceptions",
     "ImproperlyApplied": "idempotency.exceptions",
@@ -79,10 +85,14 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
-    from idempotency.calls import FunctionKeyMismatch as FunctionKeyMismatch
+    from idempotency.arguments import payload_key as payload_key
+    from idempotency.calls import ReplayedRecord as ReplayedRecord
     from idempotency.conf import idempotency_settings as idempotency_settings
+    from idempotency.exceptions import ArgumentsMismatch as ArgumentsMismatch
+    from idempotency.exceptions import FunctionKeyMismatch as FunctionKeyMismatch
     from idempotency.exceptions import IdempotencyError as IdempotencyError
     from idempotency.exceptions import IdempotencyKeyMismatch as IdempotencyKeyMismatch
+    from idempotency.exceptions import IdempotencyKeyMissing as IdempotencyKeyMissing
     from idempotency.exceptions import IdempotencyKeyRequired as IdempotencyKeyRequired
     from idempotency.exceptions import (
         IdempotencyRequestInProgress as IdempotencyRequestInProgress,
@@ -96,6 +106,8 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.exceptions import LockNotAcquired as LockNotAcquired
     from idempotency.exceptions import StaleOwner as StaleOwner
     from idempotency.exceptions import StoreMisconfigured as StoreMisconfigured
+    from idempotency.exceptions import StoreCorrupted as StoreCorrupted
+    from idempotency.exceptions import StoredError as StoredError
     from idempotency.exceptions import StoreNotDurable as StoreNotDurable
     from idempotency.exceptions import StoreUnavailable as StoreUnavailable
     from idempotency.exceptions import SubmitTokenInvalid as SubmitTokenInvalid

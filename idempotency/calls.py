@@ -1,27 +1,30 @@
 """The keyed-call engine that idempotent functions and Celery tasks share.
 
 A call under a key (:class:`KeyedCall`) is claimed in the store with a lease and a
-fencing token, waits for a running owner (:func:`acquire`), returns a completed key's
-stored result (:func:`replayed`) or stores its own (:func:`finish`). Keys come from a
-format string or a callable of the call's arguments (:func:`key_builder`); a record's
-fingerprint names the function or task that owns the key (:func:`fingerprint_of`), so a
-key used by two of them raises :class:`FunctionKeyMismatch`. Results are stored as JSON.
+fencing token (:func:`acquire`, waiting for a running owner), then either returns a
+completed key's stored result (:func:`replayed`) or runs and stores its own
+(:func:`finish`; :func:`fail` for an exception). Keys and argument hashes come from
+:mod:`idempotency.arguments`, stored results from :mod:`idempotency.results`.
+
+A record's fingerprint is 32 hex digits naming the function or task that owns the key
+and 32 hashing its arguments (:func:`call_fingerprint`), so a key used by another
+callable raises :class:`FunctionKeyMismatch` and the same key with other arguments
+:class:`ArgumentsMismatch`. A record stored before arguments were fingerprinted (the
+64-digit name hash, :func:`fingerprint_of`) is still that callable's own.
 
 The flow is the lease mode of the HTTP layer (:mod:`idempotency.http.lease`) over
 the store contract (:mod:`idempotency.stores.base`); atomic mode runs it inside a
-transaction of the store's database (:func:`transaction_for`).
+transaction of the store's database (:func:`run`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import inspect
-import json
 import logging
-import string
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from asgiref.sync import sync_to_async
@@ -29,178 +32,68 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
 from idempotency import signals
+from idempotency.arguments import KeySpec, check_key, key_builder, qualified_name
 from idempotency.backoff import Backoff
-from idempotency.conf import MAX_KEY_LENGTH
-from idempotency.exceptions import IdempotencyKeyMismatch, InProgress, StoreUnavailable
-from idempotency.stores.base import BaseStore, Claim, ClaimStatus, StoredResponse
+from idempotency.exceptions import (
+    ArgumentsMismatch,
+    FunctionKeyMismatch,
+    IdempotencyKeyMismatch,
+    InProgress,
+    StaleOwner,
+    StoreUnavailable,
+)
+from idempotency.results import ResultCodec
+from idempotency.stores.base import BaseStore, Claim, ClaimStatus
+
+__all__ = [
+    "ArgumentsMismatch",
+    "FunctionKeyMismatch",
+    "KeySpec",
+    "KeyedCall",
+    "ReplayedRecord",
+    "check_key",
+    "key_builder",
+    "qualified_name",
+]
 
 logger = logging.getLogger("idempotency")
 
-#: A key: a format string of the call's arguments, or a callable of them.
-KeySpec = str | Callable[..., Any]
-
 #: ``method`` recorded for the admin: which kind of caller claimed a record.
 FUNCTION_METHOD = "FUNCTION"
-#: How a stored result is tagged.
-JSON_CONTENT_TYPE = "application/json"
 
 
-class FunctionKeyMismatch(IdempotencyKeyMismatch, ValueError):
-    """The key is live for a *different* function (or Celery task) in the same scope.
-
-    Two callables share a key only by mistake (a key template too broad, such as
-    ``"{order_id}"`` used by both "pay" and "refund"): instead of returning the
-    other callable's result, the call fails. Make the key name its purpose
-    (``"pay:{order_id}"``) or give each callable its own ``scope``.
-
-    It is a :class:`ValueError` (the key argument is wrong) and an
-    :class:`~idempotency.exceptions.IdempotencyKeyMismatch`, so code that already
-    catches the HTTP layer's mismatch catches this one too (DRF renders it 422).
-    """
-
-    default_code = "idempotency-key-reused-by-another-function"
-    title = "Idempotency key reused by another function"
-
-    def __init__(self, scope: str, key: str, name: str) -> None:
-        super().__init__(
-            f"Idempotency key {key!r} in scope {scope!r} is already used by another "
-            f"function or task than {name}; give each one keys of its own."
-        )
-        self.scope = scope
-        self.key = key
-        self.name = name
-
-
-# -- keys and fingerprints ---------------------------------------------------------------
-
-
-def qualified_name(func: Callable[..., Any]) -> str:
-    module = getattr(func, "__module__", None) or "?"
-    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
-    return f"{module}.{name}"
+# -- fingerprints ------------------------------------------------------------------------
 
 
 def fingerprint_of(kind: str, name: str) -> str:
-    """SHA-256 hex of what owns a key: ``kind`` ("function", "task") and its name."""
+    """SHA-256 hex of what owns a key: ``kind`` ("function", "task") and its name.
+
+    The whole fingerprint of a call whose arguments are not part of it (and of every
+    record stored before they were)."""
     return hashlib.sha256(f"{kind}:{name}".encode()).hexdigest()
 
 
-def check_key(value: Any, *, owner: str) -> str:
-    """``value`` as a key: a non-empty string of at most :data:`MAX_KEY_LENGTH` characters."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
-    if not isinstance(value, str):
-        raise TypeError(
-            f"The idempotency key of {owner} must be a string, got {type(value).__name__}"
-        )
-    if not value:
-        raise ValueError(f"The idempotency key of {owner} is empty")
-    if len(value) > MAX_KEY_LENGTH:
-        raise ValueError(
-            f"The idempotency key of {owner} is {len(value)} characters long; "
-            f"at most {MAX_KEY_LENGTH} are allowed"
-        )
-    return value
+def call_fingerprint(kind: str, name: str, arguments: str | None) -> str:
+    """A call's fingerprint: 32 hex digits of its owner, 32 of its ``arguments`` hash."""
+    owner = fingerprint_of(kind, name)
+    return owner if arguments is None else owner[:32] + arguments[:32]
 
 
-def _template_fields(template: str) -> set[str]:
-    """Root names of the replacement fields of ``template`` ("{order.pk}" -> "order")."""
-    names: set[str] = set()
-    for _text, field, _spec, _conversion in string.Formatter().parse(template):
-        if field is None:
-            continue
-        root = field.split(".", 1)[0].split("[", 1)[0]
-        if not root or root.isdigit():
-            raise ValueError(
-                f"Idempotency key template {template!r}: use named fields such as "
-                "'{order_id}', not positional ones"
-            )
-        names.add(root)
-    return names
+@dataclass(frozen=True, slots=True)
+class ReplayedRecord:
+    """What a replay knows of the record it answered from (``on_replay``, ``replayed``)."""
 
-
-def key_builder(
-    key: KeySpec, func: Callable[..., Any], *, owner: str
-) -> Callable[[tuple[Any, ...], dict[str, Any]], str]:
-    """A function of a call's ``(args, kwargs)`` giving its key (see :func:`idempotent_function`).
-
-    A template is checked against ``func``'s signature at once, so a typo in a field
-    name fails at import time rather than on the first call.
-    """
-    if isinstance(key, str):
-        signature = inspect.signature(func)
-        parameters = signature.parameters
-        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-        unknown = _template_fields(key) - set(parameters)
-        if unknown and not takes_any:
-            raise ValueError(
-                f"Idempotency key template {key!r} of {owner} names "
-                f"{', '.join(sorted(unknown))}, which {owner} has no parameter for "
-                f"(parameters: {', '.join(parameters) or 'none'})"
-            )
-        template = key
-
-        def from_template(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-            try:
-                bound = signature.bind(*args, **kwargs)
-            except TypeError as exc:
-                raise TypeError(f"{owner}: {exc}") from exc
-            bound.apply_defaults()
-            values = dict(bound.arguments)
-            for name, parameter in parameters.items():
-                if parameter.kind is inspect.Parameter.VAR_KEYWORD:
-                    # "{tag}" and "{kwargs[tag]}" both reach a **kwargs argument
-                    for extra, value in values.get(name, {}).items():
-                        values.setdefault(extra, value)
-            try:
-                value = template.format(**values)
-            except (KeyError, AttributeError, IndexError, TypeError, ValueError) as exc:
-                raise ValueError(
-                    f"Idempotency key template {template!r} of {owner} could not be "
-                    f"formatted with the call's arguments: {exc!r}"
-                ) from exc
-            return check_key(value, owner=owner)
-
-        return from_template
-    if callable(key):
-        make = key
-
-        def from_callable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-            return check_key(make(*args, **kwargs), owner=owner)
-
-        return from_callable
-    raise TypeError(
-        f"key must be a format string such as 'pay:{{trade_no}}' or a callable of the "
-        f"arguments, got {key!r}"
-    )
-
-
-# -- results -----------------------------------------------------------------------------
-
-
-def encode_result(value: Any, *, owner: str) -> bytes:
-    """``value`` as stored JSON bytes; :class:`TypeError` when it is not JSON data."""
-    try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            f"{owner} returned a {type(value).__name__} that is not JSON-serialisable "
-            f"({exc}); the result of an idempotent function or task is stored as JSON "
-            "so repeats can return it. Return plain data (dict, list, str, int, float, "
-            "bool or None). The key was released; nothing was stored."
-        ) from exc
-
-
-def decode_result(response: StoredResponse | None) -> Any:
-    if response is None or not response.body:
-        return None
-    return json.loads(response.body)
+    scope: str
+    key: str
+    owner: str
+    #: When the record expires and the key runs again (None: the store does not say).
+    expires_at: datetime | None
 
 
 # -- the flow over the store contract ----------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class KeyedCall:
     """One call under a key: what the store is asked, and how long to wait."""
 
@@ -215,6 +108,14 @@ class KeyedCall:
     method: str = FUNCTION_METHOD
     #: The claim lives in an open transaction of the store's database (atomic mode)
     atomic: bool = False
+    codec: ResultCodec = field(default_factory=lambda: ResultCodec(owner="?"))
+    store_errors: bool = False
+    on_replay: Callable[[Any, ReplayedRecord], Any] | None = None
+    #: The owner-only fingerprint (:func:`fingerprint_of`): records stored with it, before
+    #: arguments were fingerprinted, are this callable's own
+    legacy: str = ""
+    #: Atomic mode, ``store_errors``: the exception to store once its transaction rolled back
+    failed: Exception | None = None
 
     def claim(self) -> Claim:
         return self.store.claim(
@@ -234,12 +135,25 @@ class KeyedCall:
         signals.conflict.send(sender=type(self.store), request=None, scope=self.scope, key=self.key)
         return InProgress(self.scope, self.key)
 
-    def mismatch(self) -> FunctionKeyMismatch:
+    def adopts(self, claim: Claim) -> bool:
+        """A MISMATCH that is this callable's own record after all: one stored without
+        the arguments' hash (or with it, where this call leaves arguments out). The call
+        takes that record's fingerprint and claims again."""
+        stored, legacy = claim.fingerprint, self.legacy
+        if not stored or not legacy or stored[:32] != legacy[:32]:
+            return False
+        if stored == legacy or self.fingerprint == legacy:
+            self.fingerprint = stored
+            return True
+        return False
+
+    def mismatch(self, claim: Claim) -> IdempotencyKeyMismatch:
         signals.mismatch.send(sender=type(self.store), request=None, scope=self.scope, key=self.key)
+        if claim.fingerprint and claim.fingerprint[:32] == self.fingerprint[:32]:
+            return ArgumentsMismatch(self.scope, self.key, self.owner)
         return FunctionKeyMismatch(self.scope, self.key, self.owner)
 
-    def complete(self, claim: Claim, body: bytes) -> bool:
-        response = StoredResponse(200, [("Content-Type", JSON_CONTENT_TYPE)], body)
+    def complete(self, claim: Claim, response: Any) -> bool:
         try:
             done = self.store.complete(
                 self.scope,
@@ -259,7 +173,7 @@ class KeyedCall:
             )
             return False
         if not done:
-            self._stale(claim, "completion")
+            self.stale(claim, "completion")
         return done
 
     def release(self, claim: Claim, reason: BaseException | None = None) -> bool:
@@ -267,7 +181,7 @@ class KeyedCall:
             # the claim is part of the open transaction: rolling it back releases the key
             # (no SQL: after a database error the transaction can run none)
             transaction.set_rollback(True, using=self.store.using)  # type: ignore[attr-defined]
-            self._released(reason)
+            self.released(reason)
             return True
         try:
             released = self.store.release(self.scope, self.key, fence=claim.fence)
@@ -276,17 +190,17 @@ class KeyedCall:
             logger.exception("idempotency: could not release %s/%s", self.scope, self.key)
             return False
         if released:
-            self._released(reason)
+            self.released(reason)
         else:
-            self._stale(claim, "release")
+            self.stale(claim, "release")
         return released
 
-    def _released(self, reason: BaseException | None) -> None:
+    def released(self, reason: BaseException | None) -> None:
         signals.released.send(
             sender=type(self.store), request=None, scope=self.scope, key=self.key, exception=reason
         )
 
-    def _stale(self, claim: Claim, what: str) -> None:
+    def stale(self, claim: Claim, what: str) -> None:
         logger.warning(
             "idempotency: the %s of %s/%s by %s was refused: its lease ran out and another "
             "caller took the key over (fence %s). Raise the lease above the work's longest "
@@ -317,11 +231,6 @@ def runs_atomic(store: BaseStore, mode: str) -> bool:
     return True
 
 
-def transaction_for(store: BaseStore, mode: str) -> AbstractContextManager[Any]:
-    """The transaction a call runs in: the store's own in atomic mode, none in lease mode."""
-    return store.atomic() if runs_atomic(store, mode) else nullcontext()
-
-
 def _free(seen: Claim | None) -> bool:
     """Whether a looked-up state means the key can be claimed (released, or lease over)."""
     if seen is None:
@@ -344,13 +253,16 @@ def acquire(call: KeyedCall) -> Claim:
     """Claim ``call``'s key, waiting up to ``call.wait`` seconds for a running owner.
 
     Returns a CLAIMED, COMPLETED or (the wait ran out) IN_PROGRESS claim; raises
-    :class:`FunctionKeyMismatch` for a key owned by another function.
+    :class:`FunctionKeyMismatch` or :class:`ArgumentsMismatch`.
     """
     backoff = Backoff(call.wait)
     claim = _first_state(call)
     while True:
         if claim.status is ClaimStatus.MISMATCH:
-            raise call.mismatch()
+            if not call.adopts(claim):
+                raise call.mismatch(claim)
+            claim = call.claim()
+            continue
         if claim.status is not ClaimStatus.IN_PROGRESS or not backoff.pause():
             return claim
         seen = call.lookup()
@@ -366,7 +278,10 @@ async def aacquire(call: KeyedCall) -> Claim:
     claim = await sync_to_async(_first_state)(call)
     while True:
         if claim.status is ClaimStatus.MISMATCH:
-            raise call.mismatch()
+            if not call.adopts(claim):
+                raise call.mismatch(claim)
+            claim = await claim_async()
+            continue
         if claim.status is not ClaimStatus.IN_PROGRESS or not await backoff.apause():
             return claim
         seen = await lookup_async()
@@ -374,20 +289,120 @@ async def aacquire(call: KeyedCall) -> Claim:
 
 
 def replayed(call: KeyedCall, claim: Claim) -> Any:
-    """The stored result of a completed key."""
-    signals.replayed.send(sender=type(call.store), request=None, scope=call.scope, key=call.key)
+    """The stored result of a completed key (a stored exception is raised)."""
+    expires = claim.expires_at
+    record = ReplayedRecord(
+        scope=call.scope,
+        key=call.key,
+        owner=call.owner,
+        expires_at=None if expires is None else datetime.fromtimestamp(expires, UTC),
+    )
+    signals.replayed.send(
+        sender=type(call.store),
+        request=None,
+        scope=call.scope,
+        key=call.key,
+        record=record,
+        expires_at=record.expires_at,
+    )
     logger.debug(
         "idempotency: %s/%s already done; returning its stored result", call.scope, call.key
     )
-    return decode_result(claim.response)
+    result = call.codec.decode(claim.response)
+    if call.on_replay is not None:
+        result = call.on_replay(result, record)
+    return result
 
 
 def finish(call: KeyedCall, claim: Claim, result: Any) -> Any:
-    """Store ``result`` under the claimed key and return its JSON round trip."""
+    """Store ``result`` under the claimed key and return what a replay will return."""
     try:
-        body = encode_result(result, owner=call.owner)
-    except TypeError as exc:
+        response = call.codec.encode(result)
+        again = call.codec.decode(response)
+    except (TypeError, ValueError) as exc:
         call.release(claim, exc)
         raise
-    call.complete(claim, body)
-    return json.loads(body)
+    call.complete(claim, response)
+    return again
+
+
+#: Exceptions that never become a stored outcome: the call did not fail, it could not run.
+NOT_STORED: tuple[type[BaseException], ...] = (
+    InProgress,
+    StoreUnavailable,
+    StaleOwner,
+    IdempotencyKeyMismatch,
+)
+
+
+def fail(call: KeyedCall, claim: Claim, exc: BaseException) -> None:
+    """The body raised ``exc``: store it (``store_errors``) or release the key.
+
+    In atomic mode the transaction rolls back with the body's writes; the exception is
+    stored after that (:func:`store_failure`), so a repeat raises it without running."""
+    storable = call.store_errors and isinstance(exc, Exception) and not _not_stored(exc)
+    if storable and call.atomic:
+        call.failed = cast(Exception, exc)
+    elif storable:
+        call.complete(claim, call.codec.encode_error(exc))
+        return
+    call.release(claim, exc)
+
+
+def store_failure(call: KeyedCall) -> None:
+    """Atomic mode: store the exception of a rolled-back call (``store_errors``)."""
+    exc, call.failed = call.failed, None
+    if exc is None:
+        return
+    inserted = call.store.insert_completed(  # type: ignore[attr-defined]
+        call.scope,
+        call.key,
+        fingerprint=call.fingerprint,
+        response=call.codec.encode_error(exc),
+        ttl=call.ttl,
+        method=call.method,
+        route=call.owner,
+    )
+    if not inserted:
+        logger.warning("idempotency: %s/%s: its error was not stored", call.scope, call.key)
+
+
+def run(call: KeyedCall, body: Callable[[], Any]) -> Any:
+    """Run ``body`` under ``call``'s key: replay, refuse (in progress), or run and store."""
+    try:
+        with call.store.atomic() if call.atomic else nullcontext():
+            claim = acquire(call)
+            if claim.status is ClaimStatus.COMPLETED:
+                return replayed(call, claim)
+            if claim.status is not ClaimStatus.CLAIMED:
+                raise call.in_progress()
+            try:
+                result = body()
+            except BaseException as exc:
+                fail(call, claim, exc)
+                raise
+            return finish(call, claim, result)
+    finally:
+        store_failure(call)
+
+
+async def arun(call: KeyedCall, body: Callable[[], Awaitable[Any]]) -> Any:
+    """:func:`run` for async bodies (lease mode)."""
+    claim = await aacquire(call)
+    if claim.status is ClaimStatus.COMPLETED:
+        return await sync_to_async(replayed)(call, claim)
+    if claim.status is not ClaimStatus.CLAIMED:
+        raise call.in_progress()
+    try:
+        result = await body()
+    except BaseException as exc:
+        await sync_to_async(fail)(call, claim, exc)
+        raise
+    return await sync_to_async(finish)(call, claim, result)
+
+
+def _not_stored(exc: BaseException) -> bool:
+    if isinstance(exc, NOT_STORED):
+        return True
+    # Celery's own control flow (Retry, Reject, Ignore) is never a stored outcome
+    return type(exc).__module__.startswith("celery.")

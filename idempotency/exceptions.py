@@ -238,3 +238,98 @@ class InProgress(Exception):
 
 class ImproperlyApplied(ImproperlyConfigured, TypeError):
     """A decorator or mixin was used where it cannot work (it never fails silently)."""
+
+
+class IdempotencyKeyMissing(ValueError):
+    """A function's or task's key has a part that is None or empty (``"pay:{trade_no}"``
+    called with ``trade_no=None``, ``""``, ``[]``, ``{}``): no key is built from it, since
+    every such call would share one. ``optional=True`` runs the call without
+    idempotency instead (and logs a warning)."""
+
+
+class StoredError(Exception):
+    """The replay of an exception stored with ``store_errors=True`` whose type could not
+    be rebuilt from its arguments: it carries the type's dotted name and the message."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(f"{type_name}: {message}")
+        self.type_name = type_name
+        self.message = message
+
+    def __reduce__(self) -> tuple[type[StoredError], tuple[str, str]]:
+        return (type(self), (self.type_name, self.message))
+
+
+class StoreCorrupted(IdempotencyError):
+    """The store holds something under a record's key that is not a record (a foreign
+    value written by other software, or a damaged one). Nothing ran; the key is logged.
+    An operator deletes the value (or picks another ``KEY_PREFIX``)."""
+
+    status_code = status.HTTP_500_INTERNAL_SERVER_ERROR
+    default_detail = _(
+        "The idempotency record of this key is unreadable, so the request was not run."
+    )
+    default_code = "idempotency-record-unreadable"
+    title = "Idempotency record unreadable"
+
+    def __init__(self, detail: str | None = None, *, scope: str = "", key: str = "") -> None:
+        super().__init__(detail)
+        self.scope = scope
+        self.key = key
+
+    def __reduce__(self) -> tuple[type[StoreCorrupted], tuple[str]]:
+        return (type(self), (str(self.detail),))
+
+
+class FunctionKeyMismatch(IdempotencyKeyMismatch, ValueError):
+    """The key is live for a *different* function (or Celery task) in the same scope.
+
+    Two callables share a key only by mistake (a key template too broad, such as
+    ``"{order_id}"`` used by both "pay" and "refund"): instead of returning the
+    other callable's result, the call fails. Make the key name its purpose
+    (``"pay:{order_id}"``) or give each callable its own ``scope``.
+
+    It is a :class:`ValueError` (the key argument is wrong) and an
+    :class:`~idempotency.exceptions.IdempotencyKeyMismatch`, so code that already
+    catches the HTTP layer's mismatch catches this one too (DRF renders it 422).
+    """
+
+    default_code = "idempotency-key-reused-by-another-function"
+    title = "Idempotency key reused by another function"
+
+    def __init__(self, scope: str, key: str, name: str) -> None:
+        super().__init__(
+            f"Idempotency key {key!r} in scope {scope!r} is already used by another "
+            f"function or task than {name}; give each one keys of its own."
+        )
+        self.scope = scope
+        self.key = key
+        self.name = name
+
+    def __reduce__(self) -> tuple[type[FunctionKeyMismatch], tuple[str, str, str]]:
+        return (type(self), (self.scope, self.key, self.name))
+
+
+class ArgumentsMismatch(IdempotencyKeyMismatch, ValueError):
+    """The key is live for the same function or task called with *other arguments*.
+
+    The HTTP layer's 422 for functions: a retry must repeat the call, and a call with
+    other arguments under the same key is a different call (a key template that leaves
+    out something that matters, or a tampered payload). ``fingerprint=`` narrows which
+    arguments count, or turns the check off.
+    """
+
+    default_code = "idempotency-key-reused-with-other-arguments"
+    title = "Idempotency key reused with other arguments"
+
+    def __init__(self, scope: str, key: str, name: str) -> None:
+        super().__init__(
+            f"Idempotency key {key!r} in scope {scope!r} was used by {name} with other "
+            "arguments; a repeat must pass the same ones (see fingerprint=)."
+        )
+        self.scope = scope
+        self.key = key
+        self.name = name
+
+    def __reduce__(self) -> tuple[type[ArgumentsMismatch], tuple[str, str, str]]:
+        return (type(self), (self.scope, self.key, self.name))

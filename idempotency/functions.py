@@ -15,28 +15,35 @@ tasks) over the store contract (:mod:`idempotency.stores.base`):
 
 1. the key is built from the call's arguments (a format string formatted with
    the bound arguments, defaults applied, or a callable of the arguments);
+   A key part that is None or empty raises
+   :class:`~idempotency.exceptions.IdempotencyKeyMissing` (``optional=True``: the
+   call runs without idempotency and logs a warning);
 2. the key is **claimed** in ``scope`` with a lease and a fencing token. The
-   record's fingerprint is the SHA-256 of the function's qualified name, so the
-   same key claimed by two different functions raises
-   :class:`FunctionKeyMismatch` instead of silently returning the other
-   function's result;
+   record's fingerprint names the function and hashes its bound arguments, so the
+   same key claimed by another function raises :class:`FunctionKeyMismatch`, and
+   by this one with other arguments :class:`ArgumentsMismatch` (``fingerprint=``
+   narrows which arguments count);
 3. the key is already **completed**: the stored result is returned, the body
-   does not run. Results are stored as JSON, so falsy results (``0``,
+   does not run (``on_replay(result, record)`` may replace it). Results keep
+   their type (:mod:`idempotency.results`), and falsy results (``0``,
    ``False``, ``{}``, ``[]``, ``None``) are replayed like any other;
 4. the key is **in progress** elsewhere: wait up to ``wait`` seconds for it to
    finish (then return its result), else raise
    :class:`~idempotency.exceptions.InProgress`. A lease that ran out (the owner
    crashed) is taken over;
-5. the key is **claimed**: the body runs. An exception releases the key (a later
-   call runs again) and propagates; a result is JSON-encoded and stored with the
-   fencing token. A result that is not JSON-serialisable releases the key and
-   raises :class:`TypeError` before anything is stored. An owner whose lease was
-   taken over cannot overwrite the new owner's result: its completion is
-   refused and logged as a warning (signal ``stale_owner``).
+5. the key is **claimed**: the body runs, its lease kept alive meanwhile. An
+   exception releases the key (a later call runs again) and propagates
+   (``store_errors=True``: it is stored, and repeats raise it again); a result is
+   encoded and stored with the fencing token. A result that cannot be stored
+   releases the key and raises :class:`TypeError` before anything is stored. An
+   owner whose lease was taken over cannot overwrite the new owner's result: its
+   completion is refused and logged as a warning (signal ``stale_owner``).
 
-**The first call returns what every repeat returns**: the result after a JSON
-round trip (a tuple comes back as a list, dict keys as strings). A caller can
-never depend on something only the first call would give it.
+**The first call returns what every repeat returns**: the result after its
+stored round trip. A caller can never depend on something only the first call
+would give it.
+
+``IDEMPOTENCY = {"ENABLED": False}`` runs every body directly, touching no store.
 
 Sync and async callables both work; an async one runs the store calls through
 :func:`asgiref.sync.sync_to_async` and waits with :func:`asyncio.sleep`.
@@ -49,35 +56,38 @@ the database's unique index instead) and a rollback takes it back.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 
+from idempotency.arguments import FingerprintSpec, arguments_hasher, key_builder, qualified_name
 from idempotency.calls import (
+    ArgumentsMismatch,
     FunctionKeyMismatch,
     KeyedCall,
     KeySpec,
-    aacquire,
-    acquire,
+    ReplayedRecord,
+    arun,
+    call_fingerprint,
     fingerprint_of,
-    finish,
-    key_builder,
-    qualified_name,
-    replayed,
+    run,
     runs_atomic,
-    transaction_for,
 )
 from idempotency.conf import MODES, idempotency_settings
-from idempotency.exceptions import ImproperlyApplied
+from idempotency.exceptions import IdempotencyKeyMissing, ImproperlyApplied
+from idempotency.results import ResultCodec, Serializer, return_annotation
 from idempotency.stores import get_store
-from idempotency.stores.base import ClaimStatus
 
 __all__ = [
+    "ArgumentsMismatch",
     "FunctionKeyMismatch",
     "IdempotentCallable",
     "idempotent_function",
 ]
+
+logger = logging.getLogger("idempotency")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -107,6 +117,10 @@ class IdempotentCallable(Protocol[P, R_co]):
         ...
 
 
+def unkeyed(owner: str, exc: IdempotencyKeyMissing) -> None:
+    logger.warning("idempotency: %s runs without idempotency (optional key): %s", owner, exc)
+
+
 # -- the decorator -----------------------------------------------------------------------
 
 
@@ -119,22 +133,30 @@ def idempotent_function(
     store: Any = None,
     wait: float | None = None,
     mode: str = "lease",
+    optional: bool = False,
+    fingerprint: FingerprintSpec = None,
+    serializer: Serializer | None = None,
+    store_errors: bool = False,
+    on_replay: Callable[[Any, ReplayedRecord], Any] | None = None,
 ) -> Callable[[Callable[P, R]], IdempotentCallable[P, R]]:
     """Make a callable run at most once per key; repeats return the stored result.
 
     ``key``
         A format string formatted with the call's bound arguments (defaults applied;
-        attribute and index access work: ``"refund:{order.pk}"``), or a callable
-        receiving the same arguments as the function and returning the key. Keys are
-        1 to 255 characters. Name the operation in them (``"pay_callback:{trade_no}"``,
-        ``"msg_{message_id}_{consumer}"``); never a timestamp or a bare user id.
+        attribute and index access work: ``"refund:{order.pk}"``), a callable
+        receiving the same arguments as the function and returning the key, or
+        :func:`~idempotency.arguments.payload_key`. Keys are 1 to 255 characters. Name
+        the operation in them (``"pay_callback:{trade_no}"``); never a timestamp or a
+        bare user id. A part that is None or empty raises
+        :class:`~idempotency.exceptions.IdempotencyKeyMissing` (a ``ValueError``).
     ``scope``
         Namespace of the keys (default ``"functions"``); a key is unique per scope.
     ``ttl``
         Seconds a result is kept and returned to repeats (default: the ``TTL`` setting).
     ``lease``
-        Seconds a claim is owned before a repeat may take it over, for when the owner
-        crashed (default: the ``LEASE`` setting). Keep it above the longest run time.
+        Seconds a claim is owned before a repeat may take it over (default: the
+        ``LEASE`` setting). A running body's lease is kept alive, so it only runs out
+        when the owner died.
     ``store``
         A store instance, class or dotted path (default: the ``STORE`` setting).
     ``wait``
@@ -147,10 +169,25 @@ def idempotent_function(
         them and a concurrent repeat waits on the record's unique index, then returns the
         committed result), or ``"auto"`` (atomic where the store supports it, else lease).
         Atomic mode is for functions whose effects all live in the database; sync only.
+    ``optional``
+        A key part that is None or empty runs the call without idempotency (logged as a
+        warning) instead of raising.
+    ``fingerprint``
+        What a repeat must match (else :class:`ArgumentsMismatch`): every bound argument
+        (None, the default), the named ones (``["order_id", "amount"]``), what a callable
+        of the arguments returns, or nothing (``False``).
+    ``serializer``
+        An object with ``dumps(value)`` and ``loads(data)`` storing the result instead of
+        the typed JSON of :mod:`idempotency.results`.
+    ``store_errors``
+        Store an exception of the body too: repeats raise it again instead of running.
+    ``on_replay``
+        ``on_replay(result, record)`` is called on each replay with the stored result and
+        a :class:`~idempotency.calls.ReplayedRecord` (scope, key, expiry); its return
+        value is what the call returns.
 
     The wrapper has ``key_for(*args, **kwargs)`` (the key of a call) and
     ``forget(*args, **kwargs)`` / ``aforget`` (delete that record so it runs again).
-    Raises :class:`FunctionKeyMismatch` when the key belongs to another function.
     """
     if callable(key) and isinstance(key, type):
         raise TypeError("key must be a format string or a function of the arguments")
@@ -160,45 +197,54 @@ def idempotent_function(
     def decorate(func: Callable[P, R]) -> IdempotentCallable[P, R]:
         if not callable(func):
             raise TypeError(f"@idempotent_function decorates callables, got {func!r}")
-        if mode == "atomic" and iscoroutinefunction(func):
-            raise ImproperlyApplied("Async functions cannot use atomic mode; use mode='lease'.")
         async_func_given = iscoroutinefunction(func)
+        if mode == "atomic" and async_func_given:
+            raise ImproperlyApplied("Async functions cannot use atomic mode; use mode='lease'.")
         owner = qualified_name(func)
         build = key_builder(key, func, owner=owner)
-        fingerprint = fingerprint_of("function", owner)
+        hasher = arguments_hasher(fingerprint, func, owner=owner)
+        legacy = fingerprint_of("function", owner)
+        codec = ResultCodec(owner=owner, annotation=return_annotation(func), serializer=serializer)
 
-        def keyed(args: tuple[Any, ...], kwargs: dict[str, Any]) -> KeyedCall:
+        def keyed(args: tuple[Any, ...], kwargs: dict[str, Any]) -> KeyedCall | None:
+            """The call under its key; None to run the body plainly."""
+            if not idempotency_settings.ENABLED:
+                return None
+            try:
+                call_key = build(args, kwargs)
+            except IdempotencyKeyMissing as exc:
+                if not optional:
+                    raise
+                unkeyed(owner, exc)
+                return None
             settings = idempotency_settings
             resolved = get_store(store)
+            arguments = hasher(args, kwargs) if hasher is not None else None
             return KeyedCall(
                 store=resolved,
                 scope=scope,
-                key=build(args, kwargs),
-                fingerprint=fingerprint,
+                key=call_key,
+                fingerprint=call_fingerprint("function", owner, arguments),
+                legacy=legacy,
                 owner=owner,
                 lease=float(settings.LEASE if lease is None else lease),
                 ttl=float(settings.TTL if ttl is None else ttl),
                 wait=float(settings.WAIT if wait is None else wait),
                 atomic=mode != "lease" and not async_func_given and runs_atomic(resolved, mode),
+                codec=codec,
+                store_errors=store_errors,
+                on_replay=on_replay,
             )
 
         wrapper: Any
-        if iscoroutinefunction(func):
+        if async_func_given:
             async_func = cast(Callable[..., Awaitable[Any]], func)
 
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 call = keyed(args, kwargs)
-                claim = await aacquire(call)
-                if claim.status is ClaimStatus.COMPLETED:
-                    return replayed(call, claim)
-                if claim.status is not ClaimStatus.CLAIMED:
-                    raise call.in_progress()
-                try:
-                    result = await async_func(*args, **kwargs)
-                except BaseException as exc:
-                    await sync_to_async(call.release)(claim, exc)
-                    raise
-                return await sync_to_async(finish)(call, claim, result)
+                if call is None:
+                    return await async_func(*args, **kwargs)
+                return await arun(call, lambda: async_func(*args, **kwargs))
 
             wrapper = functools.wraps(func)(async_wrapper)
             markcoroutinefunction(wrapper)
@@ -206,18 +252,9 @@ def idempotent_function(
 
             def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
                 call = keyed(args, kwargs)
-                with transaction_for(call.store, mode):
-                    claim = acquire(call)
-                    if claim.status is ClaimStatus.COMPLETED:
-                        return replayed(call, claim)
-                    if claim.status is not ClaimStatus.CLAIMED:
-                        raise call.in_progress()
-                    try:
-                        result = func(*args, **kwargs)
-                    except BaseException as exc:
-                        call.release(claim, exc)
-                        raise
-                    return finish(call, claim, result)
+                if call is None:
+                    return func(*args, **kwargs)
+                return run(call, lambda: func(*args, **kwargs))
 
             wrapper = functools.wraps(func)(sync_wrapper)
 

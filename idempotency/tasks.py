@@ -16,77 +16,37 @@ schedule that fires twice. :class:`IdempotentTask` turns that into
     @idempotent_task(key="msg_{message_id}_{consumer}", autoretry_for=(IOError,))
     def consume(message_id: str, consumer: str, payload: dict) -> dict: ...
 
-How a delivery is handled (the lease mode of the store contract, as in
-:mod:`idempotency.functions`):
+How a delivery is handled (the keyed-call engine of :mod:`idempotency.calls`):
 
-* **key**: ``idempotency_key = None`` (the default) uses the task id, so the same
-  message delivered twice, or published twice with the same ``task_id``, is a
-  duplicate. A format string (formatted with the task's bound arguments) or a
-  callable of the arguments derives it from the message instead, so two
-  *different* messages carrying the same business id are duplicates too. A task
-  called directly (``task(...)``, no task id) with the default key just runs.
-* **completed**: a duplicate is acknowledged and skipped; it returns the stored
-  result (as a JSON round trip, like the first run's return value).
-* **claimed**: the task runs. An exception (``self.retry()`` and
-  ``autoretry_for`` included) **releases** the key before the retry message is
-  published, so Celery's retry runs the task again. The result is stored as
-  JSON (a non-JSON result releases the key and fails with :class:`TypeError`).
-* **in progress**: another delivery of the key is running, or its worker died
-  without acknowledging. The duplicate is not dropped (the work could be lost
-  with the dead worker): it is published again with a countdown of the rest of
-  the lease and this delivery ends in state RETRY. Once the lease has passed,
-  the next delivery takes the key over and runs the work. A deferral is **not**
-  a retry of the task: ``request.retries`` stays as it was, ``max_retries`` is
-  never spent by deferrals, and nothing is set on the task instance (which
-  every delivery in a worker shares). Under
-  ``task_always_eager`` (or a direct call) an in-progress key raises
+* **key**: the task id by default (a direct call without one just runs), or derived
+  from the message (``idempotency_key``), so different messages carrying the same
+  business id are duplicates too.
+* **completed**: a duplicate is acknowledged and skipped; it returns the stored result.
+* **claimed**: the task runs, its lease kept alive. An exception (``self.retry()`` and
+  ``autoretry_for`` included) **releases** the key before the retry is published.
+* **in progress**: another delivery runs the key, or its worker died unacknowledged.
+  The duplicate is published again with a countdown of the rest of the lease and ends
+  in state RETRY; once the lease has passed, the next delivery takes the key over. A
+  deferral is **not** a retry: ``request.retries`` and ``max_retries`` are untouched
+  and nothing is set on the shared task instance. Eager and direct calls raise
   :class:`~idempotency.exceptions.InProgress` instead.
-* **fencing**: a worker whose lease was taken over (it was only slow, not dead)
-  cannot overwrite the new owner's result: its completion is refused and logged
-  as a warning.
-
-**Groups and chords.** Each task of a group or a chord is keyed on its own (by its
-task id, unless ``idempotency_key`` derives the key from the arguments). A duplicate
-delivery of a header task is acknowledged and returns the stored result, which the
-result backend receives again: Celery's Redis result backend records each header
-task once (by task id), so the chord still counts every part once and dispatches its
-body once. A duplicate delivery of the body, or the same chord published again with
-the same task ids, runs nothing again either: every task returns its stored result.
-A chord published again with *new* task ids and the default key runs again; derive
-the keys from the message (``idempotency_key=...``) when a publisher may do that.
-Other result backends may count a redelivered header task twice: use the Redis
-backend for chords of idempotent tasks, or give the body an idempotent key of its own.
+* **fencing**: a worker whose lease was taken over cannot overwrite the new owner's
+  result (refused and logged). Groups and chords: see the README's "Celery tasks".
 
 ``acks_late`` and ``reject_on_worker_lost`` default to True on
 :class:`IdempotentTask`: the message is acknowledged only after the task ran, so
 a worker killed mid-task gets it redelivered, and the key makes that safe.
 
 Options (class attributes, or task options of ``app.task``/``shared_task``):
-
-``idempotency_key``
-    None (task id), a format string of the arguments, or a callable of them.
-``idempotency_scope``
-    Namespace of the keys, default ``"tasks"``. The record's fingerprint is the
-    task's name, so one key claimed by two tasks raises
-    :class:`~idempotency.functions.FunctionKeyMismatch` (the task fails).
-``idempotency_lease``
-    Seconds a delivery owns its key before a redelivery may take it over. Default:
-    the task's hard ``time_limit`` (or ``task_time_limit``) when set, since the
-    worker kills the task by then, else the ``LEASE`` setting. Keep it above the
-    task's longest run.
-``idempotency_ttl``
-    Seconds the result is kept (default: the ``TTL`` setting).
-``idempotency_wait``
-    Seconds a duplicate first waits for a running owner to finish (default 0:
-    defer at once).
-``idempotency_store``
-    Store instance, class or dotted path (default: the ``STORE`` setting).
-``idempotency_mode``
-    ``"lease"`` (default), ``"atomic"`` or ``"auto"``, as for
-    :func:`~idempotency.functions.idempotent_function`: in atomic mode (database store)
-    the claim, the task's database writes and its stored result commit in one
-    transaction, so a worker killed mid-task leaves nothing behind and its redelivery
-    runs at once, with no lease to wait out.
+``idempotency_key`` (None: the task id; a format string, ``payload_key`` or callable of
+the arguments), ``idempotency_scope`` (default ``"tasks"``), ``idempotency_lease``
+(default: the task's hard ``time_limit``, else the ``LEASE`` setting; kept alive while
+the task runs), ``idempotency_ttl``, ``idempotency_wait`` (default 0: defer at once),
+``idempotency_store``, ``idempotency_mode``, ``idempotency_optional``,
+``idempotency_fingerprint`` (a redelivery with other arguments fails with
+:class:`~idempotency.exceptions.ArgumentsMismatch`, without running and without
+retrying), ``idempotency_serializer``, ``idempotency_store_errors`` and
+``idempotency_on_replay``: each as for :func:`~idempotency.functions.idempotent_function`.
 
 Also here: the Celery beat tasks ``idempotency.purge_expired_records`` and
 ``idempotency.purge_expired_submit_tokens``.
@@ -98,26 +58,31 @@ import contextvars
 import inspect
 import logging
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, NoReturn, ParamSpec, TypeVar, cast, overload
+from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from celery import Celery, Task, shared_task
-from celery.exceptions import Reject, Retry
 
-from idempotency import signals
+from idempotency.arguments import FingerprintSpec, arguments_hasher
+from idempotency.beat import purge_expired_records_task, purge_expired_submit_tokens_task
 from idempotency.calls import (
     KeyedCall,
     KeySpec,
     acquire,
+    call_fingerprint,
+    fail,
     fingerprint_of,
     finish,
     key_builder,
     replayed,
     runs_atomic,
-    transaction_for,
+    store_failure,
 )
 from idempotency.conf import MODES, idempotency_settings
-from idempotency.exceptions import ImproperlyApplied, StoreUnavailable
+from idempotency.exceptions import IdempotencyKeyMissing, ImproperlyApplied, StoreUnavailable
+from idempotency.redelivery import Redelivery
+from idempotency.results import ResultCodec, return_annotation
 from idempotency.stores import get_store
 from idempotency.stores.base import Claim, ClaimStatus
 
@@ -135,8 +100,6 @@ R = TypeVar("R")
 
 #: ``method`` recorded for the admin: the record was claimed by a Celery task.
 TASK_METHOD = "TASK"
-#: Shortest countdown of a deferred duplicate, so a retry never spins.
-MIN_DEFER_SECONDS = 0.5
 
 
 @dataclass
@@ -153,13 +116,18 @@ class _Running:
             self.released = True
             self.call.release(self.claim, reason)
 
+    def fail(self, reason: BaseException) -> None:
+        if not self.released:
+            self.released = True
+            fail(self.call, self.claim, reason)
+
 
 _running: contextvars.ContextVar[_Running | None] = contextvars.ContextVar(
     "idempotency_running_task", default=None
 )
 
 
-class IdempotentTask(Task[Any, Any]):
+class IdempotentTask(Redelivery):
     """Celery task base class: a duplicate delivery of a key returns the stored result.
 
     See the module documentation for the flow and the options.
@@ -175,29 +143,52 @@ class IdempotentTask(Task[Any, Any]):
     idempotency_wait: float = 0.0
     idempotency_store: Any = None
     idempotency_mode: str = "lease"
-
-    _idempotency_builder: Callable[[tuple[Any, ...], dict[str, Any]], str] | None = None
+    idempotency_optional: bool = False
+    idempotency_fingerprint: FingerprintSpec = None
+    idempotency_serializer: Any = None
+    idempotency_store_errors: bool = False
+    idempotency_on_replay: Any = None
 
     # -- configuration hooks ---------------------------------------------------------
 
-    def _key_spec(self) -> KeySpec | None:
+    def _option(self, name: str) -> Any:
         # read statically: a function stored as a class attribute must not become a method
-        spec = inspect.getattr_static(self, "idempotency_key", None)
-        if isinstance(spec, staticmethod | classmethod):
-            spec = spec.__get__(self, type(self))
-        return cast("KeySpec | None", spec)
+        value = inspect.getattr_static(self, name, None)
+        if isinstance(value, staticmethod | classmethod):
+            value = value.__get__(self, type(self))
+        return value
+
+    def _derived(self, name: str, make: Callable[[], Any]) -> Any:
+        """Built once per task from its options (key builder, hasher, codec)."""
+        cache = self.__dict__.setdefault("_idempotency_derived", {})
+        if name not in cache:
+            cache[name] = make()
+        return cache[name]
 
     def get_idempotency_key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
         """The key of this delivery, or None to run it without idempotency."""
-        spec = self._key_spec()
+        spec = cast("KeySpec | None", self._option("idempotency_key"))
         if spec is None:
             task_id = self.request.id
             return None if self.request.called_directly or not task_id else str(task_id)
-        builder = self.__dict__.get("_idempotency_builder")
-        if builder is None:
-            builder = key_builder(spec, self.run, owner=f"task {self.name}")
-            self._idempotency_builder = builder
-        return builder(args, kwargs)
+        builder = self._derived(
+            "key", lambda: key_builder(spec, self.run, owner=f"task {self.name}")
+        )
+        try:
+            return cast(str, builder(args, kwargs))
+        except IdempotencyKeyMissing as exc:
+            if not self.idempotency_optional:
+                raise
+            logger.warning("idempotency: task %s runs without idempotency: %s", self.name, exc)
+            return None
+
+    def get_idempotency_fingerprint(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        """This delivery's fingerprint: the task's name, and the hash of its arguments."""
+        spec = self._option("idempotency_fingerprint")
+        hasher = self._derived(
+            "hasher", lambda: arguments_hasher(spec, self.run, owner=f"task {self.name}")
+        )
+        return call_fingerprint("task", self.name, None if hasher is None else hasher(args, kwargs))
 
     def get_idempotency_lease(self) -> float:
         if self.idempotency_lease is not None:
@@ -208,22 +199,36 @@ class IdempotentTask(Task[Any, Any]):
         return float(idempotency_settings.LEASE)
 
     def idempotent_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> KeyedCall | None:
+        if not idempotency_settings.ENABLED:
+            return None
         key = self.get_idempotency_key(args, kwargs)
         if key is None:
             return None
         ttl = self.idempotency_ttl
         store = get_store(self.idempotency_store)
+        codec = self._derived(
+            "codec",
+            lambda: ResultCodec(
+                owner=f"task {self.name}",
+                annotation=return_annotation(self.run),
+                serializer=self._option("idempotency_serializer"),
+            ),
+        )
         return KeyedCall(
             store=store,
             scope=self.idempotency_scope,
             key=key,
-            fingerprint=fingerprint_of("task", self.name),
+            fingerprint=self.get_idempotency_fingerprint(args, kwargs),
+            legacy=fingerprint_of("task", self.name),
             owner=self.name,
             lease=self.get_idempotency_lease(),
             ttl=float(idempotency_settings.TTL if ttl is None else ttl),
             wait=float(self.idempotency_wait or 0.0),
             method=TASK_METHOD,
             atomic=runs_atomic(store, self.idempotency_mode),
+            codec=codec,
+            store_errors=bool(self.idempotency_store_errors),
+            on_replay=self._option("idempotency_on_replay"),
         )
 
     # -- the flow --------------------------------------------------------------------
@@ -232,8 +237,11 @@ class IdempotentTask(Task[Any, Any]):
         call = self.idempotent_call(args, kwargs)
         if call is None:
             return super().__call__(*args, **kwargs)
-        with transaction_for(call.store, self.idempotency_mode):
-            return self._run_keyed(call, args, kwargs)
+        try:
+            with call.store.atomic() if call.atomic else nullcontext():
+                return self._run_keyed(call, args, kwargs)
+        finally:
+            store_failure(call)
 
     def _run_keyed(self, call: KeyedCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         try:
@@ -255,7 +263,7 @@ class IdempotentTask(Task[Any, Any]):
         try:
             result = super().__call__(*args, **kwargs)
         except BaseException as exc:
-            running.release(exc)
+            running.fail(exc)
             raise
         finally:
             _running.reset(token)
@@ -263,75 +271,6 @@ class IdempotentTask(Task[Any, Any]):
             # the body called self.retry() and swallowed its Retry: nothing to store
             return result
         return finish(call, claim, result)
-
-    def _retry_unavailable(
-        self,
-        call: KeyedCall,
-        exc: StoreUnavailable,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> NoReturn:
-        """The store is unreachable, so the body did not run: deliver the message again
-        later, as :meth:`_defer` does (no retry budget spent: an outage is not the task's
-        failure). Eager and direct calls raise :class:`StoreUnavailable` instead."""
-        request = self.request
-        if request.called_directly or request.is_eager:
-            raise exc
-        countdown = max(float(exc.retry_after), MIN_DEFER_SECONDS)
-        logger.warning(
-            "idempotency: task %s[%s] key %s: the store is unreachable; deferred %.1f s",
-            self.name,
-            request.id,
-            call.key,
-            countdown,
-        )
-        self._republish(args, kwargs, countdown, f"store unreachable for key {call.key}", exc)
-
-    def _defer(
-        self, call: KeyedCall, claim: Claim, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> NoReturn:
-        """A delivery of a key still in progress: run again once its lease has passed.
-
-        The message is published again with a countdown and the same ``retries`` count,
-        then this delivery ends as Celery's ``Retry`` does (acknowledged, state RETRY).
-        Unlike ``Task.retry`` it spends none of the task's retry budget and sets nothing
-        on the task instance, which every delivery in the worker shares.
-        """
-        request = self.request
-        if request.called_directly or request.is_eager:
-            raise call.in_progress()
-        signals.conflict.send(sender=type(call.store), request=None, scope=call.scope, key=call.key)
-        countdown = max(float(claim.retry_after), MIN_DEFER_SECONDS)
-        logger.info(
-            "idempotency: task %s[%s] key %s is in progress elsewhere; deferred %.1f s",
-            self.name,
-            request.id,
-            call.key,
-            countdown,
-        )
-        self._republish(args, kwargs, countdown, f"key {call.key} is in progress elsewhere")
-
-    def _republish(
-        self,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        countdown: float,
-        reason: str,
-        exc: Exception | None = None,
-    ) -> NoReturn:
-        """Publish this delivery again after ``countdown`` with the same ``retries`` count,
-        and end this one as Celery's ``Retry`` does (acknowledged, state RETRY)."""
-        request = self.request
-        deferred = self.signature_from_request(
-            request, args, kwargs, countdown=countdown, retries=request.retries
-        )
-        try:
-            deferred.apply_async()
-        except Exception as publish_error:
-            # not re-published: hand the message back to the broker rather than lose it
-            raise Reject(publish_error, requeue=True) from publish_error
-        when: Any = countdown  # the stubs want numbers.Real, which float is at runtime
-        raise Retry(reason, exc=exc, when=when, sig=deferred)
 
     def retry(self, *args: Any, **kwargs: Any) -> Any:
         """Celery's retry, after releasing this delivery's key (so the retry can claim it).
@@ -360,6 +299,11 @@ def idempotent_task(
     store: Any = None,
     wait: float = 0.0,
     mode: str = "lease",
+    optional: bool = False,
+    fingerprint: FingerprintSpec = None,
+    serializer: Any = None,
+    store_errors: bool = False,
+    on_replay: Callable[..., Any] | None = None,
     **options: Any,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 def idempotent_task(
@@ -374,15 +318,20 @@ def idempotent_task(
     store: Any = None,
     wait: float = 0.0,
     mode: str = "lease",
+    optional: bool = False,
+    fingerprint: FingerprintSpec = None,
+    serializer: Any = None,
+    store_errors: bool = False,
+    on_replay: Callable[..., Any] | None = None,
     **options: Any,
 ) -> Any:
     """Declare an idempotent Celery task: ``app.task`` (or ``shared_task``) with
     ``base=IdempotentTask``.
 
-    ``key``, ``scope``, ``ttl``, ``lease``, ``store``, ``wait`` and ``mode`` set the
-    ``idempotency_*`` options of :class:`IdempotentTask` (``mode`` as for
-    :func:`~idempotency.functions.idempotent_function`: ``"lease"``, ``"atomic"`` or
-    ``"auto"``); every other keyword
+    ``key``, ``scope``, ``ttl``, ``lease``, ``store``, ``wait``, ``mode``, ``optional``,
+    ``fingerprint``, ``serializer``, ``store_errors`` and ``on_replay`` set the
+    ``idempotency_*`` options of :class:`IdempotentTask` (each as for
+    :func:`~idempotency.functions.idempotent_function`); every other keyword
     (``bind``, ``name``, ``autoretry_for``, ``max_retries``, ``acks_late`` …) goes
     to Celery unchanged. ``base`` may name a subclass of :class:`IdempotentTask`.
     Usable bare (``@idempotent_task``) or called.
@@ -406,31 +355,16 @@ def idempotent_task(
         "idempotency_store": store,
         "idempotency_wait": wait,
         "idempotency_mode": mode,
+        "idempotency_optional": optional,
+        # staticmethods too: a function option never becomes a method of the task class
+        "idempotency_fingerprint": staticmethod(fingerprint)
+        if callable(fingerprint)
+        else fingerprint,
+        "idempotency_serializer": serializer,
+        "idempotency_store_errors": store_errors,
+        "idempotency_on_replay": staticmethod(on_replay) if on_replay is not None else None,
     }
     decorator: Any = (app.task if app is not None else shared_task)(**attributes, **options)
     if func is not None:
         return decorator(func)
     return decorator
-
-
-@shared_task(name="idempotency.purge_expired_records")
-def purge_expired_records_task(
-    batch_size: int | None = None, max_batches: int | None = None
-) -> int:
-    """Celery beat task: delete expired idempotency records in bounded batches.
-
-    Schedule it with ``{"task": "idempotency.purge_expired_records", "schedule": 3600}``.
-    Returns the number of records deleted.
-    """
-    from idempotency.purge import purge_expired_records
-
-    result = purge_expired_records(batch_size=batch_size, max_batches=max_batches)
-    return int(result.deleted)
-
-
-@shared_task(name="idempotency.purge_expired_submit_tokens")
-def purge_expired_submit_tokens_task(batch_size: int | None = None) -> int:
-    """Celery beat task: delete expired one-time submit tokens (database backend)."""
-    from idempotency.tokens import purge_expired_submit_tokens
-
-    return purge_expired_submit_tokens(batch_size=batch_size)

@@ -19,6 +19,7 @@ from accounts.errors import AccountError
 from accounts.serializer_fields import AmountField, IdentifierField
 from config.parsers import JSONParser
 from idempotency import (
+    ArgumentsMismatch,
     IdempotencyRequestInProgress,
     InProgress,
     idempotent,
@@ -193,10 +194,11 @@ def gateway_callback_handle(
 ) -> dict[str, Any]:
     """Apply a gateway notification once per ``trade_no``; the answer's body.
 
-    The first call's body is stored (as JSON) and every repeat returns it without
-    running the service again. An error stores nothing: a repeat runs the service
-    again and meets the same state, so the same error (an order's amount never
-    changes, and an order that left CREATED never returns to it).
+    The first call's body is stored and every repeat returns it without running the
+    service again; a repeat with other content raises ``ArgumentsMismatch``. An error
+    stores nothing: a repeat runs the service again and meets the same state, so the
+    same error (an order's amount never changes, and an order that left CREATED never
+    returns to it).
     """
     payment = gateway_payment_record(
         trade_no=trade_no, order_id=order_id, amount=amount, status=status
@@ -259,12 +261,15 @@ class GatewayCallbackApi(APIView):
                 amount=data["amount"],
                 status=data["status"],
             )
+        except ArgumentsMismatch as exc:
+            # this trade number was notified before with other content: refused, unrun
+            raise payment_api_error(TradeNoConflict(data["trade_no"])) from exc
         except InProgress:
             return IdempotencyRequestInProgress(
                 "A notification of this trade is still being processed; retry later."
             ).as_response()
         except (PaymentError, OrderError) as exc:
             raise payment_api_error(exc) from exc
-        if not _same_callback(body, data):
+        if not _same_callback(body, data):  # an answer stored before arguments counted
             raise payment_api_error(TradeNoConflict(data["trade_no"]))
         return Response(body, status=status.HTTP_200_OK)

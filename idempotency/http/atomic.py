@@ -24,6 +24,7 @@ from idempotency.http.flow import (
     Prepared,
     abandoned,
     answer,
+    answer_to_exception,
     answer_waiting,
     bind,
     send,
@@ -264,10 +265,11 @@ def _atomic_failure(
     if isinstance(exc, IdempotencyError):
         send(signals.released, prepared, exception=exc)
         return exc.as_response()
-    if convert is None:
+    answered = answer_to_exception(prepared, exc, convert, finalize)
+    if answered is None:
         send(signals.released, prepared, exception=exc)
         raise exc
-    response = finalize(convert(exc))
+    response = answered
     stored = store_response(prepared, response)
     if stored is None:
         send(signals.released, prepared, exception=exc)

@@ -150,7 +150,7 @@ def timed(prepared: Prepared, call: Callable[P, T], *args: P.args, **kwargs: P.k
 def prepare(request: HttpRequest, policy: Policy) -> Prepared | HttpResponseBase | None:
     """Decide whether the request takes part: None to run the view plainly, a response
     for an error, or the prepared key, scope and fingerprint."""
-    if request.method not in UNSAFE_METHODS:
+    if request.method not in UNSAFE_METHODS or not idempotency_settings.ENABLED:
         return None
     try:
         key = parse_key(header_value(request, idempotency_settings.HEADER))
@@ -228,6 +228,29 @@ def store_response(prepared: Prepared, response: HttpResponseBase) -> StoredResp
     if not is_storable(response.status_code, store_errors=prepared.policy.get_store_errors()):
         return None
     return capture(response, limit=idempotency_settings.MAX_RESPONSE_BYTES)
+
+
+def answer_to_exception(
+    prepared: Prepared, exc: Exception, convert: Convert | None, finalize: Finalize
+) -> HttpResponseBase | None:
+    """The response to the view's exception ``exc``, or None to re-raise it.
+
+    DRF's ``handle_exception`` (``convert``) answers API exceptions. What nothing converts
+    propagates, unless the view stores errors (``store_errors=True``): then the answer is
+    Django's own (``response_for_exception``: the 500 of ``handler500``), so it is stored
+    and a retry replays it instead of running the view again. Call it from the ``except``
+    clause of ``exc`` (Django's handler reads ``sys.exc_info()``)."""
+    if convert is not None:
+        try:
+            return finalize(convert(exc))
+        except Exception as unconverted:
+            if unconverted is not exc or not prepared.policy.get_store_errors():
+                raise
+    elif not prepared.policy.get_store_errors():
+        return None
+    from django.core.handlers.exception import response_for_exception
+
+    return response_for_exception(prepared.request, exc)
 
 
 def abandoned(claim: Claim) -> bool:

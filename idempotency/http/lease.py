@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.core.handlers.exception import response_for_exception
 from django.http import HttpResponseBase
 
 from idempotency import signals
@@ -21,6 +22,7 @@ from idempotency.http.flow import (
     abandoned,
     answer,
     bind,
+    answer_to_exception,
     poll,
     send,
     store_response,
@@ -139,9 +141,10 @@ def run_lease(
         except IdempotencyError as exc:
             response = exc.as_response()
         except Exception as exc:
-            if convert is None:
+            answered = answer_to_exception(prepared, exc, convert, finalize)
+            if answered is None:
                 raise
-            response = finalize(convert(exc))
+            response = answered
     except BaseException as exc:
         abort(prepared, claim, exception=exc)
         raise
@@ -166,6 +169,14 @@ async def run_lease_async(
         response = await call()
     except IdempotencyError as exc:
         response = exc.as_response()
+    except Exception as exc:
+        if not prepared.policy.get_store_errors():
+            await sync_to_async(abort)(prepared, claim, exception=exc)
+            raise
+        # stored like the answer of a sync view (see flow.answer_to_exception)
+        response = await sync_to_async(response_for_exception, thread_sensitive=False)(
+            prepared.request, exc
+        )
     except BaseException as exc:
         await sync_to_async(abort)(prepared, claim, exception=exc)
         raise

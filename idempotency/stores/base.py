@@ -9,12 +9,21 @@ absent even before it is purged.
 from __future__ import annotations
 
 import enum
+import functools
 import json
+import logging
 import secrets
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar, cast
+
+logger = logging.getLogger("idempotency")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S", bound="BaseStore")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +68,10 @@ class Claim:
     #: True when the key was taken over (CLAIMED only) from an owner whose lease ran
     #: out; it may have crashed after its effect, before its record.
     taken_over: bool = False
+    #: MISMATCH only, where the store knows it: the fingerprint of the live record.
+    fingerprint: str = ""
+    #: COMPLETED only, where the store knows it: when the record expires (epoch seconds).
+    expires_at: float | None = None
 
     @property
     def owned(self) -> bool:
@@ -72,6 +85,50 @@ def new_fence() -> int:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _unreadable(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from a value under a record's key that is not a record: Redis'
+    WRONGTYPE (a string where a hash should be), or fields that do not parse."""
+    if type(exc).__name__ == "ResponseError":  # redis-py, not imported here
+        return "WRONGTYPE" in str(exc)
+    return isinstance(exc, ValueError | TypeError | KeyError | IndexError)
+
+
+def readable(
+    method: Callable[Concatenate[S, str, str, P], R],
+) -> Callable[Concatenate[S, str, str, P], R]:
+    """Decorate a store method of ``(scope, key, ...)``: a value under the record's key
+    that is not a record raises :class:`~idempotency.exceptions.StoreCorrupted` (logged
+    with the key), never the backend's own error; the caller's work does not run."""
+
+    @functools.wraps(method)
+    def wrapper(self: S, scope: str, key: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        from idempotency.exceptions import IdempotencyError, StoreCorrupted
+
+        try:
+            return method(self, scope, key, *args, **kwargs)
+        except IdempotencyError:
+            raise
+        except Exception as exc:
+            if not _unreadable(exc):
+                raise
+            logger.error(
+                "idempotency: the record of %s/%s in %s is unreadable (%s: %s); nothing ran. "
+                "Delete the value under its key, or use another KEY_PREFIX.",
+                scope,
+                key,
+                type(self).__name__,
+                type(exc).__name__,
+                exc,
+            )
+            raise StoreCorrupted(
+                f"The idempotency record of key {key!r} is unreadable, so nothing was run.",
+                scope=scope,
+                key=key,
+            ) from exc
+
+    return cast("Callable[Concatenate[S, str, str, P], R]", wrapper)
 
 
 class BaseStore:

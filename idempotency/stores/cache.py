@@ -25,7 +25,14 @@ from django.core.cache import BaseCache, caches
 from idempotency.conf import idempotency_settings
 from idempotency.outages import guard
 from idempotency.stores import record_digest
-from idempotency.stores.base import BaseStore, Claim, ClaimStatus, StoredResponse, new_fence
+from idempotency.stores.base import (
+    BaseStore,
+    Claim,
+    ClaimStatus,
+    StoredResponse,
+    new_fence,
+    readable,
+)
 
 
 class CacheStore(BaseStore):
@@ -56,11 +63,12 @@ class CacheStore(BaseStore):
 
     def _as_claim(self, record: dict[str, Any], fingerprint: str) -> Claim:
         if record["fp"] != fingerprint:
-            return Claim(ClaimStatus.MISMATCH)
+            return Claim(ClaimStatus.MISMATCH, fingerprint=str(record["fp"]))
         if record["state"] == "completed":
             return Claim(
                 ClaimStatus.COMPLETED,
                 response=StoredResponse(record["status"], record["headers"], record["body"]),
+                expires_at=float(record["expires"]),
             )
         return Claim(
             ClaimStatus.IN_PROGRESS,
@@ -70,6 +78,7 @@ class CacheStore(BaseStore):
         )
 
     @guard("cache")
+    @readable
     def claim(
         self,
         scope: str,
@@ -120,6 +129,7 @@ class CacheStore(BaseStore):
         return Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0)
 
     @guard("cache")
+    @readable
     def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
         record = self.cache.get(self.record_key(scope, key))
         return None if record is None else self._as_claim(record, fingerprint)
@@ -131,6 +141,7 @@ class CacheStore(BaseStore):
         return record  # type: ignore[no-any-return]
 
     @guard("cache")
+    @readable
     def complete(
         self,
         scope: str,
@@ -155,6 +166,7 @@ class CacheStore(BaseStore):
         return True
 
     @guard("cache")
+    @readable
     def release(self, scope: str, key: str, *, fence: int) -> bool:
         record = self._owned(scope, key, fence)
         if record is None:
@@ -168,6 +180,7 @@ class CacheStore(BaseStore):
         return True
 
     @guard("cache")
+    @readable
     def save_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None
     ) -> bool:

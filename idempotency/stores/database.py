@@ -125,13 +125,15 @@ class DatabaseStore(ResponseCache, BaseStore):
         if expires_at is None or expires_at <= now:
             return None
         if fp != fingerprint:
-            return Claim(ClaimStatus.MISMATCH)
+            return Claim(ClaimStatus.MISMATCH, fingerprint=fp)
         if state == "completed":
             response = StoredResponse.from_parts(status, headers, body)
             if cache is not None:
                 remaining = (expires_at - now).total_seconds()
                 self._cache_response(scope, key, fingerprint, response, remaining)
-            return Claim(ClaimStatus.COMPLETED, response=response)
+            return Claim(
+                ClaimStatus.COMPLETED, response=response, expires_at=expires_at.timestamp()
+            )
         lease_expires_at = sql.as_datetime(connection, lease_expires_at)
         data = sql.as_json(data)
         if lease_expires_at is not None and lease_expires_at <= now:

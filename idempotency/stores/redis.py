@@ -32,6 +32,7 @@ from idempotency.stores.base import (
     StoredResponse,
     new_fence,
     now_ms,
+    readable,
 )
 
 _NOW = """
@@ -45,8 +46,10 @@ CLAIM = (
 local rec = redis.call('HMGET', KEYS[1], 'state', 'fp', 'lease', 'status', 'headers', 'body',
   'rp', 'rd')
 if rec[1] then
-  if rec[2] ~= ARGV[1] then return {'mismatch'} end
-  if rec[1] == 'c' then return {'completed', rec[4], rec[5], rec[6]} end
+  if rec[2] ~= ARGV[1] then return {'mismatch', rec[2] or ''} end
+  if rec[1] == 'c' then
+    return {'completed', rec[4], rec[5], rec[6], tostring(now + redis.call('PTTL', KEYS[1]))}
+  end
   local lease = tonumber(rec[3]) or 0
   if lease > now then return {'in_progress', tostring(lease - now), rec[7] or '', rec[8] or ''} end
   redis.call('HSET', KEYS[1], 'fence', ARGV[2], 'lease', tostring(now + tonumber(ARGV[3])))
@@ -230,6 +233,7 @@ class RedisStore(BaseStore):
         return f"{idempotency_settings.KEY_PREFIX}:{{{record_digest(scope, key)}}}:rec"
 
     @guard("redis")
+    @readable
     def claim(
         self,
         scope: str,
@@ -270,6 +274,7 @@ class RedisStore(BaseStore):
             return Claim(
                 ClaimStatus.COMPLETED,
                 response=StoredResponse.from_parts(int(reply[1]), _text(reply[2]), reply[3]),
+                expires_at=int(reply[4]) / 1000 if len(reply) > 4 else None,
             )
         if status == "in_progress":
             return Claim(
@@ -278,9 +283,10 @@ class RedisStore(BaseStore):
                 recovery_point=_text(reply[2]),
                 recovery_data=_data(reply[3]),
             )
-        return Claim(ClaimStatus.MISMATCH)
+        return Claim(ClaimStatus.MISMATCH, fingerprint=_text(reply[1]) if len(reply) > 1 else "")
 
     @guard("redis")
+    @readable
     def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
         state, fp, lease, status, headers, body, point, data = self.client.hmget(
             self.record_key(scope, key),
@@ -289,11 +295,13 @@ class RedisStore(BaseStore):
         if state is None:
             return None
         if _text(fp) != fingerprint:
-            return Claim(ClaimStatus.MISMATCH)
+            return Claim(ClaimStatus.MISMATCH, fingerprint=_text(fp))
         if _text(state) == "c":
+            remaining = self.client.pttl(self.record_key(scope, key))
             return Claim(
                 ClaimStatus.COMPLETED,
                 response=StoredResponse.from_parts(int(status), _text(headers), body),
+                expires_at=now_ms() / 1000 + remaining / 1000 if remaining > 0 else None,
             )
         remaining = (int(lease or 0) - now_ms()) / 1000
         return Claim(
@@ -304,6 +312,7 @@ class RedisStore(BaseStore):
         )
 
     @guard("redis")
+    @readable
     def complete(
         self,
         scope: str,
@@ -341,12 +350,14 @@ class RedisStore(BaseStore):
         return bool(done)
 
     @guard("redis")
+    @readable
     def release(self, scope: str, key: str, *, fence: int) -> bool:
         return bool(
             self._script("release", RELEASE)(keys=[self.record_key(scope, key)], args=[fence])
         )
 
     @guard("redis")
+    @readable
     def save_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None
     ) -> bool:

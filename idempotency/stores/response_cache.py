@@ -53,7 +53,7 @@ class ResponseCache:
         if not isinstance(cached, dict):
             return None
         if cached.get("fingerprint") != fingerprint:
-            return Claim(ClaimStatus.MISMATCH)
+            return Claim(ClaimStatus.MISMATCH, fingerprint=str(cached.get("fingerprint", "")))
         return Claim(
             ClaimStatus.COMPLETED,
             response=StoredResponse(cached["status"], cached["headers"], cached["body"]),

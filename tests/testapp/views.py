@@ -133,6 +133,8 @@ async def async_view(request: HttpRequest) -> HttpResponse:
     from asgiref.sync import sync_to_async
 
     effect = await sync_to_async(_effect)(request)
+    if request.GET.get("raise"):
+        raise RuntimeError("boom")
     return JsonResponse({"id": effect.pk}, status=201)
 
 
@@ -152,6 +154,8 @@ class EffectApi(APIView):
         if request.data.get("missing"):
             raise NotFound("no such thing")
         effect = _effect(request)
+        if request.GET.get("raise"):
+            raise RuntimeError("boom")
         return Response(EffectSerializer(effect).data, status=status.HTTP_201_CREATED)
 
 

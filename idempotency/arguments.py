@@ -1,0 +1,369 @@
+"""Keys and fingerprints of a call's arguments (idempotent functions and Celery tasks).
+
+A key comes from a format string of the bound arguments, a callable of them, or
+:func:`payload_key` (the SHA-256 of an argument's canonical JSON). A key part that is
+None or empty never becomes part of a key: the call raises
+:class:`~idempotency.exceptions.IdempotencyKeyMissing` (a :class:`ValueError`).
+
+A call's fingerprint hashes its bound arguments canonically (:func:`canonical`): mapping
+keys sorted, ``Decimal`` exact, dataclasses and pydantic models by value, model instances
+by label and primary key, so the same key with other arguments is told apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import decimal
+import enum
+import hashlib
+import inspect
+import json
+import re
+import string
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from idempotency.conf import MAX_KEY_LENGTH
+from idempotency.exceptions import IdempotencyKeyMissing
+
+#: A key: a format string of the call's arguments, a callable of them, or a PayloadKey.
+KeySpec = Any
+#: What goes into a call's fingerprint: every argument (None), none (False), the named
+#: arguments, or a callable of the arguments returning what to hash.
+FingerprintSpec = None | bool | Sequence[str] | Callable[..., Any]
+
+Builder = Callable[[tuple[Any, ...], dict[str, Any]], str]
+
+
+def qualified_name(func: Callable[..., Any]) -> str:
+    module = getattr(func, "__module__", None) or "?"
+    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
+    return f"{module}.{name}"
+
+
+def is_missing(value: Any) -> bool:
+    """Whether ``value`` cannot be a key part: None, empty, or a collection of those.
+
+    ``0`` and ``False`` are values (an order number may be 0); ``""``, ``[]``, ``{}``,
+    ``[None, None]`` and whitespace are not.
+    """
+    if value is None:
+        return True
+    if isinstance(value, str | bytes):
+        return not value.strip()
+    if isinstance(value, Mapping):
+        return all(is_missing(item) for item in value.values())
+    if isinstance(value, list | tuple | set | frozenset):
+        return all(is_missing(item) for item in value)
+    return False
+
+
+def check_key(value: Any, *, owner: str) -> str:
+    """``value`` as a key: a non-empty string of at most :data:`MAX_KEY_LENGTH` characters."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise IdempotencyKeyMissing(f"The idempotency key of {owner} is empty (got {value!r})")
+    if not isinstance(value, str):
+        raise TypeError(
+            f"The idempotency key of {owner} must be a string, got {type(value).__name__}"
+        )
+    if len(value) > MAX_KEY_LENGTH:
+        raise ValueError(
+            f"The idempotency key of {owner} is {len(value)} characters long; "
+            f"at most {MAX_KEY_LENGTH} are allowed"
+        )
+    return value
+
+
+def _template_fields(template: str) -> list[str]:
+    """The replacement fields of ``template``, checked to be named ("{order.pk}")."""
+    found: list[str] = []
+    for _text, field, _spec, _conversion in string.Formatter().parse(template):
+        if field is None:
+            continue
+        root = field.split(".", 1)[0].split("[", 1)[0]
+        if not root or root.isdigit():
+            raise ValueError(
+                f"Idempotency key template {template!r}: use named fields such as "
+                "'{order_id}', not positional ones"
+            )
+        found.append(field)
+    return found
+
+
+def _field_value(field: str, values: Mapping[str, Any]) -> Any:
+    """What replacement field ``field`` ("order.pk", "kwargs[tag]") names; None where a
+    step of it is None (``order=None``: the key part is missing, not an error)."""
+    root = _root(field)
+    value = values[root]
+    for attribute, index in _STEPS.findall(field[len(root) :]):
+        if value is None:
+            return None
+        if attribute:
+            value = getattr(value, attribute)
+        else:
+            value = value[int(index) if index.isdigit() else index]
+    return value
+
+
+#: The steps after a replacement field's name, as ``str.format`` reads them.
+_STEPS = re.compile(r"\.([^.\[]+)|\[([^\]]+)\]")
+
+
+def _root(field: str) -> str:
+    return field.split(".", 1)[0].split("[", 1)[0]
+
+
+def bound_arguments(
+    signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any], *, owner: str
+) -> dict[str, Any]:
+    """The call's arguments by name, defaults applied; ``**kwargs`` entries flattened in."""
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"{owner}: {exc}") from exc
+    bound.apply_defaults()
+    values = dict(bound.arguments)
+    for name, parameter in signature.parameters.items():
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            # "{tag}" and "{kwargs[tag]}" both reach a **kwargs argument
+            for extra, value in values.get(name, {}).items():
+                values.setdefault(extra, value)
+    return values
+
+
+def _check_names(names: Iterable[str], signature: inspect.Signature, what: str) -> None:
+    parameters = signature.parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    unknown = set(names) - set(parameters)
+    if unknown and not takes_any:
+        raise ValueError(
+            f"{what} names {', '.join(sorted(unknown))}, which has no parameter "
+            f"(parameters: {', '.join(parameters) or 'none'})"
+        )
+
+
+class PayloadKey:
+    """A key made of the SHA-256 of an argument's canonical JSON: see :func:`payload_key`."""
+
+    def __init__(self, argument: str, paths: tuple[str, ...], prefix: str) -> None:
+        self.argument = argument
+        self.paths = paths
+        self.prefix = prefix
+
+    def build(self, values: Mapping[str, Any], *, owner: str) -> str:
+        payload = values.get(self.argument)
+        if self.paths:
+            payload = {path: _at_path(payload, path) for path in self.paths}
+            missing = [path for path, value in payload.items() if is_missing(value)]
+        else:
+            missing = [self.argument] if is_missing(payload) else []
+        if missing:
+            raise IdempotencyKeyMissing(
+                f"The idempotency key of {owner} needs {', '.join(missing)} of argument "
+                f"{self.argument!r}, which is None or empty"
+            )
+        return f"{self.prefix}{digest(payload)}"
+
+    def __repr__(self) -> str:
+        return f"payload_key({self.argument!r}, *{self.paths!r}, prefix={self.prefix!r})"
+
+
+def payload_key(argument: str, *paths: str, prefix: str = "") -> PayloadKey:
+    """A key from argument ``argument``: ``prefix`` + SHA-256 hex of its canonical JSON.
+
+    The mapping keys are sorted, so two deliveries of one event whose keys come in another
+    order share a key, and the key is 64 characters however large the payload. ``paths``
+    (dotted, e.g. ``"body.order_id"``; ``"items.0.sku"`` indexes a list) hash only those
+    parts of it; one that is None or empty raises
+    :class:`~idempotency.exceptions.IdempotencyKeyMissing`::
+
+        @idempotent_function(key=payload_key("event", "detail.id", prefix="evt:"))
+        def on_event(event: dict) -> None: ...
+    """
+    if not argument or not isinstance(argument, str):
+        raise TypeError("payload_key() needs the name of an argument")
+    return PayloadKey(argument, tuple(paths), prefix)
+
+
+def _at_path(value: Any, path: str) -> Any:
+    for part in path.split("."):
+        if value is None:
+            return None
+        if isinstance(value, Mapping):
+            value = value.get(part)
+        elif isinstance(value, list | tuple) and part.lstrip("-").isdigit():
+            index = int(part)
+            value = value[index] if -len(value) <= index < len(value) else None
+        else:
+            value = getattr(value, part, None)
+    return value
+
+
+def key_builder(key: KeySpec, func: Callable[..., Any], *, owner: str) -> Builder:
+    """A function of a call's ``(args, kwargs)`` giving its key (see ``idempotent_function``).
+
+    A template is checked against ``func``'s signature at once, so a typo in a field
+    name fails at import time rather than on the first call.
+    """
+    if isinstance(key, PayloadKey):
+        signature = inspect.signature(func)
+        _check_names([key.argument], signature, f"payload_key() of {owner}")
+        spec = key
+
+        def from_payload(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+            values = bound_arguments(signature, args, kwargs, owner=owner)
+            return check_key(spec.build(values, owner=owner), owner=owner)
+
+        return from_payload
+    if isinstance(key, str):
+        signature = inspect.signature(func)
+        fields = _template_fields(key)
+        _check_names(
+            [_root(field) for field in fields],
+            signature,
+            f"Idempotency key template {key!r} of {owner}",
+        )
+        template = key
+
+        def from_template(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+            values = bound_arguments(signature, args, kwargs, owner=owner)
+            try:
+                parts = {field: _field_value(field, values) for field in fields}
+                missing = [field for field, part in parts.items() if is_missing(part)]
+                value = "" if missing else template.format(**values)
+            except (KeyError, AttributeError, IndexError, TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"Idempotency key template {template!r} of {owner} could not be "
+                    f"formatted with the call's arguments: {exc!r}"
+                ) from exc
+            if missing:
+                raise IdempotencyKeyMissing(
+                    f"The idempotency key {template!r} of {owner} needs "
+                    f"{', '.join(missing)}, which is None or empty: no key is built from it"
+                )
+            return check_key(value, owner=owner)
+
+        return from_template
+    if callable(key) and not isinstance(key, type):
+        make = key
+
+        def from_callable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+            return check_key(make(*args, **kwargs), owner=owner)
+
+        return from_callable
+    raise TypeError(
+        f"key must be a format string such as 'pay:{{trade_no}}', payload_key(...) or a "
+        f"callable of the arguments, got {key!r}"
+    )
+
+
+# -- canonical hashing -------------------------------------------------------------------
+
+
+def canonical(value: Any) -> Any:
+    """``value`` as plain JSON data that is equal exactly when the values are.
+
+    Mapping keys sorted (by :func:`json.dumps`), sets sorted, ``Decimal`` exact (by value:
+    ``10.0`` and ``10.00`` are one amount), dataclasses, pydantic models and objects with
+    ``to_dict()`` by value, Django model instances by label and primary key (their other
+    fields may change between a call and its retry). Anything else raises
+    :class:`TypeError`.
+    """
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return {"$float": repr(value)}
+    if isinstance(value, decimal.Decimal):
+        return {"$decimal": str(value.normalize()) if value.is_finite() else str(value)}
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return {"$" + type(value).__name__: value.isoformat()}
+    if isinstance(value, datetime.timedelta):
+        return {"$timedelta": value.total_seconds()}
+    if isinstance(value, uuid.UUID):
+        return {"$uuid": str(value)}
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {"$bytes": bytes(value).hex()}
+    if isinstance(value, enum.Enum):
+        return {"$enum": qualified_name(type(value)), "value": canonical(value.value)}
+    if isinstance(value, Mapping):
+        return {"$map": sorted(([canonical(k), canonical(v)] for k, v in value.items()), key=_json)}
+    if isinstance(value, list | tuple):
+        return [canonical(item) for item in value]
+    if isinstance(value, set | frozenset):
+        return {"$set": sorted((canonical(item) for item in value), key=_json)}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return {"$dataclass": qualified_name(type(value)), "fields": canonical(fields)}
+    meta = getattr(value, "_meta", None)
+    if meta is not None and hasattr(value, "pk") and hasattr(meta, "label"):
+        return {"$model": meta.label, "pk": canonical(value.pk)}
+    dump = getattr(value, "model_dump", None)  # pydantic v2
+    if callable(dump):
+        return {"$pydantic": qualified_name(type(value)), "fields": canonical(dump())}
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return {"$object": qualified_name(type(value)), "fields": canonical(to_dict())}
+    raise TypeError(f"cannot hash a {type(value).__name__} canonically")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def digest(value: Any) -> str:
+    """SHA-256 hex of ``value``'s canonical JSON."""
+    return hashlib.sha256(_json(canonical(value)).encode()).hexdigest()
+
+
+def arguments_hasher(
+    spec: FingerprintSpec, func: Callable[..., Any], *, owner: str
+) -> Callable[[tuple[Any, ...], dict[str, Any]], str] | None:
+    """A function of a call's ``(args, kwargs)`` giving the hash of what ``spec`` selects
+    (None: the arguments are not part of the fingerprint)."""
+    if spec is False:
+        return None
+    if spec is True:
+        spec = None
+    signature = inspect.signature(func)
+    if callable(spec):
+        select = spec
+
+        def of_callable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+            return _hash_or_fail(select(*args, **kwargs), owner, "fingerprint(...)")
+
+        return of_callable
+    names: tuple[str, ...] | None = None
+    if spec is not None:
+        if isinstance(spec, str) or not all(isinstance(name, str) for name in spec):
+            raise TypeError(
+                f"fingerprint must be None, False, a list of argument names or a callable, "
+                f"got {spec!r}"
+            )
+        names = tuple(spec)
+        _check_names(names, signature, f"fingerprint= of {owner}")
+
+    def of_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        values = bound_arguments(signature, args, kwargs, owner=owner)
+        chosen = {
+            name: value
+            for name, value in values.items()
+            if (name in names if names is not None else name in signature.parameters)
+        }
+        return _hash_or_fail(chosen, owner, "its arguments")
+
+    return of_arguments
+
+
+def _hash_or_fail(value: Any, owner: str, what: str) -> str:
+    try:
+        return digest(value)
+    except TypeError as exc:
+        raise TypeError(
+            f"{owner}: {what} cannot be fingerprinted ({exc}). Name the arguments that "
+            "identify a call with fingerprint=[...], pass fingerprint=callable, or "
+            "fingerprint=False."
+        ) from exc

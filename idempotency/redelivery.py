@@ -1,0 +1,93 @@
+"""How an idempotent Celery task delivers a message again that cannot run now (its key
+is in progress elsewhere, or the store is unreachable), without spending a retry."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, NoReturn
+
+from celery import Task
+from celery.exceptions import Reject, Retry
+
+from idempotency import signals
+from idempotency.calls import KeyedCall
+from idempotency.exceptions import StoreUnavailable
+from idempotency.stores.base import Claim
+
+logger = logging.getLogger("idempotency")
+
+#: Shortest countdown of a deferred duplicate, so a retry never spins.
+MIN_DEFER_SECONDS = 0.5
+
+
+class Redelivery(Task[Any, Any]):
+    """The deferrals of :class:`~idempotency.tasks.IdempotentTask`."""
+
+    def _retry_unavailable(
+        self,
+        call: KeyedCall,
+        exc: StoreUnavailable,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> NoReturn:
+        """The store is unreachable, so the body did not run: deliver the message again
+        later, as :meth:`_defer` does (no retry budget spent: an outage is not the task's
+        failure). Eager and direct calls raise :class:`StoreUnavailable` instead."""
+        request = self.request
+        if request.called_directly or request.is_eager:
+            raise exc
+        countdown = max(float(exc.retry_after), MIN_DEFER_SECONDS)
+        logger.warning(
+            "idempotency: task %s[%s] key %s: the store is unreachable; deferred %.1f s",
+            self.name,
+            request.id,
+            call.key,
+            countdown,
+        )
+        self._republish(args, kwargs, countdown, f"store unreachable for key {call.key}", exc)
+
+    def _defer(
+        self, call: KeyedCall, claim: Claim, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> NoReturn:
+        """A delivery of a key still in progress: run again once its lease has passed.
+
+        The message is published again with a countdown and the same ``retries`` count,
+        then this delivery ends as Celery's ``Retry`` does (acknowledged, state RETRY).
+        Unlike ``Task.retry`` it spends none of the task's retry budget and sets nothing
+        on the task instance, which every delivery in the worker shares.
+        """
+        request = self.request
+        if request.called_directly or request.is_eager:
+            raise call.in_progress()
+        signals.conflict.send(sender=type(call.store), request=None, scope=call.scope, key=call.key)
+        countdown = max(float(claim.retry_after), MIN_DEFER_SECONDS)
+        logger.info(
+            "idempotency: task %s[%s] key %s is in progress elsewhere; deferred %.1f s",
+            self.name,
+            request.id,
+            call.key,
+            countdown,
+        )
+        self._republish(args, kwargs, countdown, f"key {call.key} is in progress elsewhere")
+
+    def _republish(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        countdown: float,
+        reason: str,
+        exc: Exception | None = None,
+    ) -> NoReturn:
+        """Publish this delivery again after ``countdown`` with the same ``retries`` count,
+        and end this one as Celery's ``Retry`` does (acknowledged, state RETRY)."""
+        request = self.request
+        deferred = self.signature_from_request(
+            request, args, kwargs, countdown=countdown, retries=request.retries
+        )
+        try:
+            deferred.apply_async()
+        except Exception as publish_error:
+            # not re-published: hand the message back to the broker rather than lose it
+            raise Reject(publish_error, requeue=True) from publish_error
+        when: Any = countdown  # the stubs want numbers.Real, which float is at runtime
+        raise Retry(reason, exc=exc, when=when, sig=deferred)
