@@ -105,9 +105,9 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.exceptions import InvalidIdempotencyKey as InvalidIdempotencyKey
     from idempotency.exceptions import LockNotAcquired as LockNotAcquired
     from idempotency.exceptions import StaleOwner as StaleOwner
-    from idempotency.exceptions import StoreMisconfigured as StoreMisconfigured
     from idempotency.exceptions import StoreCorrupted as StoreCorrupted
     from idempotency.exceptions import StoredError as StoredError
+    from idempotency.exceptions import StoreMisconfigured as StoreMisconfigured
     from idempotency.exceptions import StoreNotDurable as StoreNotDurable
     from idempotency.exceptions import StoreUnavailable as StoreUnavailable
     from idempotency.exceptions import SubmitTokenInvalid as SubmitTokenInvalid

@@ -86,7 +86,7 @@ class ReplayedRecord:
     scope: str
     key: str
     owner: str
-    #: When the record expires and the key runs again (None: the store does not say).
+    #: When the record expires and the key runs again, or None where the store does not say.
     expires_at: datetime | None
 
 

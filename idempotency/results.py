@@ -7,7 +7,7 @@ never comes back as a float), ``datetime``/``date``/``time``/``timedelta``, ``UU
 and objects with ``to_dict()`` and a ``from_dict()`` classmethod tagged with their type.
 A class is found again through the function's return annotation first, then by its
 import path (so it must be importable, or named in the annotation). ``serializer=``
-(an object with ``dumps(value)`` and ``loads(data)``, such as :mod:`pickle`) replaces
+(an object with ``dumps(value)`` and ``loads(data)``, such as ``pickle``) replaces
 all of that for one function.
 
 Records stored before typed results (content type ``application/json``) are read as
