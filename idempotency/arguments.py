@@ -261,6 +261,23 @@ def key_builder(key: KeySpec, func: Callable[..., Any], *, owner: str) -> Builde
     )
 
 
+# -- fingerprints of a call's owner ------------------------------------------------------
+
+
+def fingerprint_of(kind: str, name: str) -> str:
+    """SHA-256 hex of what owns a key: ``kind`` ("function", "task") and its name.
+
+    The whole fingerprint of a call whose arguments are not part of it (and of every
+    record stored before they were)."""
+    return hashlib.sha256(f"{kind}:{name}".encode()).hexdigest()
+
+
+def call_fingerprint(kind: str, name: str, arguments: str | None) -> str:
+    """A call's fingerprint: 32 hex digits of its owner, 32 of its ``arguments`` hash."""
+    owner = fingerprint_of(kind, name)
+    return owner if arguments is None else owner[:32] + arguments[:32]
+
+
 # -- canonical hashing -------------------------------------------------------------------
 
 

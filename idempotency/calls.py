@@ -19,7 +19,6 @@ transaction of the store's database (:func:`run`).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
@@ -32,17 +31,24 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
 from idempotency import signals
-from idempotency.arguments import KeySpec, check_key, key_builder, qualified_name
+from idempotency.arguments import (
+    KeySpec,
+    call_fingerprint,
+    check_key,
+    fingerprint_of,
+    key_builder,
+    qualified_name,
+)
 from idempotency.backoff import Backoff
 from idempotency.exceptions import (
     ArgumentsMismatch,
     FunctionKeyMismatch,
     IdempotencyKeyMismatch,
     InProgress,
-    StaleOwner,
     StoreUnavailable,
 )
-from idempotency.results import ResultCodec
+from idempotency.keepalive import keep_call_alive
+from idempotency.results import ResultCodec, storable_error
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus
 
 __all__ = [
@@ -51,7 +57,9 @@ __all__ = [
     "KeySpec",
     "KeyedCall",
     "ReplayedRecord",
+    "call_fingerprint",
     "check_key",
+    "fingerprint_of",
     "key_builder",
     "qualified_name",
 ]
@@ -60,23 +68,6 @@ logger = logging.getLogger("idempotency")
 
 #: ``method`` recorded for the admin: which kind of caller claimed a record.
 FUNCTION_METHOD = "FUNCTION"
-
-
-# -- fingerprints ------------------------------------------------------------------------
-
-
-def fingerprint_of(kind: str, name: str) -> str:
-    """SHA-256 hex of what owns a key: ``kind`` ("function", "task") and its name.
-
-    The whole fingerprint of a call whose arguments are not part of it (and of every
-    record stored before they were)."""
-    return hashlib.sha256(f"{kind}:{name}".encode()).hexdigest()
-
-
-def call_fingerprint(kind: str, name: str, arguments: str | None) -> str:
-    """A call's fingerprint: 32 hex digits of its owner, 32 of its ``arguments`` hash."""
-    owner = fingerprint_of(kind, name)
-    return owner if arguments is None else owner[:32] + arguments[:32]
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,21 +317,12 @@ def finish(call: KeyedCall, claim: Claim, result: Any) -> Any:
     return again
 
 
-#: Exceptions that never become a stored outcome: the call did not fail, it could not run.
-NOT_STORED: tuple[type[BaseException], ...] = (
-    InProgress,
-    StoreUnavailable,
-    StaleOwner,
-    IdempotencyKeyMismatch,
-)
-
-
 def fail(call: KeyedCall, claim: Claim, exc: BaseException) -> None:
     """The body raised ``exc``: store it (``store_errors``) or release the key.
 
     In atomic mode the transaction rolls back with the body's writes; the exception is
     stored after that (:func:`store_failure`), so a repeat raises it without running."""
-    storable = call.store_errors and isinstance(exc, Exception) and not _not_stored(exc)
+    storable = call.store_errors and storable_error(exc)
     if storable and call.atomic:
         call.failed = cast(Exception, exc)
     elif storable:
@@ -377,7 +359,8 @@ def run(call: KeyedCall, body: Callable[[], Any]) -> Any:
             if claim.status is not ClaimStatus.CLAIMED:
                 raise call.in_progress()
             try:
-                result = body()
+                with keep_call_alive(call, claim):
+                    result = body()
             except BaseException as exc:
                 fail(call, claim, exc)
                 raise
@@ -394,15 +377,9 @@ async def arun(call: KeyedCall, body: Callable[[], Awaitable[Any]]) -> Any:
     if claim.status is not ClaimStatus.CLAIMED:
         raise call.in_progress()
     try:
-        result = await body()
+        with keep_call_alive(call, claim):
+            result = await body()
     except BaseException as exc:
         await sync_to_async(fail)(call, claim, exc)
         raise
     return await sync_to_async(finish)(call, claim, result)
-
-
-def _not_stored(exc: BaseException) -> bool:
-    if isinstance(exc, NOT_STORED):
-        return True
-    # Celery's own control flow (Retry, Reject, Ignore) is never a stored outcome
-    return type(exc).__module__.startswith("celery.")

@@ -240,6 +240,24 @@ class ResultCodec:
         return StoredError(path.replace(":", "."), message)
 
 
+def storable_error(exc: BaseException) -> bool:
+    """Whether ``exc`` may become a stored outcome (``store_errors=True``): an ordinary
+    exception of the body, not one saying the call could not run (in progress, store
+    unreachable, stale owner, key mismatch) nor Celery's control flow (Retry, Reject)."""
+    from idempotency.exceptions import (
+        IdempotencyKeyMismatch,
+        InProgress,
+        StaleOwner,
+        StoreUnavailable,
+    )
+
+    if not isinstance(exc, Exception):
+        return False
+    if isinstance(exc, InProgress | StoreUnavailable | StaleOwner | IdempotencyKeyMismatch):
+        return False
+    return not type(exc).__module__.startswith("celery.")
+
+
 def _tuple(codec: ResultCodec, value: Any) -> Any:
     return tuple(codec.unpack(item) for item in value)
 

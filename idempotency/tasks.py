@@ -81,6 +81,7 @@ from idempotency.calls import (
 )
 from idempotency.conf import MODES, idempotency_settings
 from idempotency.exceptions import IdempotencyKeyMissing, ImproperlyApplied, StoreUnavailable
+from idempotency.keepalive import keep_call_alive
 from idempotency.redelivery import Redelivery
 from idempotency.results import ResultCodec, return_annotation
 from idempotency.stores import get_store
@@ -261,7 +262,8 @@ class IdempotentTask(Redelivery):
         running = _Running(self, call, claim)
         token = _running.set(running)
         try:
-            result = super().__call__(*args, **kwargs)
+            with keep_call_alive(call, claim):
+                result = super().__call__(*args, **kwargs)
         except BaseException as exc:
             running.fail(exc)
             raise

@@ -29,6 +29,7 @@ from idempotency.http.flow import (
     timed,
 )
 from idempotency.http.responses import acapture, is_storable
+from idempotency.keepalive import kept_alive
 from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
 
 logger = logging.getLogger("idempotency")
@@ -137,7 +138,15 @@ def run_lease(
     bind(prepared, claim)
     try:
         try:
-            response = finalize(call())
+            with kept_alive(
+                prepared.store,
+                prepared.scope,
+                prepared.key,
+                fence=claim.fence,
+                lease=prepared.policy.get_lease(),
+                owner=prepared.request.path,
+            ):
+                response = finalize(call())
         except IdempotencyError as exc:
             response = exc.as_response()
         except Exception as exc:
@@ -166,7 +175,15 @@ async def run_lease_async(
         return claim
     bind(prepared, claim)
     try:
-        response = await call()
+        with kept_alive(
+            prepared.store,
+            prepared.scope,
+            prepared.key,
+            fence=claim.fence,
+            lease=prepared.policy.get_lease(),
+            owner=prepared.request.path,
+        ):
+            response = await call()
     except IdempotencyError as exc:
         response = exc.as_response()
     except Exception as exc:

@@ -190,6 +190,19 @@ class BaseStore:
         """Free the key if ``fence`` still owns it (a recorded recovery point is kept)."""
         raise NotImplementedError
 
+    def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
+        """Keep-alive: renew the lease of a running owner to ``lease`` seconds from now (and
+        the record's expiry to at least that) if ``fence`` still owns the live, in-progress
+        record; False for a stale owner, a completed, released or expired record. Stores
+        that do not implement it have no keep-alive: a body must then end within its
+        lease."""
+        raise NotImplementedError
+
+    def renewable(self) -> bool:
+        """Whether a claim made now can be renewed from another thread (False where it is
+        part of an open transaction, invisible to others until its commit)."""
+        return True
+
     def save_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None
     ) -> bool:

@@ -181,6 +181,20 @@ class CacheStore(BaseStore):
 
     @guard("cache")
     @readable
+    def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
+        """Read, check, write: like completing, not atomic against a racing takeover."""
+        record = self._owned(scope, key, fence)
+        if record is None:
+            return False
+        now = time.time()
+        record.update(lease=now + lease, expires=max(record["expires"], now + lease))
+        self.cache.set(
+            self.record_key(scope, key), record, timeout=max(1, int(record["expires"] - now))
+        )
+        return True
+
+    @guard("cache")
+    @readable
     def save_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None
     ) -> bool:

@@ -15,12 +15,14 @@ request pays no cache write.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from django.core.cache import BaseCache
 from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models.functions import Now
+from django.db.models import DateTimeField, ExpressionWrapper, F
+from django.db.models.functions import Greatest, Now
 from django.utils import timezone
 
 from idempotency.conf import idempotency_settings
@@ -321,6 +323,22 @@ class DatabaseStore(ResponseCache, BaseStore):
             return True
         # a recovery point was recorded: keep it, end the lease so a retry resumes at once
         return bool(records.update(lease_expires_at=self._now_value()))
+
+    @guard("database")
+    def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
+        now = self._now_value()
+        later = now + timedelta(seconds=lease)
+        if not isinstance(now, datetime):  # PostgreSQL: the server's clock
+            later = ExpressionWrapper(now + timedelta(seconds=lease), DateTimeField())
+        updated = (
+            self._records()
+            .filter(scope=scope, key=key, fence=fence, state="in_progress", expires_at__gt=now)
+            .update(lease_expires_at=later, expires_at=Greatest(F("expires_at"), later))
+        )
+        return bool(updated)
+
+    def renewable(self) -> bool:
+        return not connections[self.using].in_atomic_block
 
     @guard("database")
     def save_recovery_point(

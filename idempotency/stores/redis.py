@@ -90,6 +90,19 @@ return 1
 """
 )
 
+EXTEND = (
+    _NOW
+    + """
+local r = redis.call('HMGET', KEYS[1], 'state', 'fence')
+if r[1] ~= 'p' or r[2] ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'lease', tostring(now + tonumber(ARGV[2])))
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 1
+"""
+)
+
 SAVE_RECOVERY_POINT = """
 local r = redis.call('HMGET', KEYS[1], 'state', 'fence')
 if r[1] ~= 'p' or r[2] ~= ARGV[1] then return 0 end
@@ -354,6 +367,14 @@ class RedisStore(BaseStore):
     def release(self, scope: str, key: str, *, fence: int) -> bool:
         return bool(
             self._script("release", RELEASE)(keys=[self.record_key(scope, key)], args=[fence])
+        )
+
+    @guard("redis")
+    @readable
+    def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
+        script = self._script("extend", EXTEND)
+        return bool(
+            script(keys=[self.record_key(scope, key)], args=[fence, max(1, int(lease * 1000))])
         )
 
     @guard("redis")

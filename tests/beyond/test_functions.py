@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 from django.db import connection
+from django.utils.module_loading import import_string
 
 from idempotency import idempotent_function
 from idempotency.calls import FunctionKeyMismatch, fingerprint_of, qualified_name
@@ -238,12 +239,17 @@ def test_nested_call_of_a_running_key_raises_in_progress(store: str) -> None:
 def test_expired_lease_is_taken_over_and_the_stale_owner_fenced_off(
     store: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A slow first call loses its key after the lease; its late result is refused."""
+    """A first call whose lease is not renewed (a store without keep-alive, or an owner
+    paused past its lease) loses its key after the lease; its late result is refused."""
     caplog.set_level(logging.WARNING, logger="idempotency")
     calls = Calls()
     release_first = threading.Event()
 
-    @idempotent_function(key="slow:{ref}", store=store, lease=0.3)
+    class WithoutKeepAlive(import_string(store)):  # type: ignore[misc]
+        def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
+            raise NotImplementedError
+
+    @idempotent_function(key="slow:{ref}", store=WithoutKeepAlive(), lease=0.3)
     def slow(ref: str) -> dict[str, int]:
         count = calls.add()
         if count == 1:
