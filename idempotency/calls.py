@@ -27,7 +27,6 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from asgiref.sync import sync_to_async
-from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
 from idempotency import signals
@@ -48,6 +47,7 @@ from idempotency.exceptions import (
     StoreUnavailable,
 )
 from idempotency.keepalive import keep_call_alive
+from idempotency.policy import lease_over
 from idempotency.results import ResultCodec, storable_error
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus
 
@@ -211,22 +211,9 @@ class KeyedCall:
         )
 
 
-def runs_atomic(store: BaseStore, mode: str) -> bool:
-    """Whether a call in ``mode`` runs in a transaction of ``store`` (atomic mode)."""
-    if mode == "lease" or (mode == "auto" and not store.supports_atomic):
-        return False
-    if not store.supports_atomic:
-        raise ImproperlyConfigured(
-            f"{type(store).__name__} cannot run atomic mode; use mode='lease' or DatabaseStore."
-        )
-    return True
-
-
 def _free(seen: Claim | None) -> bool:
     """Whether a looked-up state means the key can be claimed (released, or lease over)."""
-    if seen is None:
-        return True
-    return seen.status is ClaimStatus.IN_PROGRESS and seen.retry_after <= 0
+    return seen is None or lease_over(seen)
 
 
 def _first_state(call: KeyedCall) -> Claim:

@@ -126,12 +126,7 @@ class Setting:
 
 #: Every setting, described once. The settings reference is checked against it.
 SETTINGS: dict[str, Setting] = {
-    "ENABLED": Setting(
-        True,
-        "False: views, functions and tasks run their body directly, touching no store "
-        "(tests and local runs).",
-        "bool",
-    ),
+    "ENABLED": Setting(True, "False: every body runs directly, touching no store.", "bool"),
     "HEADER": Setting(
         "Idempotency-Key", "Name of the request header that carries the key.", "header"
     ),

@@ -73,12 +73,11 @@ from idempotency.calls import (
     call_fingerprint,
     fingerprint_of,
     run,
-    runs_atomic,
 )
-from idempotency.conf import MODES, idempotency_settings
+from idempotency.conf import idempotency_settings
 from idempotency.exceptions import IdempotencyKeyMissing, ImproperlyApplied
+from idempotency.policy import CallPolicy
 from idempotency.results import ResultCodec, Serializer, return_annotation
-from idempotency.stores import get_store
 
 __all__ = [
     "ArgumentsMismatch",
@@ -191,8 +190,9 @@ def idempotent_function(
     """
     if callable(key) and isinstance(key, type):
         raise TypeError("key must be a format string or a function of the arguments")
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    policy = CallPolicy(
+        ttl=ttl, lease=lease, wait=wait, store=store, mode=mode, store_errors=store_errors
+    )
 
     def decorate(func: Callable[P, R]) -> IdempotentCallable[P, R]:
         if not callable(func):
@@ -217,8 +217,7 @@ def idempotent_function(
                     raise
                 unkeyed(owner, exc)
                 return None
-            settings = idempotency_settings
-            resolved = get_store(store)
+            resolved = policy.get_store()
             arguments = hasher(args, kwargs) if hasher is not None else None
             return KeyedCall(
                 store=resolved,
@@ -227,12 +226,12 @@ def idempotent_function(
                 fingerprint=call_fingerprint("function", owner, arguments),
                 legacy=legacy,
                 owner=owner,
-                lease=float(settings.LEASE if lease is None else lease),
-                ttl=float(settings.TTL if ttl is None else ttl),
-                wait=float(settings.WAIT if wait is None else wait),
-                atomic=mode != "lease" and not async_func_given and runs_atomic(resolved, mode),
+                lease=policy.get_lease(),
+                ttl=policy.get_ttl(),
+                wait=policy.get_wait(),
+                atomic=not async_func_given and policy.runs_atomic(resolved),
                 codec=codec,
-                store_errors=store_errors,
+                store_errors=policy.get_store_errors(),
                 on_replay=on_replay,
             )
 
@@ -262,7 +261,7 @@ def idempotent_function(
             return build(args, kwargs)
 
         def forget(*args: Any, **kwargs: Any) -> bool:
-            return get_store(store).delete(scope, build(args, kwargs))
+            return policy.get_store().delete(scope, build(args, kwargs))
 
         async def aforget(*args: Any, **kwargs: Any) -> bool:
             return await sync_to_async(forget)(*args, **kwargs)

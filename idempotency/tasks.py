@@ -76,15 +76,14 @@ from idempotency.calls import (
     finish,
     key_builder,
     replayed,
-    runs_atomic,
     store_failure,
 )
-from idempotency.conf import MODES, idempotency_settings
+from idempotency.conf import idempotency_settings
 from idempotency.exceptions import IdempotencyKeyMissing, ImproperlyApplied, StoreUnavailable
 from idempotency.keepalive import keep_call_alive
+from idempotency.policy import CallPolicy
 from idempotency.redelivery import Redelivery
 from idempotency.results import ResultCodec, return_annotation
-from idempotency.stores import get_store
 from idempotency.stores.base import Claim, ClaimStatus
 
 __all__ = [
@@ -199,14 +198,25 @@ class IdempotentTask(Redelivery):
             return float(time_limit)
         return float(idempotency_settings.LEASE)
 
+    def get_idempotency_policy(self) -> CallPolicy:
+        """This task's options, resolved like a view's or a function's."""
+        return CallPolicy(
+            ttl=self.idempotency_ttl,
+            lease=self.get_idempotency_lease(),
+            wait=float(self.idempotency_wait or 0.0),
+            store=self.idempotency_store,
+            mode=self.idempotency_mode,
+            store_errors=bool(self.idempotency_store_errors),
+        )
+
     def idempotent_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> KeyedCall | None:
         if not idempotency_settings.ENABLED:
             return None
         key = self.get_idempotency_key(args, kwargs)
         if key is None:
             return None
-        ttl = self.idempotency_ttl
-        store = get_store(self.idempotency_store)
+        policy = self.get_idempotency_policy()
+        store = policy.get_store()
         codec = self._derived(
             "codec",
             lambda: ResultCodec(
@@ -222,13 +232,13 @@ class IdempotentTask(Redelivery):
             fingerprint=self.get_idempotency_fingerprint(args, kwargs),
             legacy=fingerprint_of("task", self.name),
             owner=self.name,
-            lease=self.get_idempotency_lease(),
-            ttl=float(idempotency_settings.TTL if ttl is None else ttl),
-            wait=float(self.idempotency_wait or 0.0),
+            lease=policy.get_lease(),
+            ttl=policy.get_ttl(),
+            wait=policy.get_wait(),
             method=TASK_METHOD,
-            atomic=runs_atomic(store, self.idempotency_mode),
+            atomic=policy.runs_atomic(store),
             codec=codec,
-            store_errors=bool(self.idempotency_store_errors),
+            store_errors=policy.get_store_errors(),
             on_replay=self._option("idempotency_on_replay"),
         )
 
@@ -345,8 +355,7 @@ def idempotent_task(
         )
     if key is not None and not (isinstance(key, str) or callable(key)):
         raise TypeError(f"key must be a format string or a callable, got {key!r}")
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    CallPolicy(ttl=ttl, lease=lease, wait=wait, store=store, mode=mode)  # validated once
     attributes: dict[str, Any] = {
         "base": base,
         # a staticmethod, so a key function never becomes a method of the task class

@@ -24,6 +24,7 @@ from idempotency.exceptions import (
 from idempotency.http.keys import header_value, parse_key
 from idempotency.http.policy import Policy
 from idempotency.http.responses import capture, is_storable, replay, retry_after
+from idempotency.policy import lease_over
 from idempotency.problems import problem_response
 from idempotency.stores import record_digest
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus, StoredResponse
@@ -253,9 +254,8 @@ def answer_to_exception(
     return response_for_exception(prepared.request, exc)
 
 
-def abandoned(claim: Claim) -> bool:
-    """An in-progress record whose lease ran out: the next claim takes it over."""
-    return claim.status is ClaimStatus.IN_PROGRESS and claim.retry_after <= 0
+#: An in-progress record whose lease ran out: the next claim takes it over.
+abandoned = lease_over
 
 
 def answer_waiting(prepared: Prepared, claim: Claim) -> HttpResponseBase:

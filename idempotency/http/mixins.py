@@ -8,6 +8,7 @@ override the ``get_*`` hooks; a ``@idempotent`` on a method wins over both.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Collection
 from typing import Any
 
@@ -34,7 +35,9 @@ class IdempotentMixin:
     setting of the same name applies): ``idempotency_required``,
     ``idempotency_ttl``, ``idempotency_lease``, ``idempotency_store``,
     ``idempotency_mode``, ``idempotency_wait``, ``idempotency_store_errors``,
-    ``idempotency_on_store_unavailable``; ``idempotent_actions`` limits it to the
+    ``idempotency_on_store_unavailable``, ``idempotency_claim``,
+    ``idempotency_databases``, ``idempotency_fingerprint`` (one per option of
+    :class:`~idempotency.http.policy.Policy`); ``idempotent_actions`` limits it to the
     named actions or methods. Override :meth:`get_idempotency_scope` to key by
     something other than the user, or :meth:`get_idempotency_policy` to decide per
     request.
@@ -49,6 +52,9 @@ class IdempotentMixin:
     idempotency_wait: float | None = None
     idempotency_store_errors: bool | None = None
     idempotency_on_store_unavailable: str | None = None
+    idempotency_claim: str | None = None
+    idempotency_databases: Collection[str] | None = None
+    idempotency_fingerprint: Any = None
     #: Names of the actions (viewsets) or methods that take part; None: every unsafe one.
     idempotent_actions: Collection[str] | None = None
 
@@ -58,19 +64,19 @@ class IdempotentMixin:
         return base.get_scope(request)
 
     def get_idempotency_policy(self) -> Policy:
-        """The options of this view: its class attributes over ``idempotency_policy``."""
+        """The options of this view: its class attributes over ``idempotency_policy``
+        (one ``idempotency_<name>`` per option of :class:`~idempotency.http.policy.Policy`;
+        ``scope`` comes from :meth:`get_idempotency_scope`)."""
         base = self.idempotency_policy or Policy()
-        return base.merged(
-            required=self.idempotency_required,
-            ttl=self.idempotency_ttl,
-            lease=self.idempotency_lease,
-            store=self.idempotency_store,
-            mode=self.idempotency_mode,
-            wait=self.idempotency_wait,
-            store_errors=self.idempotency_store_errors,
-            on_store_unavailable=self.idempotency_on_store_unavailable,
-            scope=self.get_idempotency_scope,
-        )
+        options: dict[str, Any] = {}
+        for name in Policy.option_names():
+            # read statically: a function given as a class attribute is not a method
+            value = inspect.getattr_static(self, f"idempotency_{name}", None)
+            if isinstance(value, staticmethod):
+                value = value.__func__
+            options[name] = value
+        options["scope"] = self.get_idempotency_scope
+        return base.merged(**options)
 
     def is_idempotent_action(self, request: Request) -> bool:
         """Whether this request's action (or method) takes part (``idempotent_actions``)."""

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test import Client, override_settings
+from django.utils.module_loading import import_string
 
 from tests.core.conftest import STORE_VARIANTS, token_client, variant_params
 from tests.testapp.models import Effect, Wallet
@@ -237,12 +238,18 @@ def test_lease_mode_dead_owner_blocks_until_lease_ends_then_retry_takes_over(
 def test_stale_owner_completion_is_fenced_off_over_http(
     user: Any, wallet: Wallet, variant: str
 ) -> None:
-    """A slow first request outlives its lease; a retry takes over; the slow one's late
-    completion must not overwrite the retry's stored response."""
+    """A slow first request outlives its lease (its keep-alive cannot renew it: a store
+    without one, or an owner paused past its lease); a retry takes over; the slow one's
+    late completion must not overwrite the retry's stored response."""
     key = str(uuid.uuid4())
     client = _client(user)
     results: dict[str, Any] = {}
-    config = {**STORE_VARIANTS[variant], "LEASE": 0.5}
+
+    class WithoutKeepAlive(import_string(STORE_VARIANTS[variant]["STORE"])):  # type: ignore[misc]
+        def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
+            raise NotImplementedError
+
+    config = {**STORE_VARIANTS[variant], "LEASE": 0.5, "STORE": WithoutKeepAlive()}
     with override_settings(IDEMPOTENCY=config):
 
         def slow() -> None:
