@@ -18,7 +18,8 @@ from tests.core.conftest import STORE_VARIANTS, token_client
 from tests.testapp.executions import ENV, executions
 from tests.testapp.models import Effect, Wallet
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# ten writers at once: PostgreSQL (SQLite serialises writers and answers "locked")
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 LEASE = 1.0
 LEASE_MODE = [
