@@ -66,6 +66,14 @@ def test_readme_is_a_landing_page_whose_links_resolve() -> None:
     assert targets, "the README links into the docs"
     missing = [t for t in targets if not (README.parent / t).exists()]
     assert missing == []
+    for target, anchor in re.findall(r"\]\(((?!https?:)[^)#\s]+)#([^)]+)\)", text):
+        headings = re.findall(r"^#+ (.+)$", (README.parent / target).read_text(), re.M)
+        assert anchor in {_slug(h) for h in headings}, f"{target}#{anchor}"
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub (and MyST's heading anchors) give a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
 LITERAL_PROBLEM = re.compile(r"problem_response\(\s*(\d{3}),\s*\"([a-z][a-z-]+)\"")
