@@ -178,6 +178,13 @@ def counted_lease(label: str, seconds: float) -> dict[str, Any]:
     return _counted_sleep(label, seconds)
 
 
+@app.task(base=IdempotentTask, name="beyond.counted_short_lease", idempotency_lease=1.0)
+def counted_short_lease(label: str, seconds: float) -> dict[str, Any]:
+    """Keyed by the task id, lease mode with a 1 s lease: a longer body lives on its
+    keep-alive, so duplicates are deferred for as long as it runs."""
+    return _counted_sleep(label, seconds)
+
+
 @app.task(base=IdempotentTask, name="beyond.counted_atomic", idempotency_mode="atomic")
 def counted_atomic(label: str, seconds: float) -> dict[str, Any]:
     """Keyed by the task id, atomic mode: duplicates wait on the record, then replay."""

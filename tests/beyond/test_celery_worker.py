@@ -157,12 +157,17 @@ def test_worker_killed_mid_task_is_redelivered_and_completes_once(
     assert json.loads(bytes(stored.response_body)) == {"label": label, "pid": second.pid}
 
 
-@pytest.mark.parametrize("task_name", ["counted_lease", "counted_atomic"])
+@pytest.mark.parametrize(
+    ("task_name", "seconds"),
+    [("counted_lease", 1.0), ("counted_atomic", 1.0), ("counted_short_lease", 3.0)],
+    ids=["lease", "atomic", "body-3x-its-lease"],
+)
 def test_concurrent_deliveries_to_two_workers_run_the_body_once(
-    start_worker: Callable[..., Worker], counters: Any, task_name: str
+    start_worker: Callable[..., Worker], counters: Any, task_name: str, seconds: float
 ) -> None:
     """The same message delivered six times to two workers at once (a redelivery storm):
-    the body starts once (counted in Redis as it starts), every delivery succeeds."""
+    the body starts once (counted in Redis as it starts), every delivery succeeds. With a
+    body three times longer than its lease, the keep-alive holds the key meanwhile."""
     queue = unique("beyond-storm")
     workers = [start_worker(queue), start_worker(queue)]
     task = getattr(celery_app, task_name)
@@ -170,7 +175,7 @@ def test_concurrent_deliveries_to_two_workers_run_the_body_once(
     task_id = str(uuid.uuid4())
     deliveries = 6
     for _ in range(deliveries):
-        task.apply_async((label, 1.0), task_id=task_id, queue=queue)
+        task.apply_async((label, seconds), task_id=task_id, queue=queue)
 
     def succeeded() -> int:
         return sum(run["state"] == "SUCCESS" for run in postruns(counters, task_id))
