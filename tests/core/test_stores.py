@@ -9,10 +9,13 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db.models import F
 
+from idempotency.models import IdempotencyRecord
 from idempotency.stores.base import BaseStore, ClaimStatus, StoredResponse
 from idempotency.stores.cache import CacheStore
 from idempotency.stores.database import DatabaseStore
@@ -40,6 +43,42 @@ def store(request: pytest.FixtureRequest, db: Any) -> Iterator[BaseStore]:
 @pytest.fixture
 def key() -> str:
     return f"key-{uuid.uuid4()}"
+
+
+def age(store: BaseStore, key: str, seconds: float) -> None:
+    """Time passes for one record, without a sleep: its lease and its expiry move
+    ``seconds`` closer, on the clock that store judges them by (the database's rows, Redis'
+    key TTL and lease field, the cache entry and its fields); one past its expiry is gone
+    as the backend itself would drop it."""
+    name = getattr(store, "record_key", lambda scope, key: "")("user:1", key)
+    if isinstance(store, DatabaseStore):
+        delta = timedelta(seconds=seconds)
+        IdempotencyRecord.objects.filter(scope="user:1", key=key).update(
+            created_at=F("created_at") - delta,
+            expires_at=F("expires_at") - delta,
+            lease_expires_at=F("lease_expires_at") - delta,
+        )
+    elif isinstance(store, RedisStore):
+        ms = int(seconds * 1000)
+        lease = store.client.hget(name, "lease")
+        if lease is not None:
+            store.client.hset(name, "lease", str(int(lease) - ms))
+        left = store.client.pttl(name)
+        if 0 <= left <= ms:
+            store.client.delete(name)
+        elif left > ms:
+            store.client.pexpire(name, left - ms)
+    else:
+        assert isinstance(store, CacheStore)
+        record = store.cache.get(name)
+        if record is not None:
+            record = {**record, "lease": record["lease"] - seconds}
+            record["expires"] -= seconds
+            left = record["expires"] - time.time()
+            if left <= 0:
+                store.cache.delete(name)
+            else:
+                store.cache.set(name, record, timeout=left)
 
 
 def claim(
@@ -105,8 +144,8 @@ def test_wrong_fence_cannot_complete_or_release(store: BaseStore, key: str) -> N
 
 
 def test_expired_lease_is_taken_over_and_stale_owner_fenced_off(store: BaseStore, key: str) -> None:
-    stale = claim(store, key, lease=0.2)
-    time.sleep(0.35)
+    stale = claim(store, key, lease=30)
+    age(store, key, 31)
     fresh = claim(store, key, lease=30)
     assert fresh.status is ClaimStatus.CLAIMED
     assert fresh.fence != stale.fence
@@ -127,9 +166,11 @@ def test_released_then_reclaimed_key_rejects_the_old_fence(store: BaseStore, key
 
 
 def test_expired_record_is_absent_before_purge(store: BaseStore, key: str) -> None:
-    first = claim(store, key, ttl=1)
-    store.complete("user:1", key, fence=first.fence, response=RESPONSE, ttl=1)
-    time.sleep(1.3)
+    first = claim(store, key, ttl=60)
+    store.complete("user:1", key, fence=first.fence, response=RESPONSE, ttl=60)
+    age(store, key, 50)
+    assert store.lookup("user:1", key, fingerprint="fp1") is not None  # 10 s to go
+    age(store, key, 11)
     assert store.lookup("user:1", key, fingerprint="fp1") is None
     # even another request's fingerprint may now use the key
     assert claim(store, key, "fp2").status is ClaimStatus.CLAIMED
@@ -169,8 +210,8 @@ def test_database_atomic_insert_refuses_a_live_key(db: Any, key: str) -> None:
 def test_database_atomic_insert_replaces_an_expired_record(db: Any, key: str) -> None:
     store = DatabaseStore()
     with store.atomic():
-        store.insert_completed("user:1", key, fingerprint="fp1", response=RESPONSE, ttl=0.2)
-    time.sleep(0.3)
+        store.insert_completed("user:1", key, fingerprint="fp1", response=RESPONSE, ttl=60)
+    age(store, key, 61)
     other = StoredResponse(200, [], b"new")
     with store.atomic():
         assert store.insert_completed("user:1", key, fingerprint="fp2", response=other, ttl=60)
