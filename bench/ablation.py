@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.smoke:
         args.rounds, args.per_block = 1, 2
-    from bench.run import prepare_services
+    from bench.servers import prepare_services
     from bench.variants import VARIANTS
 
     prepare_services([v for v in VARIANTS if v.kind != "peer"])

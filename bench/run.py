@@ -16,14 +16,13 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench import env
 from bench.load import LoadError, Phase, Reply, Storm, post, run_wrk, storm, wrk_path
-from bench.servers import ROOT, Server, ServerError
+from bench.servers import Server, ServerError, prepare_services
 from bench.variants import FIRST, REPLAY, STORM, VARIANTS, Variant, reference
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -120,36 +119,6 @@ def parse(argv: list[str] | None = None) -> Options:
 
 
 # -- services and data ---------------------------------------------------------------------
-
-
-def prepare_services(variants: Iterable[Variant]) -> None:
-    """Create the database when missing, migrate every settings module, flush our Redis db."""
-    import psycopg
-    import redis
-
-    db = env.database_settings()
-    admin = psycopg.connect(
-        host=db["HOST"],
-        port=db["PORT"],
-        user=db["USER"],
-        password=db["PASSWORD"] or None,
-        dbname="postgres",
-        autocommit=True,
-    )
-    with admin:
-        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [db["NAME"]])
-        if exists.fetchone() is None:
-            admin.execute(f'CREATE DATABASE "{db["NAME"]}"')
-            log(f"created database {db['NAME']}")
-    redis.Redis.from_url(env.REDIS_URL).flushdb()
-    for settings in sorted({v.settings for v in variants}):
-        done = subprocess.run(
-            [sys.executable, "-m", "django", "migrate", "--noinput", "-v", "0",
-             f"--settings={settings}"],
-            cwd=ROOT, capture_output=True, text=True,
-        )  # fmt: skip
-        if done.returncode != 0:
-            raise ServerError(f"migrate failed for {settings}:\n{done.stdout}\n{done.stderr}")
 
 
 def setup_django() -> None:

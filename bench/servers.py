@@ -9,8 +9,15 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bench import env
+
+if TYPE_CHECKING:
+    from bench.variants import Variant
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKERS = 2
@@ -117,3 +124,33 @@ class Server:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=5)
+
+
+def prepare_services(variants: Iterable[Variant]) -> None:
+    """Create the database when missing, migrate every settings module, flush our Redis db."""
+    import psycopg
+    import redis
+
+    db = env.database_settings()
+    admin = psycopg.connect(
+        host=db["HOST"],
+        port=db["PORT"],
+        user=db["USER"],
+        password=db["PASSWORD"] or None,
+        dbname="postgres",
+        autocommit=True,
+    )
+    with admin:
+        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [db["NAME"]])
+        if exists.fetchone() is None:
+            admin.execute(f'CREATE DATABASE "{db["NAME"]}"')
+            print(f"[bench] created database {db['NAME']}", file=sys.stderr, flush=True)
+    redis.Redis.from_url(env.REDIS_URL).flushdb()
+    for settings in sorted({v.settings for v in variants}):
+        done = subprocess.run(
+            [sys.executable, "-m", "django", "migrate", "--noinput", "-v", "0",
+             f"--settings={settings}"],
+            cwd=ROOT, capture_output=True, text=True,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise ServerError(f"migrate failed for {settings}:\n{done.stdout}\n{done.stderr}")
