@@ -9,11 +9,11 @@ task name, so neither needs an import back.
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests import imports
+from tests.imports import circles, imports_of
+
 PACKAGES = ("accounts", "orders", "payments", "config")
 #: Which sample app may import which (one direction; config, the project, sits on top).
 MAY_IMPORT = {
@@ -23,93 +23,8 @@ MAY_IMPORT = {
 }
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def sample_modules() -> dict[str, Path]:
-    modules = {}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            if "migrations" not in path.parts:
-                modules[module_name(path)] = path
-    return modules
-
-
-def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
-    """Every node, skipping the bodies of ``if TYPE_CHECKING:``."""
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for other in node.orelse:
-                yield other
-                yield from _runtime_nodes(other)
-            continue
-        yield node
-        yield from _runtime_nodes(node)
-
-
-def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
-    """The sample modules ``name`` imports (``from pkg import module`` counts as the module)."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: set[str] = set()
-    for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
-        targets: list[str] = []
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, *([base] if base else [])])
-            targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
-        for target in targets:
-            while target and target not in known:
-                target = target.rpartition(".")[0]
-            if target and target != name:
-                found.add(target)
-    return found
-
-
 def import_graph() -> dict[str, set[str]]:
-    modules = sample_modules()
-    known = set(modules)
-    return {name: imports_of(name, path, known) for name, path in modules.items()}
-
-
-def circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components with more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for nxt in sorted(graph.get(node, ())):
-            if nxt not in index:
-                visit(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in on_stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return found
+    return imports.import_graph(imports.modules(PACKAGES))
 
 
 def test_the_finder_sees_a_circle_and_lazy_imports(tmp_path: Path) -> None:
