@@ -119,6 +119,20 @@ def consume_message(message_id: str, consumer: str, label: str) -> dict[str, Any
     return {"message_id": message_id, "consumer": consumer}
 
 
+@idempotent_task(
+    app=app,
+    name="beyond.strict_consumer",
+    key="pay_{message_id}",
+    autoretry_for=(Exception,),
+    retry_kwargs={"countdown": 0.2},
+    max_retries=3,
+)
+def strict_consumer(message_id: str, amount: str, label: str) -> dict[str, Any]:
+    """Retries any failure, yet a redelivery with other arguments must not retry."""
+    _effect(label)
+    return {"message_id": message_id, "amount": amount}
+
+
 @app.task(
     base=IdempotentTask,
     bind=True,

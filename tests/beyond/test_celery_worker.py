@@ -256,3 +256,27 @@ def test_a_chord_runs_each_part_and_its_body_once_even_when_delivered_twice(
     assert counters.llen(sums) == 1  # the body's effect happened once
     body_runs = postruns(counters, body_id)
     assert body_runs and all(run["retval"] == 30 for run in body_runs)
+
+
+def test_redelivery_with_other_arguments_fails_without_running_or_retrying(
+    start_worker: Callable[..., Worker], counters: Any
+) -> None:
+    """One message key, tampered arguments: FAILURE at once, even under autoretry_for."""
+    worker = start_worker()
+    message_id, label = uuid.uuid4().hex, unique("strict")
+    first, same, tampered = (str(uuid.uuid4()) for _ in range(3))
+    for task_id, amount in ((first, "1.00"), (same, "1.00"), (tampered, "9.99")):
+        celery_app.strict_consumer.apply_async(
+            (message_id, amount, label), task_id=task_id, queue=worker.queue
+        )
+        assert wait_until(lambda t=task_id: postruns(counters, t), timeout=30), worker.output()
+
+    assert [run["state"] for run in postruns(counters, first)] == ["SUCCESS"]
+    assert [run["state"] for run in postruns(counters, same)] == ["SUCCESS"]
+    assert postruns(counters, same)[0]["retval"] == {"message_id": message_id, "amount": "1.00"}
+    assert [run["state"] for run in postruns(counters, tampered)] == ["FAILURE"]
+    assert counters.get(f"beyond:retries:{tampered}") is None  # never retried
+    assert "ArgumentsMismatch" in str(postruns(counters, tampered)[0]["retval"])
+    assert effects(counters, label) == 1
+    stored = record(f"pay_{message_id}")
+    assert stored is not None and stored.is_completed
