@@ -185,7 +185,10 @@ def _parsed_body(request: Any, drop: frozenset[str]) -> bytes:
     except RequestDataTooBig:
         raise  # 413
     except Exception:  # noqa: BLE001 - the parser refused the body: the view answers it
-        return b"unparsable"
+        # two different malformed bodies are two requests: hash the raw bytes when they
+        # were read into memory (a body over DATA_UPLOAD_MAX_MEMORY_SIZE was not)
+        raw = getattr(getattr(request, "_request", request), "_body", None)
+        return b"unparsable:" + (hashlib.sha256(raw).hexdigest().encode() if raw else b"")
     return b"parsed:" + _parsed_digest(data, files, drop)
 
 

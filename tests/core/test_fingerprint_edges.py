@@ -58,6 +58,18 @@ def test_two_files_under_one_name_swapped_are_different() -> None:
     assert upload(b"first", b"second") == upload(b"first", b"second")
 
 
+def test_two_malformed_multipart_bodies_are_different() -> None:
+    """A body the multipart parser refuses is hashed from its bytes, so another malformed
+    body under the same key is a different request (422), not a replay of the first."""
+
+    def broken(body: bytes) -> str:  # no boundary: Django's parser raises
+        return fp(rf.post("/x/", data=body, content_type="multipart/form-data"))
+
+    first = broken(b"garbage one")
+    assert first != broken(b"garbage two")
+    assert first == broken(b"garbage one")
+
+
 @pytest.mark.parametrize(
     ("a", "b"),
     [
