@@ -1,57 +1,5 @@
-"""``@idempotent_function``: run a plain callable at most once per key.
-
-For work that does not arrive as an HTTP request with an ``Idempotency-Key``:
-payment-gateway callbacks, message handlers, management scripts run twice::
-
-    from idempotency import idempotent_function
-
-    @idempotent_function(key="pay_callback:{trade_no}")
-    def handle_payment_callback(trade_no: str, amount: str) -> dict[str, str]:
-        ...  # charge, ship, e-mail: runs once per trade_no
-        return {"status": "paid"}
-
-The flow is the keyed-call engine (:mod:`idempotency.calls`, shared with Celery
-tasks) over the store contract (:mod:`idempotency.stores.base`):
-
-1. the key is built from the call's arguments (a format string formatted with
-   the bound arguments, defaults applied, or a callable of the arguments);
-   A key part that is None or empty raises
-   :class:`~idempotency.exceptions.IdempotencyKeyMissing` (``optional=True``: the
-   call runs without idempotency and logs a warning);
-2. the key is **claimed** in ``scope`` with a lease and a fencing token. The
-   record's fingerprint names the function and hashes its bound arguments, so the
-   same key claimed by another function raises :class:`FunctionKeyMismatch`, and
-   by this one with other arguments :class:`ArgumentsMismatch` (``fingerprint=``
-   narrows which arguments count);
-3. the key is already **completed**: the stored result is returned, the body
-   does not run (``on_replay(result, record)`` may replace it). Results keep
-   their type (:mod:`idempotency.results`), and falsy results (``0``,
-   ``False``, ``{}``, ``[]``, ``None``) are replayed like any other;
-4. the key is **in progress** elsewhere: wait up to ``wait`` seconds for it to
-   finish (then return its result), else raise
-   :class:`~idempotency.exceptions.InProgress`. A lease that ran out (the owner
-   crashed) is taken over;
-5. the key is **claimed**: the body runs, its lease kept alive meanwhile. An
-   exception releases the key (a later call runs again) and propagates
-   (``store_errors=True``: it is stored, and repeats raise it again); a result is
-   encoded and stored with the fencing token. A result that cannot be stored
-   releases the key and raises :class:`TypeError` before anything is stored. An
-   owner whose lease was taken over cannot overwrite the new owner's result: its
-   completion is refused and logged as a warning (signal ``stale_owner``).
-
-**The first call returns what every repeat returns**: the result after its
-stored round trip. A caller can never depend on something only the first call
-would give it.
-
-``IDEMPOTENCY = {"ENABLED": False}`` runs every body directly, touching no store.
-
-Sync and async callables both work; an async one runs the store calls through
-:func:`asgiref.sync.sync_to_async` and waits with :func:`asyncio.sleep`.
-
-Inside ``transaction.atomic()`` the claim is part of the caller's transaction:
-other processes cannot see it before the commit (a concurrent duplicate waits on
-the database's unique index instead) and a rollback takes it back.
-"""
+"""``@idempotent_function``: run a plain callable at most once per key (the keyed-call
+engine of :mod:`idempotency.calls` for functions; the guide: docs/howto/callbacks.md)."""
 
 from __future__ import annotations
 

@@ -1,56 +1,5 @@
-"""Idempotent Celery tasks: a redelivered or re-published message runs its work once.
-
-Brokers deliver *at least once*: a worker that dies before acknowledging, a
-visibility timeout that passes, a producer that retries a publish, a beat
-schedule that fires twice. :class:`IdempotentTask` turns that into
-*effectively once*. Two equivalent spellings::
-
-    from celery import shared_task
-    from idempotency import IdempotentTask, idempotent_task
-
-    # Celery's own style: the base class, configured by task options
-    @shared_task(base=IdempotentTask, idempotency_key="msg_{message_id}_{consumer}")
-    def consume(message_id: str, consumer: str, payload: dict) -> dict: ...
-
-    # the shortcut: same thing (shared_task, or app.task with app=...)
-    @idempotent_task(key="msg_{message_id}_{consumer}", autoretry_for=(IOError,))
-    def consume(message_id: str, consumer: str, payload: dict) -> dict: ...
-
-How a delivery is handled (the keyed-call engine of :mod:`idempotency.calls`):
-
-* **key**: the task id by default (a direct call without one just runs), or derived
-  from the message (``idempotency_key``), so different messages carrying the same
-  business id are duplicates too.
-* **completed**: a duplicate is acknowledged and skipped; it returns the stored result.
-* **claimed**: the task runs, its lease kept alive. An exception (``self.retry()`` and
-  ``autoretry_for`` included) **releases** the key before the retry is published.
-* **in progress**: another delivery runs the key, or its worker died unacknowledged.
-  The duplicate is published again with a countdown of the rest of the lease and ends
-  in state RETRY; once the lease has passed, the next delivery takes the key over. A
-  deferral is **not** a retry: ``request.retries`` and ``max_retries`` are untouched
-  and nothing is set on the shared task instance. Eager and direct calls raise
-  :class:`~idempotency.exceptions.InProgress` instead.
-* **fencing**: a worker whose lease was taken over cannot overwrite the new owner's
-  result (refused and logged). Groups and chords: see the README's "Celery tasks".
-
-``acks_late`` and ``reject_on_worker_lost`` default to True on
-:class:`IdempotentTask`: the message is acknowledged only after the task ran, so
-a worker killed mid-task gets it redelivered, and the key makes that safe.
-
-Options (class attributes, or task options of ``app.task``/``shared_task``):
-``idempotency_key`` (None: the task id; a format string, ``payload_key`` or callable of
-the arguments), ``idempotency_scope`` (default ``"tasks"``), ``idempotency_lease``
-(default: the task's hard ``time_limit``, else the ``LEASE`` setting; kept alive while
-the task runs), ``idempotency_ttl``, ``idempotency_wait`` (default 0: defer at once),
-``idempotency_store``, ``idempotency_mode``, ``idempotency_optional``,
-``idempotency_fingerprint`` (a redelivery with other arguments fails with
-:class:`~idempotency.exceptions.ArgumentsMismatch`, without running and without
-retrying), ``idempotency_serializer``, ``idempotency_store_errors`` and
-``idempotency_on_replay``: each as for :func:`~idempotency.functions.idempotent_function`.
-
-Also here: the Celery beat tasks ``idempotency.purge_expired_records`` and
-``idempotency.purge_expired_submit_tokens``.
-"""
+"""Idempotent Celery tasks: a redelivered or re-published message runs its work once
+(``IdempotentTask``, ``idempotent_task``; the flow and the options: docs/howto/celery.md)."""
 
 from __future__ import annotations
 
@@ -130,7 +79,7 @@ _running: contextvars.ContextVar[_Running | None] = contextvars.ContextVar(
 class IdempotentTask(Redelivery):
     """Celery task base class: a duplicate delivery of a key returns the stored result.
 
-    See the module documentation for the flow and the options.
+    The flow and the options: docs/howto/celery.md.
     """
 
     acks_late = True

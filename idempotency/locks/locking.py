@@ -43,7 +43,7 @@ def get_backend(backend: str | LockBackend | None = None) -> LockBackend:
 
 
 class Lock:
-    """A named distributed lock; see the module documentation.
+    """A named distributed lock (how it behaves: docs/howto/locks.md).
 
     One object holds the lock at most once at a time; use a new one (``lock(...)``)
     per critical section. As a decorator it takes a new lock for every call.

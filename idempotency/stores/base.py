@@ -157,6 +157,22 @@ class BaseStore:
         method: str = "",
         route: str = "",
     ) -> Claim:
+        """Claim ``key`` in ``scope`` for a request whose fingerprint is ``fingerprint``: one
+        atomic step, so of concurrent claims of a key exactly one wins. The answer:
+
+        - ``CLAIMED``: the caller owns the key for ``lease`` seconds, proven by
+          ``fence`` (pass it to :meth:`complete`, :meth:`release`, :meth:`extend` and
+          :meth:`save_recovery_point`); a new record lives ``ttl`` seconds.
+          ``taken_over`` when an earlier owner's lease had run out, whose recovery
+          point comes with the claim.
+        - ``COMPLETED``: a live record of the same fingerprint holds ``response``.
+        - ``IN_PROGRESS``: another owner's lease is live; ``retry_after`` is what
+          remains of it, in seconds.
+        - ``MISMATCH``: the live record belongs to a request of another fingerprint.
+
+        An expired record counts as absent. ``method`` and ``route`` are kept for the
+        admin only.
+        """
         raise NotImplementedError
 
     def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:

@@ -3,8 +3,9 @@
 Uses the connection of a django-redis cache (``REDIS_ALIAS``). A record lives
 under ``<prefix>:{<digest>}:rec``; the digest sits in a hash tag so the record
 and anything kept beside it land on one Redis Cluster slot. Expiry is Redis's
-own key TTL, so an expired record is absent the moment its TTL passes. Lease
-times are taken from the Redis server's clock (``TIME``), never the caller's.
+own key TTL, so an expired record is absent the moment its TTL passes. The scripts
+judge leases by the Redis server's clock (``TIME``); only the ``Retry-After`` estimate
+of :meth:`RedisStore.lookup` reads the application's clock.
 
 Replication is asynchronous: a primary that acknowledged a claim and died before its
 replicas received it loses the claim at failover, and a retry may then run the work
