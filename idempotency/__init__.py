@@ -43,7 +43,7 @@ _EXPORTS: dict[str, str] = {
     "IdempotencyKeyRequired": "idempotency.exceptions",
     "IdempotencyKeyMismatch": "idempotency.exceptions",
     "IdempotencyRequestInProgress": "idempotency.exceptions",
-    "IdempotencyScopeUnavailable": "idempotency.exceptions",
+    "IdempotencyAnonymousNotAllowed": "idempotency.exceptions",
     "LockNotAcquired": "idempotency.exceptions",
     "InProgress": "idempotency.exceptions",
     "FunctionKeyMismatch": "idempotency.exceptions",
@@ -90,15 +90,15 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.conf import idempotency_settings as idempotency_settings
     from idempotency.exceptions import ArgumentsMismatch as ArgumentsMismatch
     from idempotency.exceptions import FunctionKeyMismatch as FunctionKeyMismatch
+    from idempotency.exceptions import (
+        IdempotencyAnonymousNotAllowed as IdempotencyAnonymousNotAllowed,
+    )
     from idempotency.exceptions import IdempotencyError as IdempotencyError
     from idempotency.exceptions import IdempotencyKeyMismatch as IdempotencyKeyMismatch
     from idempotency.exceptions import IdempotencyKeyMissing as IdempotencyKeyMissing
     from idempotency.exceptions import IdempotencyKeyRequired as IdempotencyKeyRequired
     from idempotency.exceptions import (
         IdempotencyRequestInProgress as IdempotencyRequestInProgress,
-    )
-    from idempotency.exceptions import (
-        IdempotencyScopeUnavailable as IdempotencyScopeUnavailable,
     )
     from idempotency.exceptions import ImproperlyApplied as ImproperlyApplied
     from idempotency.exceptions import InProgress as InProgress

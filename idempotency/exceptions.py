@@ -119,7 +119,7 @@ class IdempotencyResponseNotStored(IdempotencyError):
     title = "Response not stored"
 
 
-class IdempotencyScopeUnavailable(IdempotencyError):
+class IdempotencyAnonymousNotAllowed(IdempotencyError):
     """403: an anonymous caller sent a key and ``ANONYMOUS`` is ``"reject"``."""
 
     status_code = status.HTTP_403_FORBIDDEN

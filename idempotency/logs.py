@@ -26,7 +26,7 @@ from idempotency.conf import idempotency_settings
 
 logger = logging.getLogger("idempotency.outcomes")
 
-#: Outcomes that are logged, and at which level ("first" and "invalid_key" are routine).
+#: Outcomes that are logged, and at which level ("stored" and "invalid_key" are routine).
 LEVELS: dict[str, int] = {
     "replayed": logging.INFO,
     "conflict": logging.INFO,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.dispatch import Signal
 
-first = Signal()
+stored = Signal()
 replayed = Signal()
 conflict = Signal()
 mismatch = Signal()
@@ -20,7 +20,7 @@ response_cache_failed = Signal()
 
 #: Outcome name -> signal, for receivers that handle every outcome alike.
 OUTCOMES: dict[str, Signal] = {
-    "first": first,
+    "stored": stored,
     "replayed": replayed,
     "conflict": conflict,
     "mismatch": mismatch,

@@ -220,7 +220,7 @@ def _committed(
     if released is not None:
         send(signals.released, prepared, status=released)
     else:
-        send(signals.first, prepared, status=response.status_code)
+        send(signals.stored, prepared, status=response.status_code)
     return response
 
 
@@ -282,5 +282,5 @@ def _atomic_failure(
         if winner is not None:
             return answer(prepared, winner)
     else:
-        send(signals.first, prepared, status=response.status_code)
+        send(signals.stored, prepared, status=response.status_code)
     return response

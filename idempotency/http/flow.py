@@ -15,10 +15,10 @@ from idempotency import signals
 from idempotency.backoff import Backoff
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import (
+    IdempotencyAnonymousNotAllowed,
     IdempotencyKeyMismatch,
     IdempotencyKeyRequired,
     IdempotencyRequestInProgress,
-    IdempotencyScopeUnavailable,
     InvalidIdempotencyKey,
 )
 from idempotency.http.keys import header_value, parse_key
@@ -165,10 +165,10 @@ def prepare(request: HttpRequest, policy: Policy) -> Prepared | HttpResponseBase
         if scope is None:
             if idempotency_settings.ANONYMOUS == "ignore":
                 return None
-            raise IdempotencyScopeUnavailable()
+            raise IdempotencyAnonymousNotAllowed()
         fingerprint = policy.get_fingerprint(request)
-    except (InvalidIdempotencyKey, IdempotencyKeyRequired, IdempotencyScopeUnavailable) as exc:
-        if not isinstance(exc, IdempotencyScopeUnavailable):
+    except (InvalidIdempotencyKey, IdempotencyKeyRequired, IdempotencyAnonymousNotAllowed) as exc:
+        if not isinstance(exc, IdempotencyAnonymousNotAllowed):
             signals.invalid_key.send(
                 sender=None,
                 request=request,

@@ -107,7 +107,7 @@ def record(
         if not completed:
             send(signals.stale_owner, prepared, fence=claim.fence)
         else:
-            send(signals.first, prepared, status=response.status_code)
+            send(signals.stored, prepared, status=response.status_code)
     else:
         abort(prepared, claim, status=response.status_code)
     return response

@@ -48,7 +48,7 @@ def delta(before: Samples, after: Samples, name: str, **labels: str) -> float:
 
 
 def outcomes(before: Samples, after: Samples, route: str) -> dict[str, float]:
-    names = ["first", "replayed", "conflict", "mismatch", "released", "invalid_key"]
+    names = ["stored", "replayed", "conflict", "mismatch", "released", "invalid_key"]
     return {
         name: delta(
             before,
@@ -71,7 +71,7 @@ def client_for(user: User) -> APIClient:
 def seen(response: Any) -> str:
     """What the response says happened to its request."""
     if response.status_code == 201:
-        return "replayed" if response.get("Idempotent-Replayed") == "true" else "first"
+        return "replayed" if response.get("Idempotent-Replayed") == "true" else "stored"
     return {400: "invalid_key", 409: "conflict", 422: "mismatch"}[response.status_code]
 
 
@@ -106,7 +106,7 @@ def test_a_storm_is_counted_exactly(settings: Any) -> None:
     after = scrape(client)
 
     counted = outcomes(before, after, ORDERS)
-    assert tally["first"] == 5 and tally["mismatch"] == 1 and tally["invalid_key"] == 3
+    assert tally["stored"] == 5 and tally["mismatch"] == 1 and tally["invalid_key"] == 3
     assert tally["replayed"] + tally["conflict"] == 8 + DUPLICATES - 1
     for name, value in counted.items():
         if name != "released":
