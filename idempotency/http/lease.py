@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -124,6 +125,18 @@ def abort(prepared: Prepared, claim: Claim, **extra: Any) -> None:
         send(signals.stale_owner, prepared, fence=claim.fence)
 
 
+def _kept_alive(prepared: Prepared, claim: Claim) -> AbstractContextManager[object]:
+    """The owner's lease renewed while its view runs (fenced by the claim's token)."""
+    return kept_alive(
+        prepared.store,
+        prepared.scope,
+        prepared.key,
+        fence=claim.fence,
+        lease=prepared.policy.get_lease(),
+        owner=prepared.request.path,
+    )
+
+
 def run_lease(
     prepared: Prepared, call: Call, convert: Convert | None, finalize: Finalize
 ) -> HttpResponseBase:
@@ -138,14 +151,7 @@ def run_lease(
     bind(prepared, claim)
     try:
         try:
-            with kept_alive(
-                prepared.store,
-                prepared.scope,
-                prepared.key,
-                fence=claim.fence,
-                lease=prepared.policy.get_lease(),
-                owner=prepared.request.path,
-            ):
+            with _kept_alive(prepared, claim):
                 response = finalize(call())
         except IdempotencyError as exc:
             response = exc.as_response()
@@ -175,14 +181,7 @@ async def run_lease_async(
         return claim
     bind(prepared, claim)
     try:
-        with kept_alive(
-            prepared.store,
-            prepared.scope,
-            prepared.key,
-            fence=claim.fence,
-            lease=prepared.policy.get_lease(),
-            owner=prepared.request.path,
-        ):
+        with _kept_alive(prepared, claim):
             response = await call()
     except IdempotencyError as exc:
         response = exc.as_response()
