@@ -59,6 +59,19 @@ def tests_database_url() -> str:
     return f"postgres://{auth}{host}{port}/{quote(data['NAME'])}"
 
 
+class Counter:
+    """Counts a body's executions (thread-safe); calling it returns the new count."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> int:
+        with self._lock:
+            self.count += 1
+            return self.count
+
+
 def run_threads(count: int, target: Callable[[int], Any]) -> list[Any]:
     """Run ``target(i)`` in ``count`` threads released together; results or exceptions."""
     barrier = threading.Barrier(count)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import uuid
 from decimal import Decimal
 from typing import Any
@@ -32,7 +31,7 @@ from idempotency.calls import fingerprint_of, qualified_name
 from idempotency.stores import get_store
 from idempotency.stores.base import StoredResponse
 from tests.beyond.conftest import DB_STORE, store_params
-from tests.beyond.support import unique
+from tests.beyond.support import Counter, unique
 
 pytestmark = pytest.mark.django_db
 
@@ -40,17 +39,6 @@ ALL_STORES = store_params("db", "redis", "cache")
 
 app = Celery("beyond-keys", set_as_current=False)
 app.conf.update(task_always_eager=False, task_store_eager_result=False, result_backend=None)
-
-
-class Counter:
-    def __init__(self) -> None:
-        self.count = 0
-        self._lock = threading.Lock()
-
-    def __call__(self) -> int:
-        with self._lock:
-            self.count += 1
-            return self.count
 
 
 # -- defect 1: a missing key part is an error, never a shared key ----------------------

@@ -26,7 +26,7 @@ from idempotency import (
     signals,
 )
 from tests.beyond.conftest import DB_STORE, store_params
-from tests.beyond.support import unique
+from tests.beyond.support import Counter, unique
 
 pytestmark = pytest.mark.django_db
 
@@ -34,15 +34,6 @@ ALL_STORES = store_params("db", "redis", "cache")
 
 app = Celery("beyond-results", set_as_current=False)
 app.conf.update(task_always_eager=False, task_store_eager_result=False, result_backend=None)
-
-
-class Counter:
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self) -> int:
-        self.count += 1
-        return self.count
 
 
 class Currency(enum.Enum):

@@ -25,7 +25,7 @@ from idempotency.stores import get_store
 from idempotency.stores.base import StoredResponse
 from tests.beyond import keepalive_owner, support
 from tests.beyond.conftest import DB_STORE, store_params
-from tests.beyond.support import ROOT, run_threads, unique, wait_until
+from tests.beyond.support import ROOT, Counter, run_threads, unique, wait_until
 from tests.conftest import redis_url
 from tests.faults import caches_with, private_redis
 
@@ -40,17 +40,6 @@ LEASE = 1.0
 
 app = Celery("beyond-keepalive", set_as_current=False)
 app.conf.update(task_always_eager=False, task_store_eager_result=False, result_backend=None)
-
-
-class Counter:
-    def __init__(self) -> None:
-        self.count = 0
-        self._lock = threading.Lock()
-
-    def __call__(self) -> int:
-        with self._lock:
-            self.count += 1
-            return self.count
 
 
 def until_answered(call: Any, *, timeout: float = 30.0) -> Any:
