@@ -170,11 +170,16 @@ def measure_prices(rounds: int = 7, per_round: int = 200) -> dict[str, Price]:
 
 @dataclass
 class Path_:
+    #: medians per request, µs: wall clock and the request thread's CPU time
     wall_us: float
     cpu_us: float
     trips: RoundTrips
-    #: µs per request inside the round trips (see :func:`service_wall`)
-    services_us: float = 0.0
+    #: µs per request inside the round trips (:mod:`bench.trips`), wall and CPU
+    in_trips_wall_us: float = 0.0
+    in_trips_cpu_us: float = 0.0
+    #: µs per request outside them (the median of each request's own difference)
+    outside_wall_us: float = 0.0
+    outside_cpu_us: float = 0.0
     split: dict[str, float] = field(default_factory=dict)
     #: function calls (Python and C) per request by kind: deterministic, unlike times
     calls: dict[str, float] = field(default_factory=dict)
@@ -184,47 +189,43 @@ def count_trips(call: Call, next_key: NextKey) -> RoundTrips:
     return count_round_trips(lambda key: call(key), next_key)
 
 
-def service_wall(call: Call, next_key: NextKey, requests: int) -> float:
-    """Median µs per request spent inside SQL statements, commits/rollbacks and Redis
-    replies: the round trips with the servers' own work (a durable COMMIT's WAL flush
-    included)."""
-    import redis
-    from django.db import connection
+@dataclass
+class Samples:
+    """Per request: wall, CPU, and their parts inside the round trips (seconds)."""
 
-    spent = [0.0]
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    in_wall: list[float] = field(default_factory=list)
+    in_cpu: list[float] = field(default_factory=list)
 
-    def timed(func: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return func(*args, **kwargs)
-            finally:
-                spent[0] += time.perf_counter() - started
+    def median_us(self, values: list[float]) -> float:
+        return statistics.median(values) * 1e6
 
-        return wrapper
+    def outside_us(self, total: list[float], inside: list[float]) -> float:
+        return self.median_us([t - i for t, i in zip(total, inside, strict=True)])
 
-    def sql(execute: Callable[..., object], *args: object) -> object:
-        return timed(execute)(*args)
 
-    conn_class = redis.connection.AbstractConnection
-    send, read = conn_class.send_command, conn_class.read_response
-    conn_class.send_command = timed(send)  # type: ignore[method-assign]
-    conn_class.read_response = timed(read)  # type: ignore[method-assign]
-    connection._commit = timed(connection._commit)  # type: ignore[method-assign]
-    connection._rollback = timed(connection._rollback)  # type: ignore[method-assign]
-    block = [next_key() for _ in range(requests)]
-    per_request: list[float] = []
-    try:
-        with connection.execute_wrapper(sql):
-            for key in block:
-                spent[0] = 0.0
-                call(key)
-                per_request.append(spent[0])
-    finally:
-        conn_class.send_command = send  # type: ignore[method-assign]
-        conn_class.read_response = read  # type: ignore[method-assign]
-        del connection._commit, connection._rollback
-    return statistics.median(per_request) * 1e6
+def timed_blocks(
+    calls: dict[tuple[str, str], tuple[Call, NextKey]], *, rounds: int, per_block: int
+) -> dict[tuple[str, str], Samples]:
+    """Every path in interleaved blocks, each request timed with its round trips."""
+    from bench.trips import trip_timer
+
+    samples = {case: Samples() for case in calls}
+    with trip_timer() as spent:
+        for _ in range(rounds):
+            for case, (call, next_key) in calls.items():
+                block = [next_key() for _ in range(per_block)]
+                mine = samples[case]
+                for key in block:
+                    spent.reset()
+                    cpu, wall = time.thread_time(), time.perf_counter()
+                    call(key)
+                    mine.wall.append(time.perf_counter() - wall)
+                    mine.cpu.append(time.thread_time() - cpu)
+                    mine.in_wall.append(spent.wall)
+                    mine.in_cpu.append(spent.cpu)
+    return samples
 
 
 def measure(
@@ -240,17 +241,7 @@ def measure(
     for call, next_key in calls.values():  # warm up; prime the replay keys
         for _ in range(30):
             call(next_key())
-    walls: dict[tuple[str, str], list[float]] = {case: [] for case in calls}
-    cpus: dict[tuple[str, str], list[float]] = {case: [] for case in calls}
-    for _ in range(rounds):
-        for case, (call, next_key) in calls.items():
-            block = [next_key() for _ in range(per_block)]
-            started_cpu = time.thread_time()
-            for key in block:
-                started = time.perf_counter()
-                call(key)
-                walls[case].append(time.perf_counter() - started)
-            cpus[case].append((time.thread_time() - started_cpu) / per_block)
+    timed = timed_blocks(calls, rounds=rounds, per_block=per_block)
     per_event = hook_cost_per_event()
     results: dict[tuple[str, str], Path_] = {}
     for case, (call, next_key) in calls.items():
@@ -262,11 +253,15 @@ def measure(
                 call(key)
 
         split.run(work)
+        s = timed[case]
         results[case] = Path_(
-            wall_us=statistics.median(walls[case]) * 1e6,
-            cpu_us=statistics.median(cpus[case]) * 1e6,
+            wall_us=s.median_us(s.wall),
+            cpu_us=s.median_us(s.cpu),
             trips=count_trips(call, next_key),
-            services_us=service_wall(call, next_key, max(20, split_requests // 3)),
+            in_trips_wall_us=s.median_us(s.in_wall),
+            in_trips_cpu_us=s.median_us(s.in_cpu),
+            outside_wall_us=s.outside_us(s.wall, s.in_wall),
+            outside_cpu_us=s.outside_us(s.cpu, s.in_cpu),
             split=split.corrected(per_event, len(block)),
             calls={
                 kind: (split.events[kind] + split.c_events[kind]) / 2 / len(block) for kind in KINDS

@@ -2,10 +2,15 @@
 
 A lease exists for the owner that dies: when it runs out, the next retry takes the key
 over. A body that merely runs longer than its lease must not lose its key to a retry,
-or the work runs twice. So while the body runs, a daemon thread renews the lease every
-third of it (:meth:`~idempotency.stores.base.BaseStore.extend`, fenced by the owner's
-token, as Redisson's lock watchdog does). It stops when the body ends; when the process
-dies it dies with it, and the lease runs out one lease period after its last renewal.
+or the work runs twice. So while the body runs, its lease is renewed every third of it
+(:meth:`~idempotency.stores.base.BaseStore.extend`, fenced by the owner's token, as
+Redisson's lock watchdog does). When the process dies the renewals die with it, and the
+lease runs out one lease period after the last one.
+
+One watchdog thread per process keeps the schedule of every live owner and hands the
+renewals that fall due to a small pool of threads (a store that hangs on one renewal
+does not hold up the others). Most bodies end long before their first renewal: for them
+the keep-alive is an entry put in the schedule and taken out, with no thread started.
 
 A renewal refused (the fence is stale: the record was taken over, completed by someone
 else, deleted by an operator, or it expired) ends the keep-alive, logged and signalled
@@ -17,9 +22,14 @@ retry can claim the key either.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
+import os
 import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -33,8 +43,12 @@ logger = logging.getLogger("idempotency")
 
 #: Renewals per lease period: the lease survives two missed renewals.
 RENEWALS_PER_LEASE = 3
-#: Longest wait for the keep-alive thread to finish a renewal in flight when the body ends.
+#: Longest wait for a renewal in flight to finish when the body ends.
 STOP_TIMEOUT = 5.0
+#: Renewals that may run at once (each in its own thread of the pool).
+RENEWAL_THREADS = 8
+#: The name of the watchdog thread; its pool's threads start with it.
+THREAD_NAME = "idempotency-keepalive"
 
 
 class KeepAlive:
@@ -54,27 +68,41 @@ class KeepAlive:
         self.failures = 0
         #: The lease was found taken over (or the record gone): the owner lost the key.
         self.lost = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name=f"idempotency-keepalive:{key[:40]}", daemon=True
-        )
+        self.stopped = False
+        self._renewing = False
+        self._renewer = 0  # the thread running a renewal (a receiver may stop it from there)
+        self._idle = threading.Condition(threading.Lock())
 
     def start(self) -> KeepAlive:
-        self._thread.start()
+        watchdog().watch(self, time.monotonic() + self.interval)
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(STOP_TIMEOUT)
+        """No renewal after this returns (one in flight is waited for, up to
+        ``STOP_TIMEOUT``)."""
+        with self._idle:
+            if self.stopped:
+                return
+            self.stopped = True
+            if self._renewing and self._renewer != threading.get_ident():
+                self._idle.wait_for(lambda: not self._renewing, STOP_TIMEOUT)
+        watchdog().forget()
 
-    def _run(self) -> None:
+    def renew(self) -> float | None:
+        """One renewal, in a thread of the pool; the next one's due time, or None when
+        the keep-alive ends."""
+        with self._idle:
+            if self.stopped:
+                return None
+            self._renewing, self._renewer = True, threading.get_ident()
         try:
-            while not self._stop.wait(self.interval):
-                if not self._renew():
-                    return
+            go_on = self._renew()
         finally:
-            connections.close_all()  # this thread's own database connections
+            connections.close_all()  # this thread's own connections: renewals are rare
+            with self._idle:
+                self._renewing = False
+                self._idle.notify_all()
+        return time.monotonic() + self.interval if go_on and not self.stopped else None
 
     def _renew(self) -> bool:
         """One renewal; False when the keep-alive must end."""
@@ -98,7 +126,7 @@ class KeepAlive:
         if renewed:
             self.renewals += 1
             return True
-        if self._stop.is_set():
+        if self.stopped:
             return False  # the body ended meanwhile: its completion answers for it
         self.lost = True
         logger.warning(
@@ -113,6 +141,92 @@ class KeepAlive:
             sender=type(self.store), request=None, scope=self.scope, key=self.key, fence=self.fence
         )
         return False
+
+
+class Watchdog:
+    """The process's schedule of renewals: a heap of (due, order, keep-alive), a thread
+    that sleeps until the earliest is due, and the pool that runs it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition(threading.Lock())
+        self._due: list[tuple[float, int, KeepAlive]] = []
+        self._order = itertools.count()
+        self._live = 0
+        self._thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
+
+    @property
+    def live(self) -> int:
+        """Keep-alives started and not yet stopped."""
+        return self._live
+
+    def watch(self, keeper: KeepAlive, due: float) -> None:
+        with self._lock:
+            self._live += 1
+            self._push(keeper, due)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
+                self._thread.start()
+
+    def forget(self) -> None:
+        """A keep-alive stopped: its entry is dropped when it falls due (or when stopped
+        entries outnumber the live ones, all at once)."""
+        with self._lock:
+            self._live -= 1
+            if len(self._due) > 2 * self._live + 64:
+                self._due = [entry for entry in self._due if not entry[2].stopped]
+                heapq.heapify(self._due)
+
+    def _push(self, keeper: KeepAlive, due: float) -> None:
+        earliest = self._due[0][0] if self._due else None
+        heapq.heappush(self._due, (due, next(self._order), keeper))
+        if earliest is None or due < earliest:
+            self._lock.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                while not self._due or self._due[0][0] > now:
+                    self._lock.wait(self._due[0][0] - now if self._due else None)
+                    now = time.monotonic()
+                _due, _order, keeper = heapq.heappop(self._due)
+            if not keeper.stopped:
+                self._renewals().submit(self._renew, keeper)
+
+    def _renewals(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(RENEWAL_THREADS, thread_name_prefix=THREAD_NAME)
+        return self._pool
+
+    def _renew(self, keeper: KeepAlive) -> None:
+        due = keeper.renew()
+        if due is not None:
+            with self._lock:
+                self._push(keeper, due)
+
+
+_watchdog: Watchdog | None = None
+_created = threading.Lock()
+
+
+def watchdog() -> Watchdog:
+    """This process's watchdog (a forked child starts its own: threads do not fork)."""
+    global _watchdog
+    if _watchdog is None:
+        with _created:
+            if _watchdog is None:
+                _watchdog = Watchdog()
+    return _watchdog
+
+
+def _forget_after_fork() -> None:
+    global _watchdog, _created
+    _watchdog, _created = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 @contextmanager

@@ -22,7 +22,7 @@ from django.test import override_settings
 
 from idempotency import InProgress, StoreUnavailable, idempotent_function, idempotent_task
 from idempotency.stores import get_store
-from idempotency.stores.base import StoredResponse
+from idempotency.stores.base import BaseStore, StoredResponse
 from tests.beyond import keepalive_owner, support
 from tests.beyond.conftest import DB_STORE, store_params
 from tests.beyond.support import ROOT, Counter, run_threads, unique, wait_until
@@ -221,18 +221,52 @@ def test_a_keepalive_that_cannot_reach_the_store_never_runs_the_body_twice(
 def test_the_keepalive_stops_when_the_body_ends_and_is_not_needed_in_a_transaction() -> None:
     from django.db import transaction
 
-    before = {t.name for t in threading.enumerate()}
-    seen: list[bool] = []
+    from idempotency.keepalive import watchdog
+
+    before = watchdog().live
+    seen: list[int] = []
 
     @idempotent_function(key="short:{ref}", store=DB_STORE, lease=0.3)
     def short(ref: str) -> str:
-        seen.append(any(t.name.startswith("idempotency-keepalive") for t in threading.enumerate()))
+        seen.append(watchdog().live - before)
         return "ok"
 
     assert short(unique("ref")) == "ok"
-    assert wait_until(lambda: {t.name for t in threading.enumerate()} <= before, timeout=10)
+    assert watchdog().live == before
     with transaction.atomic():
         # the claim is part of this transaction, invisible to others until the commit:
         # nothing can take it over, and another connection could not renew it
         assert short(unique("ref")) == "ok"
-    assert seen == [True, False]
+    assert seen == [1, 0]
+
+
+def test_one_watchdog_thread_serves_every_keepalive() -> None:
+    """Starting a keep-alive starts no thread of its own: bodies that end before their
+    first renewal cost an entry in the schedule, and every renewal runs on the watchdog's
+    pool."""
+    from idempotency.keepalive import THREAD_NAME, KeepAlive
+
+    class Renewable(BaseStore):
+        renewed: list[str] = []
+
+        def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
+            self.renewed.append(key)
+            return True
+
+    store = Renewable()
+    short = [KeepAlive(store, "s", f"k{i}", fence=1, lease=30, owner="t") for i in range(50)]
+    for keeper in short:
+        keeper.start()
+    long = KeepAlive(store, "s", "long", fence=1, lease=0.06, owner="t").start()
+    threads = [t for t in threading.enumerate() if t.name.startswith(THREAD_NAME)]
+    for keeper in short:
+        keeper.stop()
+    assert wait_until(lambda: long.renewals >= 3, timeout=10)
+    long.stop()
+    renewals = long.renewals
+    assert long.renew() is None  # stopped: a renewal falling due now does nothing
+    assert long.renewals == renewals
+    assert set(store.renewed) == {"long"}
+    # the watchdog and at most its pool: not one thread per keep-alive
+    assert 1 <= len(threads) <= 2
+    assert len([t for t in threading.enumerate() if t.name.startswith(THREAD_NAME)]) <= 9
