@@ -156,7 +156,6 @@ def _claim_in_transaction(prepared: Prepared) -> Claim:
     wait on a concurrent duplicate's claim is bounded (and only that wait: the bound is
     lifted again before the view runs, so the view's own lock waits are its own)."""
     store = store_of(prepared)
-    request = prepared.request
 
     def claim() -> Claim:
         return store.claim(
@@ -165,8 +164,8 @@ def _claim_in_transaction(prepared: Prepared) -> Claim:
             fingerprint=prepared.fingerprint,
             lease=prepared.policy.get_lease(),
             ttl=prepared.policy.get_ttl(),
-            method=request.method or "",
-            route=request.path,
+            method=prepared.method,
+            route=prepared.path,
         )
 
     timeout = _lock_timeout(store)
@@ -226,15 +225,14 @@ def _committed(
 
 def _insert_completed(prepared: Prepared, stored: StoredResponse) -> bool:
     """Atomic mode: insert the completed record in the open transaction (False: taken)."""
-    request = prepared.request
     return store_of(prepared).insert_completed(
         prepared.scope,
         prepared.key,
         fingerprint=prepared.fingerprint,
         response=stored,
         ttl=prepared.policy.get_ttl(),
-        method=request.method or "",
-        route=request.path,
+        method=prepared.method,
+        route=prepared.path,
     )
 
 

@@ -44,7 +44,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 from django.http.request import RawPostDataException
 
-from idempotency.conf import idempotency_settings
+from idempotency.conf import idempotency_settings, on_reload
 from idempotency.http.keys import header_value
 
 #: Deepest JSON nesting canonicalised; deeper bodies are fingerprinted as raw bytes.
@@ -75,9 +75,21 @@ def json_depth(body: bytes) -> int:
     return max(accumulate(_DEPTH_STEP[b] for b in brackets), default=0)
 
 
+_excluded: frozenset[str] | None = None
+
+
 def excluded() -> frozenset[str]:
     """Names left out of the fingerprint: the CSRF field and ``FINGERPRINT_EXCLUDE``."""
-    return frozenset({CSRF_FIELD, *idempotency_settings.FINGERPRINT_EXCLUDE})
+    global _excluded
+    if _excluded is None:
+        _excluded = frozenset({CSRF_FIELD, *idempotency_settings.FINGERPRINT_EXCLUDE})
+    return _excluded
+
+
+@on_reload
+def _forget_excluded() -> None:
+    global _excluded
+    _excluded = None
 
 
 def _exact(number: Decimal) -> dict[str, str]:
@@ -85,14 +97,20 @@ def _exact(number: Decimal) -> dict[str, str]:
     return {"\x00number": str(number)}
 
 
+# built once: json.dumps/json.loads with options build a new encoder/decoder per call
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_exact
+)
+_DECODER = json.JSONDecoder(parse_float=Decimal)
+
+
 def _canonical_json(value: Any) -> str:
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_exact
-    )
+    return _ENCODER.encode(value)
 
 
 def _json(body: bytes, drop: frozenset[str]) -> bytes:
-    value = json.loads(body, parse_float=Decimal)
+    # as json.loads(bytes) reads them: UTF-8, -16 or -32, a BOM allowed
+    value = _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
     if isinstance(value, dict) and drop:
         value = {k: v for k, v in value.items() if k not in drop}
     return _canonical_json(value).encode()
@@ -192,39 +210,39 @@ def _parsed_body(request: Any, drop: frozenset[str]) -> bytes:
     return b"parsed:" + _parsed_digest(data, files, drop)
 
 
-def canonical_body(request: HttpRequest) -> bytes:
-    """The body in a form that ignores key order, spacing and multipart boundaries."""
+def canonical_body(request: HttpRequest, content_type: str | None = None) -> bytes:
+    """The body in a form that ignores key order, spacing and multipart boundaries
+    (``content_type``: the request's :func:`media_type`, when the caller has it)."""
     drop = excluded()
-    if media_type(request) == MULTIPART_TYPE:
+    if content_type is None:
+        content_type = media_type(request)
+    if content_type == MULTIPART_TYPE:
         return _parsed_body(request, drop)
     try:
-        body = request.body
+        body = getattr(request, "_request", request).body  # DRF's Request: its Django one
     except RawPostDataException:
         return _parsed_body(request, drop)
-    return canonical_bytes(media_type(request), body, drop)
+    return canonical_bytes(content_type, body, drop)
 
 
 def request_fingerprint(request: HttpRequest, headers: Iterable[str] = ()) -> str:
     """SHA-256 hex digest of method + path + query + media type + canonical body
     (+ the configured headers)."""
-    drop = excluded()
-    digest = hashlib.sha256()
-    digest.update(request.method.encode() if request.method else b"")
-    digest.update(b"\x00")
-    digest.update(request.path.encode())
-    digest.update(b"\x00")
-    query = request.META.get("QUERY_STRING", "")
+    plain: HttpRequest = getattr(request, "_request", request)  # DRF's Request wraps it
+    content_type = media_type(plain)
+    method, path = plain.method, plain.path
+    digest = hashlib.sha256(b"%s\x00%s\x00" % (method.encode() if method else b"", path.encode()))
+    query = plain.META.get("QUERY_STRING", "")
     if query:
-        digest.update(json.dumps(_pairs(parse_qsl(query, keep_blank_values=True), drop)).encode())
-    digest.update(b"\x00")
-    digest.update(media_type(request).encode("latin-1", "replace"))
-    digest.update(b"\x00")
-    digest.update(canonical_body(request))
+        pairs = _pairs(parse_qsl(query, keep_blank_values=True), excluded())
+        digest.update(json.dumps(pairs).encode())
+    digest.update(b"\x00%s\x00" % content_type.encode("latin-1", "replace"))
+    digest.update(canonical_body(request, content_type))
     for name in headers:
         digest.update(b"\x00")
         digest.update(name.lower().encode())
         digest.update(b":")
-        digest.update(str(request.headers.get(name, "")).encode())
+        digest.update(str(plain.headers.get(name, "")).encode())
     return digest.hexdigest()
 
 

@@ -96,6 +96,9 @@ class Prepared:
     scope: str
     key: str
     fingerprint: str
+    #: The request's method and path, as the store records them.
+    method: str = ""
+    path: str = ""
     #: Seconds the store took to decide who owns the key (lookup or claim).
     claim_seconds: float | None = None
 
@@ -151,10 +154,11 @@ def timed(prepared: Prepared, call: Callable[P, T], *args: P.args, **kwargs: P.k
 def prepare(request: HttpRequest, policy: Policy) -> Prepared | HttpResponseBase | None:
     """Decide whether the request takes part: None to run the view plainly, a response
     for an error, or the prepared key, scope and fingerprint."""
-    if request.method not in UNSAFE_METHODS or not idempotency_settings.ENABLED:
+    plain: HttpRequest = getattr(request, "_request", request)  # DRF's Request wraps it
+    if plain.method not in UNSAFE_METHODS or not idempotency_settings.ENABLED:
         return None
     try:
-        key = parse_key(header_value(request, idempotency_settings.HEADER))
+        key = parse_key(header_value(plain, idempotency_settings.HEADER))
         if key is None:
             if policy.get_required():
                 raise IdempotencyKeyRequired(
@@ -195,6 +199,8 @@ def prepare(request: HttpRequest, policy: Policy) -> Prepared | HttpResponseBase
         scope=scope,
         key=key,
         fingerprint=fingerprint,
+        method=plain.method or "",
+        path=plain.path,
     )
 
 

@@ -39,7 +39,6 @@ logger = logging.getLogger("idempotency")
 def claim_or_answer(prepared: Prepared) -> Claim | HttpResponseBase:
     """Lease mode: own the key, or the response for a caller that does not."""
     policy = prepared.policy
-    request = prepared.request
     if prepared.store.lookup_before_claim:
         seen = timed(
             prepared,
@@ -62,8 +61,8 @@ def claim_or_answer(prepared: Prepared) -> Claim | HttpResponseBase:
             fingerprint=prepared.fingerprint,
             lease=policy.get_lease(),
             ttl=policy.get_ttl(),
-            method=request.method or "",
-            route=request.path,
+            method=prepared.method,
+            route=prepared.path,
         )
         if claim.owned:
             return claim
@@ -133,7 +132,7 @@ def _kept_alive(prepared: Prepared, claim: Claim) -> AbstractContextManager[obje
         prepared.key,
         fence=claim.fence,
         lease=prepared.policy.get_lease(),
-        owner=prepared.request.path,
+        owner=prepared.path,
     )
 
 
