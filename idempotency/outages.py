@@ -42,7 +42,12 @@ def _redis_outage(exc: BaseException) -> bool:
         exc,
         redis_exceptions.ConnectionError  # BusyLoadingError (AOF loading) included
         | redis_exceptions.TimeoutError
-        | redis_exceptions.ReadOnlyError,  # a replica after a failover
+        | redis_exceptions.ReadOnlyError  # a replica after a failover
+        # Redis Cluster: a failover or resharding under way (CLUSTERDOWN, MASTERDOWN,
+        # TRYAGAIN, a slot no node serves yet, the client's redirections exhausted)
+        | redis_exceptions.ClusterError
+        | redis_exceptions.TryAgainError
+        | redis_exceptions.SlotNotCoveredError,
     )
 
 

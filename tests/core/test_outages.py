@@ -94,6 +94,30 @@ def test_unreachable_redis_store_answers_503_and_never_runs_the_view(
     assert [(o["backend"], o["operation"]) for o in outages] == [("redis", "claim")]
 
 
+@pytest.mark.parametrize(
+    ("error", "outage"),
+    [
+        ("ClusterDownError", True),  # CLUSTERDOWN: a failover under way
+        ("MasterDownError", True),
+        ("TryAgainError", True),  # TRYAGAIN: a resharding under way
+        ("SlotNotCoveredError", True),
+        ("ClusterError", True),  # the client's redirections exhausted
+        ("ReadOnlyError", True),
+        ("BusyLoadingError", True),
+        ("ResponseError", False),  # a refused command is not an outage: a bug surfaces
+        ("DataError", False),
+    ],
+)
+def test_a_redis_cluster_in_failover_is_an_outage_not_a_bug(error: str, outage: bool) -> None:
+    """The failover storm met CLUSTERDOWN from a claim and answered a bare 500: every
+    error by which Redis or redis-py says "not now" is an outage (503, Retry-After)."""
+    from redis import exceptions
+
+    from idempotency.outages import is_outage
+
+    assert is_outage(getattr(exceptions, error)("CLUSTERDOWN The cluster is down")) is outage
+
+
 def test_fail_open_setting_runs_the_view_unprotected(client_a: Client, wallet: Wallet) -> None:
     with dead_redis_store(STORE_UNAVAILABLE="run"):
         response = post(client_a, "/t/lease-function/", str(uuid.uuid4()))
