@@ -29,6 +29,11 @@ class Variant:
     def installed(self) -> bool:
         return self.requires is None or importlib.util.find_spec(self.requires) is not None
 
+    def expected_status(self, path: str) -> int:
+        """The status of a good answer on ``path``: 201 for a first request, the variant's
+        replay status for a replay."""
+        return self.replay_status if path == REPLAY else 201
+
 
 ALL_PATHS = (FIRST, REPLAY, STORM)
 
@@ -65,3 +70,11 @@ VARIANTS: tuple[Variant, ...] = (
 def reference(path: str) -> str:
     """The variant each path's ratios are taken against."""
     return "bare" if path in (FIRST, STORM) else "noop"
+
+
+def rotate(items: list[Variant], by: int) -> list[Variant]:
+    """``items`` starting at ``by`` (modulo their count): each round another variant first."""
+    if not items:
+        return items
+    by %= len(items)
+    return items[by:] + items[:by]

@@ -34,3 +34,8 @@ def test_the_circle_finder_finds_a_circle() -> None:
 
 def test_no_import_circle_in_the_repository() -> None:
     assert circles(import_graph(modules(PACKAGES, SCRIPTS))) == []
+
+
+def test_every_benchmark_module_is_under_400_lines() -> None:
+    sizes = {name: len(path.read_text().splitlines()) for name, path in modules(["bench"]).items()}
+    assert {name: lines for name, lines in sizes.items() if lines >= 400} == {}

@@ -1,0 +1,30 @@
+"""What a run measured, as the report reads it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bench.costs import Costs
+    from bench.growth import Growth
+    from bench.load import Phase, Storm
+    from bench.probes import Probe
+
+
+@dataclass
+class Results:
+    phases: dict[tuple[str, str], list[Phase]] = field(default_factory=dict)
+    #: per round: a variant's req/s over the mean of the two reference runs beside it
+    ratios: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    storms: dict[str, list[Storm]] = field(default_factory=dict)
+    #: bursts of as many first requests (distinct keys) as a storm, at the same concurrency
+    bursts: dict[str, list[Storm]] = field(default_factory=dict)
+    probes: dict[str, Probe] = field(default_factory=dict)
+    rss_mib: dict[str, float] = field(default_factory=dict)
+    growth: Growth | None = None
+    costs: Costs | None = None
+    breakdown: str = ""
+    failures: list[str] = field(default_factory=list)
+    machine: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
