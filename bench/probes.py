@@ -4,32 +4,13 @@ not get it (no credentials, a bad token, a revoked token, another user)."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 
 from bench.data import Users
 from bench.load import Reply, post
+from bench.results import Probe
 from bench.servers import Server, ServerError
 from bench.stage import Stage
 from bench.variants import REPLAY, Variant
-
-
-@dataclass
-class Probe:
-    """What each caller got back for a primed key of one variant."""
-
-    anonymous: int = 0
-    bad_token: int = 0
-    revoked_token: int = 0
-    other_user_leak: bool = False
-
-    @property
-    def authenticates(self) -> bool:
-        return (
-            self.anonymous == 401
-            and self.bad_token == 401
-            and self.revoked_token == 401
-            and not self.other_user_leak
-        )
 
 
 def prime(server: Server, variant: Variant, token: str, key: str) -> Reply:

@@ -9,7 +9,25 @@ if TYPE_CHECKING:
     from bench.costs import Costs
     from bench.growth import Growth
     from bench.load import Phase, Storm
-    from bench.probes import Probe
+
+
+@dataclass
+class Probe:
+    """What each caller got back for a primed key of one variant."""
+
+    anonymous: int = 0
+    bad_token: int = 0
+    revoked_token: int = 0
+    other_user_leak: bool = False
+
+    @property
+    def authenticates(self) -> bool:
+        return (
+            self.anonymous == 401
+            and self.bad_token == 401
+            and self.revoked_token == 401
+            and not self.other_user_leak
+        )
 
 
 @dataclass
