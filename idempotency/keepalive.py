@@ -26,10 +26,10 @@ import heapq
 import itertools
 import logging
 import os
+import queue
 import threading
 import time
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -153,7 +153,7 @@ class Watchdog:
         self._order = itertools.count()
         self._live = 0
         self._thread: threading.Thread | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._renewers = Renewers()
 
     @property
     def live(self) -> int:
@@ -192,18 +192,48 @@ class Watchdog:
                     now = time.monotonic()
                 _due, _order, keeper = heapq.heappop(self._due)
             if not keeper.stopped:
-                self._renewals().submit(self._renew, keeper)
-
-    def _renewals(self) -> ThreadPoolExecutor:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(RENEWAL_THREADS, thread_name_prefix=THREAD_NAME)
-        return self._pool
+                self._renewers.submit(self._renew, keeper)
 
     def _renew(self, keeper: KeepAlive) -> None:
         due = keeper.renew()
         if due is not None:
             with self._lock:
                 self._push(keeper, due)
+
+
+class Renewers:
+    """Up to ``RENEWAL_THREADS`` daemon threads, started as renewals need them, that run
+    what the watchdog hands them (daemons: the renewals die with the process, and a
+    renewal stuck on an unreachable store never holds its exit up)."""
+
+    def __init__(self) -> None:
+        self._work: queue.SimpleQueue[tuple[Callable[[KeepAlive], None], KeepAlive]] = (
+            queue.SimpleQueue()
+        )
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+
+    def submit(self, task: Callable[[KeepAlive], None], keeper: KeepAlive) -> None:
+        self._work.put((task, keeper))
+        with self._lock:
+            if self._idle or self._threads >= RENEWAL_THREADS:
+                return
+            self._threads += 1
+        name = f"{THREAD_NAME}-renewal-{self._threads}"
+        threading.Thread(target=self._serve, name=name, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            task, keeper = self._work.get()
+            with self._lock:
+                self._idle -= 1
+            try:
+                task(keeper)
+            except Exception:  # a bug here must not end the renewals of everyone else
+                logger.exception("idempotency: a keep-alive renewal failed unexpectedly")
 
 
 _watchdog: Watchdog | None = None
