@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.breakdown_data import Path_, Price
 from bench.breakdown_report import markdown
 from bench.costs import RoundTrips, count_round_trips
 from bench.split import KINDS, Split, hook_cost_per_event
@@ -105,12 +106,6 @@ def build_calls(
 # -- round-trip prices -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Price:
-    wall_us: float
-    cpu_us: float
-
-
 def probes() -> dict[str, Callable[[], object]]:
     from django.core.cache import cache
     from django.db import connection, transaction
@@ -166,23 +161,6 @@ def measure_prices(rounds: int = 7, per_round: int = 200) -> dict[str, Price]:
 
 
 # -- the measurement ---------------------------------------------------------------------
-
-
-@dataclass
-class Path_:
-    #: medians per request, µs: wall clock and the request thread's CPU time
-    wall_us: float
-    cpu_us: float
-    trips: RoundTrips
-    #: µs per request inside the round trips (:mod:`bench.trips`), wall and CPU
-    in_trips_wall_us: float = 0.0
-    in_trips_cpu_us: float = 0.0
-    #: µs per request outside them (the median of each request's own difference)
-    outside_wall_us: float = 0.0
-    outside_cpu_us: float = 0.0
-    split: dict[str, float] = field(default_factory=dict)
-    #: function calls (Python and C) per request by kind: deterministic, unlike times
-    calls: dict[str, float] = field(default_factory=dict)
 
 
 def count_trips(call: Call, next_key: NextKey) -> RoundTrips:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from bench.split import KINDS
 
 if TYPE_CHECKING:
-    from bench.breakdown import Path_, Price
+    from bench.breakdown_data import Path_, Price
     from bench.costs import RoundTrips
 
 # -- the report --------------------------------------------------------------------------

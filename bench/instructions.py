@@ -1,0 +1,191 @@
+"""What each path costs in instructions, a count the machine's load cannot move:
+``python -m bench.instructions``.
+
+Timings on a shared machine move with whatever else runs; the instructions a request
+executes do not. Each path (and each round trip's probe) runs in its own process under
+``valgrind --tool=callgrind`` twice, once with ``FEW`` requests after the warm-up and
+once with ``MANY``; the difference over ``MANY - FEW`` is the user-space instructions of
+one request, the start-up and the warm-up cancelled out. The kernel's work (the socket
+calls of each round trip) and the servers' are not counted: this is the client's CPU
+work, the part the layer and its drivers decide.
+
+*Beyond the round trips* is a path's added instructions minus its added round trips
+priced at the probes' (a ``SELECT 1`` through Django's cursor, a redis-py ``EVALSHA``, a
+transaction's ``BEGIN`` and ``COMMIT``): what the layer's own Python and the Django/DRF
+work it asks for cost. A real statement costs its driver more than ``SELECT 1`` (more
+parameters, more columns), so this errs towards the layer.
+
+Slow (each process runs ~50 times slower under valgrind): about 1 minute per path with
+both CPUs free. Uses the benchmark's database and Redis, like :mod:`bench.breakdown`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bench.costs import RoundTrips
+
+FEW, MANY = 40, 160
+
+#: (variant, path, reference); probes are ``probe-*`` with path ``call``.
+CASES: tuple[tuple[str, str, str], ...] = (
+    ("bare", "first", "bare"),
+    ("redis", "first", "bare"),
+    ("db-atomic", "first", "bare"),
+    ("db-lease", "first", "bare"),
+    ("db-redis-cache", "first", "bare"),
+    ("noop", "replay", "noop"),
+    ("redis", "replay", "noop"),
+    ("db-atomic", "replay", "noop"),
+    ("db-lease", "replay", "noop"),
+    ("db-redis-cache", "replay", "noop"),
+)
+PROBES = {
+    "probe-select": "SELECT 1",
+    "probe-evalsha": "redis-py EVALSHA",
+    "probe-transaction": "transaction around SELECT 1",
+}
+
+
+def run_requests(variant: str, path: str, count: int) -> None:
+    """The measured process: warm up, then ``count`` requests of one path."""
+    from bench.profile import caller, keys, setup
+
+    app, token = setup()
+    if variant in PROBES:
+        from bench.breakdown import probes
+
+        probe = probes()[PROBES[variant]]
+
+        def call(key: str) -> object:
+            return probe()
+    else:
+        call = caller(app, token, f"/bench/{variant}/")  # type: ignore[assignment]
+    next_key = keys("replay" if path == "replay" else "first")
+    for _ in range(30):
+        call(next_key())
+    block = [next_key() for _ in range(count)]
+    for key in block:
+        call(key)
+
+
+def collected(variant: str, path: str, count: int) -> int:
+    """Instructions of a whole process running ``count`` requests, counted by callgrind."""
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        "-m",
+        "bench.instructions",
+        "--run",
+        variant,
+        path,
+        str(count),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    match = re.search(r"Collected : (\d+)", done.stderr)
+    if match is None:
+        raise RuntimeError(f"callgrind printed no count for {variant} {path}:\n{done.stderr}")
+    return int(match.group(1))
+
+
+def measure(cases: tuple[tuple[str, str, str], ...], jobs: int) -> dict[tuple[str, str], float]:
+    """Instructions per request of every case and probe (two processes each)."""
+    wanted = [(v, p) for v, p, _ in cases] + [(probe, "call") for probe in PROBES]
+    runs = [(v, p, n) for v, p in wanted for n in (FEW, MANY)]
+    with ThreadPoolExecutor(max(1, jobs)) as workers:
+        totals = dict(zip(runs, workers.map(lambda run: collected(*run), runs), strict=True))
+    return {(v, p): (totals[(v, p, MANY)] - totals[(v, p, FEW)]) / (MANY - FEW) for v, p in wanted}
+
+
+def round_trips(cases: tuple[tuple[str, str, str], ...]) -> dict[tuple[str, str], RoundTrips]:
+    """Each case's round trips, counted in this process as :mod:`bench.breakdown` does."""
+    from bench.costs import count_round_trips
+    from bench.profile import caller, keys, setup
+
+    app, token = setup()
+    trips = {}
+    for variant, path, _ref in cases:
+        call, next_key = caller(app, token, f"/bench/{variant}/"), keys(path)
+        if path == "replay":
+            call(next_key())  # prime the key: the count is the replay's
+        trips[(variant, path)] = count_round_trips(call, next_key)
+    return trips
+
+
+def markdown(
+    cases: tuple[tuple[str, str, str], ...],
+    counts: dict[tuple[str, str], float],
+    trips: dict[tuple[str, str], RoundTrips],
+    load: str,
+) -> str:
+    select = counts[("probe-select", "call")]
+    evalsha = counts[("probe-evalsha", "call")]
+    transaction = counts[("probe-transaction", "call")] - select
+    lines = [
+        "## Instructions per request (`python -m bench.instructions`)\n",
+        f"User-space instructions of one request, counted by callgrind ({MANY} requests "
+        f"minus {FEW}, each path in its own process; load average at the start {load}, "
+        "which moves none of these counts). Probes: `SELECT 1` through Django's cursor "
+        f"{select:,.0f}, a redis-py `EVALSHA` {evalsha:,.0f}, a transaction's `BEGIN` + "
+        f"`COMMIT` {transaction:,.0f}. *Beyond the round trips*: the added instructions "
+        "minus the added round trips at those prices.\n",
+        "| path | instructions | added | round trips added | at probe prices | "
+        "**beyond the round trips** |",
+        "| --- | ---: | ---: | --- | ---: | ---: |",
+    ]
+    for variant, path, ref in cases:
+        ref_case = (ref, "first" if ref == "bare" else "replay")
+        mine, theirs = trips[(variant, path)], trips[ref_case]
+        sql = mine.sql - theirs.sql
+        tx = mine.transactions - theirs.transactions
+        redis = mine.redis - theirs.redis
+        price = sql * select + tx * transaction + redis * evalsha
+        spelt = ", ".join(
+            f"{n:+d} {what}" for n, what in ((sql, "SQL"), (tx, "tx"), (redis, "Redis")) if n
+        )
+        added = counts[(variant, path)] - counts[ref_case]
+        lines.append(
+            f"| {variant} {path} | {counts[(variant, path)]:,.0f} | {added:+,.0f} | "
+            f"{spelt or '0'} | {price:,.0f} | **{added - price:+,.0f}** |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__)
+    parser.add_argument(
+        "--run", nargs=3, metavar=("VARIANT", "PATH", "COUNT"), help=argparse.SUPPRESS
+    )
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="processes at once")
+    parser.add_argument("--markdown", help="also write the table to this file")
+    args = parser.parse_args(argv)
+    if args.run:
+        variant, path, count = args.run
+        run_requests(variant, path, int(count))
+        return 0
+    from bench.servers import prepare_services
+    from bench.variants import VARIANTS
+
+    prepare_services([v for v in VARIANTS if v.kind != "peer"])
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    trips = round_trips(CASES)
+    report = markdown(CASES, measure(CASES, args.jobs), trips, load)
+    print(report)
+    if args.markdown:
+        with open(args.markdown, "w") as out:
+            out.write(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
