@@ -8,7 +8,7 @@ import os
 from tests.settings import *  # noqa: F403
 from tests.settings import MIDDLEWARE
 
-ROOT_URLCONF = "tests.core.urls"
+ROOT_URLCONF = "tests.urls"
 # The matrix logs in with a session cookie and a token, as a script would; CSRF is not
 # what it tests.
 MIDDLEWARE = [

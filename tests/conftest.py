@@ -1,9 +1,16 @@
-"""Shared fixtures and the rules that decide where service-bound tests run.
+"""Shared fixtures and the rules that decide where tests run.
+
+The layout mirrors the package: ``tests/test_<module>.py`` tests ``idempotency/<module>.py``,
+``tests/http/``, ``tests/stores/`` and ``tests/client/`` its subpackages; ``tests/contract/``
+(the HTTP contract on every store, the interface matrix), ``tests/storms/`` (real
+concurrency), ``tests/scale/`` (clusters, replicas, PgBouncer) and ``tests/docs/`` test the
+whole rather than a module; ``tests/sample/`` mirrors the sample's apps. What tests share
+lives in ``tests/support/`` (never imported from a test module or a conftest).
 
 Tests marked ``postgres`` need ``DATABASE_URL`` to point at PostgreSQL, tests
 marked ``redis`` need ``REDIS_URL``. Without them they are skipped with the
 reason, unless ``IDEMPOTENCY_TEST_REQUIRE_SERVICES=1`` (as in CI), where a
-missing service fails the test instead of skipping it.
+missing service fails the test instead of skipping it (``tests.support.services``).
 
 The slow tiers (``SLOW_TIERS``: real servers, chaos, clusters, browsers, Celery
 workers, the docs) are left out of a plain run, which says so at its end; they run
@@ -14,15 +21,29 @@ with ``python3 dev.py test --all`` (``IDEMPOTENCY_TEST_ALL=1``, as in CI), with 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.db.models import F
+from django.test import Client, override_settings
 
-REQUIRE_SERVICES = os.environ.get("IDEMPOTENCY_TEST_REQUIRE_SERVICES") == "1"
+from idempotency.models import IdempotencyRecord
+from tests.scale.servers import RedisClusterServer
+from tests.support.clusters import REDIS_STORE, cluster_caches, start_cluster
+from tests.support.counting import unique
+from tests.support.records import MakeRecord, record
+from tests.support.services import broker_redis, missing, on_postgres, redis_url
+from tests.support.stores import DB_STORE, STORE_VARIANTS, variant_params
+from tests.support.users import logged_in_client, make_user
+from tests.support.workers import Worker, worker_env
+from tests.testapp import views
+from tests.testapp.executions import ENV
+from tests.testapp.models import Wallet
+
 ALL_TIERS = os.environ.get("IDEMPOTENCY_TEST_ALL") == "1"
 
 #: Markers of the tiers a plain run leaves out (they start processes or take seconds each).
@@ -30,9 +51,9 @@ SLOW_TIERS = ("browser", "celery_worker", "chaos", "cluster", "docs", "servers")
 
 #: Tiers of whole files (or ``file::test``), marked here so the list is in one place.
 TIER_OF = {
-    "tests/core/test_client.py": "servers",
-    "tests/core/test_server_storm.py": "servers",
-    "tests/core/test_upload_memory.py": "servers",
+    "tests/client/test_clients.py": "servers",
+    "tests/storms/test_server_storm.py": "servers",
+    "tests/http/test_upload_memory.py": "servers",
     "tests/sample/test_client.py": "servers",
     "tests/sample/test_deploy_checks.py": "servers",
     "tests/sample/test_problems_everywhere.py::test_the_readmes_run_command_answers_problems_too": (
@@ -45,10 +66,22 @@ TIER_OF = {
     "tests/docs/test_site.py": "docs",
     "tests/docs/test_snippets.py": "docs",
 }
+
+#: The tests that route to the test app's views (``tests/urls.py``), by folder or file;
+#: the others keep the sample's URLs (``config/urls.py``) or name their own.
+TESTAPP_URLS = (
+    "tests/client/",
+    "tests/contract/",
+    "tests/http/",
+    "tests/stores/",
+    "tests/storms/",
+    "tests/test_outages.py",
+    "tests/test_policy.py",
+)
 SLOW_LEFT_OUT = pytest.StashKey[int]()
 
 # the ``chromium`` fixture: a real headless browser
-pytest_plugins = ["tests.chromium"]
+pytest_plugins = ["tests.support.chromium"]
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m selects by marker
@@ -60,6 +93,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         tier = TIER_OF.get(f"{where}::{name}") or TIER_OF.get(where)
         if tier:
             item.add_marker(getattr(pytest.mark, tier))
+        if where.startswith(TESTAPP_URLS):
+            item.add_marker(pytest.mark.urls("tests.urls"))
     if ALL_TIERS or config.getoption("markexpr"):
         return
     named = {Path(arg.split("::")[0]).resolve() for arg in config.args}
@@ -85,26 +120,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         )
 
 
-def on_postgres() -> bool:
-    return connection.vendor == "postgresql"
-
-
-def redis_url() -> str:
-    return str(getattr(settings, "REDIS_URL", "") or "")
-
-
-def _missing(reason: str) -> None:
-    if REQUIRE_SERVICES:
-        pytest.fail(f"required service missing: {reason}")
-    pytest.skip(reason)
-
-
 @pytest.fixture(autouse=True)
 def _service_markers(request: pytest.FixtureRequest) -> None:
     if request.node.get_closest_marker("postgres") and not on_postgres():
-        _missing("needs PostgreSQL: set DATABASE_URL=postgres://...")
+        missing("needs PostgreSQL: set DATABASE_URL=postgres://...")
     if request.node.get_closest_marker("redis") and not redis_url():
-        _missing("needs Redis: set REDIS_URL=redis://...")
+        missing("needs Redis: set REDIS_URL=redis://...")
 
 
 @pytest.fixture(autouse=True)
@@ -114,3 +135,163 @@ def _clear_caches() -> Iterator[None]:
     for alias in settings.CACHES:
         caches[alias].clear()
     yield
+
+
+# -- users, clients, the test app's wallet -----------------------------------------------
+
+
+@pytest.fixture
+def user(db: Any) -> Any:
+    return make_user("alice")
+
+
+@pytest.fixture
+def other_user(db: Any) -> Any:
+    return make_user("bob")
+
+
+@pytest.fixture
+def client_a(user: Any) -> Client:
+    return logged_in_client(user)
+
+
+@pytest.fixture
+def client_b(other_user: Any) -> Client:
+    return logged_in_client(other_user)
+
+
+@pytest.fixture
+def wallet(db: Any) -> Wallet:
+    return Wallet.objects.create(pk=1, balance=1000)
+
+
+# -- stores, records, executions, time -----------------------------------------------------
+
+
+@pytest.fixture(params=variant_params())
+def store_variant(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Each store and mode of ``STORE_VARIANTS`` in turn, as the ``IDEMPOTENCY`` setting."""
+    with override_settings(IDEMPOTENCY=STORE_VARIANTS[request.param]):
+        yield request.param
+
+
+@pytest.fixture
+def eager_settings() -> Iterator[None]:
+    with override_settings(IDEMPOTENCY={"STORE": DB_STORE}):
+        yield
+
+
+@pytest.fixture
+def make_record(db: None) -> MakeRecord:
+    """Save one record (see :func:`tests.support.records.record` for the arguments)."""
+
+    def make(**kwargs: Any) -> IdempotencyRecord:
+        obj = record(**kwargs)
+        obj.save()
+        return obj
+
+    return make
+
+
+@pytest.fixture
+def execution_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The file each view body appends its Idempotency-Key to (see tests.testapp.executions)."""
+    path = tmp_path / "executions.log"
+    monkeypatch.setenv(ENV, str(path))
+    yield path
+
+
+@pytest.fixture
+def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[views.Gate]:
+    """A fresh gate for ``?hold=1`` bodies; released at the end so no body is left waiting."""
+    fresh = views.Gate()
+    monkeypatch.setattr(views, "HOLD", fresh)
+    yield fresh
+    fresh.release.set()
+
+
+@pytest.fixture
+def age_records() -> Callable[[str, float], None]:
+    """The database store's clock, moved on for one key: ``age_records(key, seconds)`` moves
+    its records' creation, lease and expiry ``seconds`` into the past, as if that much time
+    had passed (on the application's clock and PostgreSQL's alike), without a sleep."""
+
+    def age(key: str, seconds: float) -> None:
+        delta = timedelta(seconds=seconds)
+        IdempotencyRecord.objects.filter(key=key).update(
+            created_at=F("created_at") - delta,
+            expires_at=F("expires_at") - delta,
+            lease_expires_at=F("lease_expires_at") - delta,
+        )
+
+    return age
+
+
+# -- Redis, a Redis Cluster, Celery workers ----------------------------------------------
+
+
+@pytest.fixture
+def redis_client(settings: Any) -> Any:
+    """The django-redis connection the library uses (``REDIS_URL``; tests marked redis)."""
+    from django_redis import get_redis_connection
+
+    return get_redis_connection("default")
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisClusterServer]:
+    """A private Redis Cluster (3 primaries, 3 replicas) for the session."""
+    cluster = start_cluster()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def on_cluster(redis_cluster: RedisClusterServer) -> Iterator[RedisClusterServer]:
+    """RedisStore, Redis tokens and Redis locks on the cluster (``REDIS_ALIAS='cluster'``)."""
+    redis_cluster.flush()
+    with override_settings(
+        CACHES=cluster_caches(redis_cluster),
+        IDEMPOTENCY={
+            "REDIS_ALIAS": "cluster",
+            "STORE": REDIS_STORE,
+            "MODE": "lease",
+            "SUBMIT_TOKEN_BACKEND": "redis",
+            "LOCK_BACKEND": "redis",
+        },
+    ):
+        yield redis_cluster
+
+
+@pytest.fixture
+def counters() -> Any:
+    """The broker database's Redis, where worker tasks count their side effects."""
+    return broker_redis()
+
+
+@pytest.fixture
+def start_worker(
+    transactional_db: None, tmp_path: Path, counters: Any
+) -> Iterator[Callable[..., Worker]]:
+    """Start ``celery worker --pool=solo`` processes on the test database; stopped at teardown.
+
+    ``transactional_db`` comes first so the workers are gone before the database is
+    flushed at the end of the test.
+    """
+    workers: list[Worker] = []
+
+    def start(queue: str | None = None, **extra_env: str) -> Worker:
+        queue = queue or unique("beyond-q")
+        env = worker_env(queue)
+        env.update(extra_env)
+        worker = Worker(queue=queue, env=env, log=tmp_path / f"worker-{len(workers)}.log")
+        workers.append(worker)
+        return worker.start()
+
+    yield start
+    for worker in workers:
+        worker.stop()
+    for queue in {worker.queue for worker in workers}:
+        # the queue's list and kombu's binding set stay in the broker database otherwise
+        for name in counters.scan_iter(match=f"*{queue}*"):
+            counters.delete(name)

@@ -11,7 +11,7 @@ import os
 
 from tests.settings import *  # noqa: F403
 
-ROOT_URLCONF = "tests.core.urls"
+ROOT_URLCONF = "tests.urls"
 IDEMPOTENCY = json.loads(os.environ.get("IDEMPOTENCY_TEST_SETTINGS", "{}"))
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 DEBUG = False

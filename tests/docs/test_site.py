@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from idempotency.conf import DEFAULTS
-from tests.chromium import Chromium
 from tests.docs.snippets import DOCS
+from tests.support.chromium import Chromium
 
 SCREENSHOTS = DOCS / "screenshots"
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from tests.sample.factories import UserFactory
+from tests.support.factories import UserFactory
+from tests.support.users import keyed_client
 
 
 @pytest.fixture(autouse=True)
@@ -28,23 +28,10 @@ def other_user(db: None) -> User:
     return UserFactory(username="mallory")
 
 
-class KeyedAPIClient(APIClient):
-    """Sends a fresh ``Idempotency-Key`` with every POST that names none, as a well-behaved
-    client does (pay and deposit require one). Pass ``HTTP_IDEMPOTENCY_KEY=None`` to send none."""
-
-    def post(self, path: str, data: Any = None, format: Any = None, **extra: Any) -> Any:  # noqa: A002
-        extra.setdefault("HTTP_IDEMPOTENCY_KEY", str(uuid.uuid4()))
-        if extra["HTTP_IDEMPOTENCY_KEY"] is None:
-            del extra["HTTP_IDEMPOTENCY_KEY"]
-        return super().post(path, data, format, **extra)
-
-
 @pytest.fixture
 def api_client(user: User) -> APIClient:
     """A client authenticated as ``user``; unexpected server errors become 500 responses."""
-    client = KeyedAPIClient(raise_request_exception=False)
-    client.force_authenticate(user=user)
-    return client
+    return keyed_client(user)
 
 
 @pytest.fixture
@@ -55,9 +42,7 @@ def merchant(db: None) -> User:
 @pytest.fixture
 def staff_client(merchant: User) -> APIClient:
     """A client authenticated as a staff user (who ships and completes orders)."""
-    client = KeyedAPIClient(raise_request_exception=False)
-    client.force_authenticate(user=merchant)
-    return client
+    return keyed_client(merchant)
 
 
 @pytest.fixture

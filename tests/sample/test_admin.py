@@ -13,7 +13,7 @@ from accounts.models import LedgerEntry
 from orders.models import OrderStatus, OutboxMessage
 from payments.models import PaymentRecord
 from payments.services import payment_pay
-from tests.sample.factories import OrderFactory, UserFactory, funded_account
+from tests.support.factories import OrderFactory, UserFactory, funded_account
 
 pytestmark = pytest.mark.django_db
 

@@ -25,7 +25,7 @@ from django.contrib.auth.models import User
 from accounts.models import Account, LedgerEntry, LedgerEntryKind
 from accounts.services import account_deposit, account_get_or_create_for_user
 from orders.models import Order
-from tests.chromium import Chromium, DevToolsError
+from tests.support.chromium import Chromium, DevToolsError
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

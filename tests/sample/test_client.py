@@ -38,8 +38,8 @@ from idempotency.models import IdempotencyRecord
 from orders.models import Order
 from orders.services import order_create
 from payments.models import PaymentRecord
-from tests.beyond import support
-from tests.proxy import FaultProxy, Plan, SampleServer
+from tests.support import services
+from tests.support.proxy import FaultProxy, Plan, SampleServer
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -69,7 +69,7 @@ def serve(tmp_path: Path) -> Iterator[Any]:
 
     def start(**env: str) -> SampleServer:
         log = tmp_path / f"gunicorn-{len(started)}.log"
-        server = SampleServer(log, support.tests_database_url(), env=env)
+        server = SampleServer(log, services.tests_database_url(), env=env)
         started.append(server)
         return server.wait_ready()
 
@@ -218,7 +218,7 @@ def test_a_request_in_progress_is_waited_out(serve: Any, proxies: Any) -> None:
 
     account = Account.objects.get(user=user)
     with psycopg.connect(
-        support.tests_database_url().replace("postgres://", "postgresql://")
+        services.tests_database_url().replace("postgres://", "postgresql://")
     ) as db:
         db.execute("SELECT 1 FROM accounts_account WHERE id = %s FOR UPDATE", [account.pk])
         with ThreadPoolExecutor(max_workers=1) as pool:

@@ -1,7 +1,7 @@
 """Real concurrency on PostgreSQL: many threads, one barrier, committed transactions.
 
 Every test runs twice: with the real service, whose invariants must hold, and
-with a naive read-modify-write variant from :mod:`tests.sample.naive`, marked
+with a naive read-modify-write variant from :mod:`tests.support.naive`, marked
 ``xfail(strict=True)``: it must break the same invariants, or the test has
 lost its teeth and the suite goes red. The numbers of double effects seen are
 printed (``-s`` not needed).
@@ -9,13 +9,11 @@ printed (``-s`` not needed).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any, TypeVar
 
 import pytest
-from django.db import connection
 
 from accounts.errors import AccountConflict, InsufficientFunds
 from accounts.models import LedgerEntry, LedgerEntryKind
@@ -25,36 +23,14 @@ from orders.services import order_create
 from payments.errors import OrderNotPayable
 from payments.models import PaymentRecord
 from payments.services import payment_pay
-from tests.sample import naive
-from tests.sample.factories import OrderFactory, UserFactory, funded_account
+from tests.support import naive
+from tests.support.factories import OrderFactory, UserFactory, funded_account
+from tests.support.storms import run_threads
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 THREADS = 20
 T = TypeVar("T")
-
-
-def run_in_threads(count: int, work: Callable[[int], T]) -> list[T | Exception]:
-    """Run ``work(0..count-1)`` in ``count`` threads released together; results or errors."""
-    barrier = threading.Barrier(count, timeout=30)
-    results: list[T | Exception] = [RuntimeError("did not run")] * count
-
-    def worker(index: int) -> None:
-        try:
-            barrier.wait()
-            results[index] = work(index)
-        except Exception as exc:
-            results[index] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not any(thread.is_alive() for thread in threads), "a worker thread hung"
-    return results
 
 
 @pytest.fixture
@@ -81,7 +57,7 @@ def test_concurrent_creates_of_one_request_id_make_one_order(
     create: Callable[..., tuple[Order, bool]], report: Callable[[str], None]
 ) -> None:
     user = UserFactory()
-    results = run_in_threads(
+    results = run_threads(
         THREADS,
         lambda i: create(user=user, request_id="one-request", amount=Decimal("10.00")),
     )
@@ -106,7 +82,7 @@ def test_concurrent_payments_of_one_order_pay_once(
 ) -> None:
     account = funded_account("1000.00")
     order = OrderFactory(user=account.user, amount=Decimal("10.00"))
-    results = run_in_threads(
+    results = run_threads(
         THREADS, lambda i: pay(user=account.user, order_id=order.pk, pay_no=f"P-{i}")
     )
     paid = [r for r in results if isinstance(r, tuple)]
@@ -136,7 +112,7 @@ def test_concurrent_deductions_keep_the_books_balanced(
     deduct: Callable[..., LedgerEntry], report: Callable[[str], None]
 ) -> None:
     account = funded_account("100.00")  # version 1: one deposit
-    results = run_in_threads(
+    results = run_threads(
         THREADS,
         lambda i: deduct(account_id=account.pk, amount=Decimal("7.00"), reference=f"d-{i}"),
     )
@@ -170,7 +146,7 @@ def test_concurrent_deductions_keep_the_books_balanced(
 def test_concurrent_repeats_of_one_pay_no_pay_once(report: Callable[[str], None]) -> None:
     account = funded_account("1000.00")
     order = OrderFactory(user=account.user, amount=Decimal("10.00"))
-    results = run_in_threads(
+    results = run_threads(
         THREADS, lambda i: payment_pay(user=account.user, order_id=order.pk, pay_no="P-same")
     )
     errors = [r for r in results if isinstance(r, Exception)]
@@ -192,7 +168,7 @@ def test_concurrent_deposits_of_one_reference_deposit_once(
     report: Callable[[str], None],
 ) -> None:
     account = funded_account("1.00")
-    results = run_in_threads(
+    results = run_threads(
         THREADS,
         lambda i: account_deposit(account_id=account.pk, amount=Decimal("5.00"), reference="same"),
     )

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from tests.sample.factories import OrderFactory, funded_account
+from tests.support.factories import OrderFactory, funded_account
 
 DEEP = b'{"amount": ' + b"[" * 5000 + b"]" * 5000 + b"}"
 

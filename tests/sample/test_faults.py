@@ -23,7 +23,7 @@ from rest_framework.test import APIClient
 from accounts import apis
 from accounts.models import Account, LedgerEntry
 from chaos.services import PrivateRedis
-from tests.faults import caches_with, private_redis
+from tests.support.faults import caches_with, private_redis
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
-from tests.sample.strategies import json_values
+from tests.support.strategies import json_values
 
 ENDPOINTS = ["/api/orders/", "/api/accounts/me/deposit/"]
 

@@ -13,8 +13,8 @@ from rest_framework.test import APIClient
 from accounts.models import Account, LedgerEntry
 from orders.models import Order
 from payments.models import PaymentRecord
-from tests.sample.factories import OrderFactory, TokenFactory, UserFactory, funded_account
-from tests.sample.test_concurrency import run_in_threads
+from tests.support.factories import OrderFactory, TokenFactory, UserFactory, funded_account
+from tests.support.storms import run_threads
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -129,7 +129,7 @@ def test_concurrent_deposits_with_one_key_deposit_once(user: Any) -> None:
             "/api/accounts/me/deposit/", {"amount": "5.00"}, format="json", HTTP_IDEMPOTENCY_KEY=k
         )
 
-    responses = run_in_threads(20, deposit)
+    responses = run_threads(20, deposit)
     statuses = sorted(getattr(r, "status_code", 0) for r in responses)
     assert set(statuses) <= {201, 409}, statuses
     assert LedgerEntry.objects.filter(account__user=token.user).count() == 1

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests import imports
-from tests.imports import circles, imports_of
+from tests.support import imports
+from tests.support.imports import circles, imports_of
 
 PACKAGES = ("accounts", "orders", "payments", "config")
 #: Which sample app may import which (one direction; config, the project, sits on top).

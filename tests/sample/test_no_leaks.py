@@ -16,9 +16,9 @@ from accounts.models import Account
 from idempotency import issue_submit_token
 from orders.models import Order, OrderStatus
 from payments.models import PaymentRecord
-from tests.sample.conftest import KeyedAPIClient
-from tests.sample.factories import OrderFactory, funded_account
-from tests.sample.problems import assert_problem
+from tests.support.factories import OrderFactory, funded_account
+from tests.support.problems import assert_problem
+from tests.support.users import keyed_client
 
 pytestmark = pytest.mark.django_db
 
@@ -40,9 +40,7 @@ def mallory(other_user: User) -> User:
 
 @pytest.fixture
 def as_mallory(mallory: User) -> APIClient:
-    client = KeyedAPIClient(raise_request_exception=False)
-    client.force_authenticate(user=mallory)
-    return client
+    return keyed_client(mallory)
 
 
 @pytest.fixture

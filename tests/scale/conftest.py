@@ -1,7 +1,8 @@
-"""Fixtures of the multi-node tests: a private Redis Cluster, PgBouncer, the execution log.
+"""Fixtures of the multi-node tests: PgBouncer, their URLs, their execution log.
 
-The Redis Cluster (6 ``redis-server`` processes: 3 primaries, 3 replicas) and PgBouncer
-are started on free loopback ports by these fixtures and stopped after the tests.
+PgBouncer is started on free loopback ports by ``pgbouncer_factory`` and stopped after
+the test; the Redis Cluster fixtures (``redis_cluster``, ``on_cluster``) are the root
+conftest's, since the store contract runs on the cluster too.
 """
 
 from __future__ import annotations
@@ -11,21 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
-from django.test import override_settings
 
-from tests.conftest import REQUIRE_SERVICES
 from tests.scale import views
-from tests.scale.servers import PgBouncerServer, RedisClusterServer
-
-REDIS_STORE = "idempotency.stores.RedisStore"
-CLUSTER_FACTORY = "idempotency.redis_cluster.ClusterConnectionFactory"
-
-
-def _missing(reason: str) -> None:
-    if REQUIRE_SERVICES:
-        pytest.fail(f"required service missing: {reason}")
-    pytest.skip(reason)
+from tests.scale.servers import PgBouncerServer
+from tests.support.services import missing
 
 
 @pytest.fixture(autouse=True)
@@ -41,57 +31,15 @@ def execution_log(tmp_path: Path) -> Iterator[Path]:
     views.EXECUTIONS["path"] = ""
 
 
-def start_cluster() -> RedisClusterServer:
-    if not RedisClusterServer.available():
-        _missing("needs redis-server and redis-cli to start a Redis Cluster")
-    return RedisClusterServer().start()
-
-
-@pytest.fixture(scope="session")
-def redis_cluster() -> Iterator[RedisClusterServer]:
-    cluster = start_cluster()
-    yield cluster
-    cluster.stop()
-
-
-def cluster_caches(cluster: RedisClusterServer) -> dict[str, Any]:
-    """The project's caches plus ``cluster``, a django-redis cache on the Redis Cluster."""
-    return {
-        **settings.CACHES,
-        "cluster": {
-            "BACKEND": "django_redis.cache.RedisCache",
-            "LOCATION": cluster.url,
-            "OPTIONS": {"CONNECTION_FACTORY": CLUSTER_FACTORY},
-        },
-    }
-
-
-@pytest.fixture
-def on_cluster(redis_cluster: RedisClusterServer) -> Iterator[RedisClusterServer]:
-    """RedisStore, Redis tokens and Redis locks on the cluster (``REDIS_ALIAS='cluster'``)."""
-    redis_cluster.flush()
-    with override_settings(
-        CACHES=cluster_caches(redis_cluster),
-        IDEMPOTENCY={
-            "REDIS_ALIAS": "cluster",
-            "STORE": REDIS_STORE,
-            "MODE": "lease",
-            "SUBMIT_TOKEN_BACKEND": "redis",
-            "LOCK_BACKEND": "redis",
-        },
-    ):
-        yield redis_cluster
-
-
 @pytest.fixture
 def pgbouncer_factory() -> Iterator[Any]:
     """Start PgBouncers (transaction pooling) in front of the test PostgreSQL server."""
     from django.db import connection
 
     if connection.vendor != "postgresql":
-        _missing("needs PostgreSQL: set DATABASE_URL=postgres://...")
+        missing("needs PostgreSQL: set DATABASE_URL=postgres://...")
     if not PgBouncerServer.available():
-        _missing("needs pgbouncer (apt-get install pgbouncer)")
+        missing("needs pgbouncer (apt-get install pgbouncer)")
     started: list[PgBouncerServer] = []
 
     def start(pool_size: int = 10) -> PgBouncerServer:

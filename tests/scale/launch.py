@@ -1,7 +1,7 @@
 """Run test suites through a private Redis Cluster or PgBouncer that this command starts.
 
-    python -m tests.scale.launch cluster   -- tests/core/test_stores.py -m redis
-    python -m tests.scale.launch pgbouncer -- tests/core/test_concurrency.py
+    python -m tests.scale.launch cluster   -- tests/stores/test_contract.py -m redis
+    python -m tests.scale.launch pgbouncer -- tests/storms/test_concurrency.py
 
 ``cluster`` starts 3 primaries and 3 replicas on free loopback ports and runs pytest
 with ``REDIS_URL`` pointing at one node and ``REDIS_CLUSTER=1`` (the sample settings

@@ -24,6 +24,10 @@ class ServerError(RuntimeError):
     """A server could not be started."""
 
 
+class PortTaken(ServerError):
+    """Another process listens on a port chosen for this server."""
+
+
 def free_ports(count: int) -> list[int]:
     """``count`` distinct loopback ports that were free a moment ago (held open together)."""
     sockets = []
@@ -92,6 +96,24 @@ class ClusterNode:
             command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
         )
 
+    def wait_ready(self, deadline: float) -> None:
+        """Wait until this node's own process answers on its port. It exits when it cannot
+        bind its ports, and another process's server may answer there instead: both raise
+        :class:`PortTaken`."""
+        assert self.process is not None
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise PortTaken(f"redis-server on {self.address} exited (a port was taken?)")
+            try:
+                served_by = int(self.client().info("server")["process_id"])
+            except Exception:  # noqa: BLE001 - not listening yet
+                time.sleep(0.05)
+                continue
+            if served_by != self.process.pid:
+                raise PortTaken(f"{self.address} is served by pid {served_by}, not this node's")
+            return
+        raise ServerError(f"nothing listens on {self.address}")
+
     def kill(self) -> None:
         """SIGKILL: the node dies as a crashed machine would, without a goodbye."""
         if self.process is not None and self.process.poll() is None:
@@ -124,7 +146,20 @@ class RedisClusterServer:
     def available() -> bool:
         return bool(shutil.which("redis-server") and shutil.which("redis-cli"))
 
-    def start(self, timeout: float = 60) -> RedisClusterServer:
+    def start(self, timeout: float = 60, attempts: int = 3) -> RedisClusterServer:
+        """Start the nodes on free ports and make them a cluster. Ports are free when chosen,
+        not when bound: another process (a second cluster starting at the same time) may
+        take one in between, so the nodes are first checked to be this cluster's own
+        processes, and on fresh ports again if one is not."""
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._start(timeout)
+            except PortTaken:
+                if attempt == attempts:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start(self, timeout: float) -> RedisClusterServer:
         count = self.primaries * (1 + self.replicas)
         ports = free_ports(2 * count)
         self.nodes = [
@@ -136,7 +171,7 @@ class RedisClusterServer:
                 node.start()
             deadline = time.monotonic() + timeout
             for node in self.nodes:
-                wait_for_port(node.port, deadline)
+                node.wait_ready(deadline)
             created = subprocess.run(
                 [
                     "redis-cli",

@@ -27,9 +27,10 @@ import pytest
 from django.test import override_settings
 
 from idempotency.stores.redis import RedisStore
-from tests.scale.conftest import REDIS_STORE, cluster_caches, start_cluster
 from tests.scale.servers import ClusterNode, RedisClusterServer
-from tests.scale.support import Storm, executions
+from tests.support.clusters import REDIS_STORE, cluster_caches, start_cluster
+from tests.support.storms import Storm
+from tests.testapp.executions import executions
 
 pytestmark = [pytest.mark.timeout(240)]
 

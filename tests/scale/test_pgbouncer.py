@@ -32,7 +32,8 @@ from idempotency.stores.base import ClaimStatus, StoredResponse
 from idempotency.stores.database import DatabaseStore
 from idempotency.tokens import consume_submit_token, issue_submit_token
 from tests.scale.servers import PgBouncerServer
-from tests.scale.support import Storm, executions
+from tests.support.storms import Storm
+from tests.testapp.executions import executions
 
 pytestmark = [
     pytest.mark.postgres,

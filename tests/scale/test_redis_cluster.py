@@ -1,6 +1,7 @@
-"""Redis Cluster (3 primaries, 3 replicas, started here): the store contract, response
-cache, submit tokens and locks through redis-py's cluster client, storms counted by
-execution, WAIT durability, and no CROSSSLOT anywhere.
+"""Redis Cluster (3 primaries, 3 replicas, started here): the response cache, submit
+tokens and locks through redis-py's cluster client, storms counted by execution, WAIT
+durability, and no CROSSSLOT anywhere (the store contract runs on the cluster in
+``tests/stores/test_contract.py``, as its ``redis-cluster`` store).
 
 (``python -m tests.scale.launch cluster`` also runs every Redis-marked suite on a cluster.)
 """
@@ -23,30 +24,27 @@ from idempotency import lock
 from idempotency.exceptions import SubmitTokenUsed
 from idempotency.locks import RedisLockBackend
 from idempotency.redis_cluster import ClusterConnectionFactory
-from idempotency.stores.base import BaseStore, ClaimStatus, StoredResponse
+from idempotency.stores.base import ClaimStatus, StoredResponse
 from idempotency.stores.database import DatabaseStore
 from idempotency.stores.redis import RedisStore
 from idempotency.tokens import RedisTokens, consume_submit_token, issue_submit_token
-from tests.core import test_stores as contract
 from tests.scale.servers import RedisClusterServer
-from tests.scale.support import Storm, executions
+from tests.support.storms import Storm, run_threads, wait_until
+from tests.testapp.executions import executions
 
 # no ``redis`` mark: these tests need no REDIS_URL, only redis-server to start the cluster
 pytestmark = [pytest.mark.django_db]
 
-# -- the store contract, run again on the cluster -----------------------------------------
 
-key = contract.key  # the contract's fixture
-
-
-@pytest.fixture
-def store(on_cluster: RedisClusterServer) -> BaseStore:
-    return RedisStore(alias="cluster")
-
-
-for _name, _test in vars(contract).items():
-    if _name.startswith("test_") and "store" in _test.__code__.co_varnames:
-        globals()[f"{_name}_on_cluster"] = _test
+def roles(cluster: RedisClusterServer) -> Counter[str]:
+    """The cluster's nodes by role, as its first node sees them (a failed one as failed)."""
+    text = cluster.nodes[0].client().execute_command("CLUSTER", "NODES")
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    flags = [line.split()[2].split(",") for line in text.splitlines() if line.strip()]
+    return Counter(
+        "failed" if "fail" in f or "fail?" in f else "replica" if "slave" in f else "primary"
+        for f in flags
+    )
 
 
 def test_the_client_is_the_cluster_client(on_cluster: RedisClusterServer) -> None:
@@ -54,11 +52,11 @@ def test_the_client_is_the_cluster_client(on_cluster: RedisClusterServer) -> Non
 
     client = get_redis_connection("cluster")
     assert isinstance(client, RedisCluster)
+    # on a loaded machine a node may miss its 1 s node timeout and be failed over for a
+    # moment; the topology converges back to 3 + 3, which is what this asserts
+    expected = {"primary": 3, "replica": 3}
+    assert wait_until(lambda: roles(on_cluster) == expected, timeout=30), roles(on_cluster)
     assert len(client.get_primaries()) == 3
-    text = on_cluster.nodes[0].client().execute_command("CLUSTER", "NODES")
-    text = text.decode() if isinstance(text, bytes) else str(text)
-    roles = Counter("replica" if "slave" in line else "primary" for line in text.splitlines())
-    assert roles == {"primary": 3, "replica": 3}
     assert client is get_redis_connection("cluster")  # one client per process
 
 
@@ -112,22 +110,15 @@ def test_twenty_concurrent_consumptions_of_a_token_one_wins(
     token_key, used_key = RedisTokens().keys("x" * 64)
     client = get_redis_connection("cluster")
     assert client.keyslot(token_key) == client.keyslot(used_key)
-    outcomes: list[str] = []
-    barrier = threading.Barrier(20)
 
-    def consume() -> None:
-        barrier.wait()
+    def consume(_index: int) -> str:
         try:
             consume_submit_token(token=token, user_or_scope="user:9", purpose="checkout")
-            outcomes.append("won")
+            return "won"
         except SubmitTokenUsed:
-            outcomes.append("used")
+            return "used"
 
-    threads = [threading.Thread(target=consume) for _ in range(20)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    outcomes = run_threads(20, consume)
     assert Counter(outcomes) == {"won": 1, "used": 19}
 
 
@@ -146,11 +137,7 @@ def test_locks_exclude_each_other_and_fence_release(on_cluster: RedisClusterServ
                 with inside:
                     holders[0] -= 1
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    assert run_threads(8, work) == [None] * 8
     assert peak[0] == 1 and len(acquired) == 40
     held = lock(name, timeout=5)
     assert held.acquire()

@@ -10,7 +10,6 @@ the replica is empty, a stale body or a 422 when it holds an old copy).
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -27,8 +26,9 @@ from idempotency import idempotent_function
 from idempotency.exceptions import SubmitTokenInvalid, SubmitTokenUsed
 from idempotency.models import IdempotencyRecord, SubmitToken
 from idempotency.tokens import consume_submit_token, issue_submit_token
-from tests.scale.support import Storm, executions
 from tests.scale.views import record_execution
+from tests.support.storms import Storm, run_threads
+from tests.testapp.executions import executions
 from tests.testapp.models import Effect
 
 ROUTER = "tests.scale.test_replicas.PrimaryReplicaRouter"
@@ -139,24 +139,17 @@ def test_submit_tokens_are_read_on_the_primary(routed: None) -> None:
     token = issue_submit_token(user_or_scope="user:7", purpose="checkout", ttl=60)
     row = SubmitToken.objects.using("default").get()
     row.save(using="replica")  # a stale copy: never consumed
-    outcomes: list[str] = []
-    barrier = threading.Barrier(10)
 
-    def consume() -> None:
-        barrier.wait()
+    def consume(_index: int) -> str:
         try:
             consume_submit_token(token=token, user_or_scope="user:7", purpose="checkout")
-            outcomes.append("won")
+            return "won"
         except SubmitTokenUsed:
-            outcomes.append("used")
+            return "used"
         except SubmitTokenInvalid:
-            outcomes.append("invalid")
+            return "invalid"
 
-    threads = [threading.Thread(target=consume) for _ in range(10)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    outcomes = run_threads(10, consume)
     assert Counter(outcomes) == {"won": 1, "used": 9}
     SubmitToken.objects.using("replica").all().delete()  # now an empty replica
     with pytest.raises(SubmitTokenUsed):  # not "invalid": the tombstone on the primary

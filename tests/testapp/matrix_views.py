@@ -1,4 +1,4 @@
-"""One view per (interface, view kind) of the interface matrix (tests/core/test_matrix.py).
+"""One view per (interface, view kind) of the interface matrix (tests/contract/test_matrix.py).
 
 Every view body appends one line to an O_APPEND file (``MATRIX_COUNTER_FILE``)
 before anything else: a rollback cannot undo it, so the tests count executions

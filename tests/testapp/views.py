@@ -33,11 +33,23 @@ from tests.testapp.models import Effect, Wallet
 
 class Gate:
     """Where a body called with ``?hold=1`` stops, inside its transaction after its writes:
-    it sets ``entered`` and waits (30 s at most) for a test to set ``release``."""
+    it sets ``entered`` and waits (30 s at most) for a test to set ``release``. With
+    ``holds=n`` only the first ``n`` bodies stop; the later ones run through."""
 
-    def __init__(self) -> None:
+    def __init__(self, holds: int | None = None) -> None:
         self.entered = threading.Event()
         self.release = threading.Event()
+        self.holds = holds
+        self._lock = threading.Lock()
+
+    def stop(self) -> None:
+        with self._lock:
+            if self.holds is not None:
+                if self.holds <= 0:
+                    return
+                self.holds -= 1
+        self.entered.set()
+        self.release.wait(30)
 
 
 #: The gate of ``?hold=1`` bodies (the ``gate`` fixture puts a fresh one here per test).
@@ -63,8 +75,7 @@ def _effect(request: Any) -> Effect:
         if delay:
             time.sleep(delay)
         if request.GET.get("hold"):
-            HOLD.entered.set()
-            HOLD.release.wait(30)
+            HOLD.stop()
     return effect
 
 

@@ -1,0 +1,222 @@
+"""Decorator, mixin and middleware: where each applies, and clear errors where it cannot."""
+
+from __future__ import annotations
+
+import ast
+import json
+import uuid
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.http import HttpRequest, HttpResponse
+from django.test import Client, RequestFactory, override_settings
+from django.views import View
+from rest_framework.decorators import api_view
+from rest_framework.views import APIView
+
+import idempotency
+from idempotency import IdempotentMixin, ImproperlyApplied, idempotent
+from tests.testapp import views
+from tests.testapp.models import Effect, Wallet
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MIDDLEWARE_SETTINGS = {
+    "MIDDLEWARE": [
+        "django.contrib.sessions.middleware.SessionMiddleware",
+        "django.middleware.common.CommonMiddleware",
+        "django.contrib.auth.middleware.AuthenticationMiddleware",
+        "idempotency.IdempotencyMiddleware",
+    ]
+}
+
+
+def post(client: Client, url: str, key: str) -> Any:
+    return client.post(
+        url, data='{"amount": 2}', content_type="application/json", HTTP_IDEMPOTENCY_KEY=key
+    )
+
+
+def test_package_exports_are_complete() -> None:
+    """Every public name resolves to its module's object, and type checkers see the same
+    names (the ``TYPE_CHECKING`` re-exports); laziness: tests/test_layout.py."""
+    tree = ast.parse(Path(idempotency.__file__).read_text())
+    static = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module != "importlib"
+        for alias in node.names
+        if node.module != "__future__" and node.module != "typing"
+    }
+    assert static == set(idempotency.__all__)
+    for name, module in idempotency._EXPORTS.items():
+        assert getattr(idempotency, name) is getattr(import_module(module), name)
+    with pytest.raises(AttributeError):
+        idempotency.no_such_name  # noqa: B018
+
+
+def test_decorating_as_view_result_is_refused() -> None:
+    with pytest.raises(ImproperlyApplied, match="before authentication"):
+        idempotent(views.PlainApi.as_view())
+
+    @api_view(["POST"])
+    def func(request: Any) -> HttpResponse:
+        return HttpResponse()
+
+    with pytest.raises(ImproperlyApplied):
+        idempotent(func)
+
+
+def test_decorating_a_django_view_class_is_refused() -> None:
+    class Form(View):
+        pass
+
+    with pytest.raises(ImproperlyApplied, match="methods"):
+        idempotent(Form)
+
+
+def test_decorating_an_apiview_class_mixes_the_mixin_in() -> None:
+    cls = idempotent(ttl=60)(views.PlainApi)
+    assert issubclass(cls, IdempotentMixin) and issubclass(cls, APIView)
+    assert cls.idempotency_policy.ttl == 60
+
+
+def test_calling_a_decorated_non_view_fails_loudly() -> None:
+    @idempotent
+    def not_a_view(x: int) -> int:
+        return x
+
+    with pytest.raises(ImproperlyApplied, match="request"):
+        not_a_view(1)
+
+
+def test_unknown_and_invalid_options_are_refused() -> None:
+    with pytest.raises(TypeError, match="unknown options"):
+        idempotent(tll=5)
+    with pytest.raises(ValueError, match="mode"):
+        idempotent(mode="sometimes")
+    with pytest.raises(ValueError, match="ttl"):
+        idempotent(ttl=-1)
+
+
+def test_atomic_mode_on_a_store_without_it_is_a_configuration_error(
+    client_a: Client, wallet: Wallet, caplog: pytest.LogCaptureFixture
+) -> None:
+    client_a.raise_request_exception = True
+    before = Effect.objects.count()
+    with (
+        override_settings(IDEMPOTENCY={"STORE": "idempotency.stores.CacheStore", "MODE": "atomic"}),
+        caplog.at_level("ERROR", logger="idempotency"),
+    ):
+        response = post(client_a, "/t/api/", str(uuid.uuid4()))
+    assert response.status_code == 503
+    assert response.json()["code"] == "idempotency-store-misconfigured"
+    assert Effect.objects.count() == before  # the view did not run
+    assert "cannot run atomic mode" in caplog.text
+
+
+def test_middleware_covers_function_and_drf_views(client_a: Client, wallet: Wallet) -> None:
+    with override_settings(**MIDDLEWARE_SETTINGS):
+        for url in ("/t/plain/", "/t/plain-api/"):
+            key = str(uuid.uuid4())
+            first = post(client_a, url, key)
+            again = post(client_a, url, key)
+            assert first.status_code == 201
+            assert again["Idempotent-Replayed"] == "true", url
+            assert again.content == first.content
+    assert Effect.objects.count() == 2
+
+
+def test_middleware_replays_drf_views_only_after_drf_authentication(
+    client_a: Client, wallet: Wallet
+) -> None:
+    key = str(uuid.uuid4())
+    with override_settings(**MIDDLEWARE_SETTINGS):
+        post(client_a, "/t/plain-api/", key)
+        stranger = post(Client(HTTP_AUTHORIZATION="Token bad"), "/t/plain-api/", key)
+    assert stranger.status_code == 401
+    assert "Idempotent-Replayed" not in stranger
+
+
+def test_middleware_leaves_exempt_views_alone(client_a: Client, wallet: Wallet) -> None:
+    key = str(uuid.uuid4())
+    with override_settings(**MIDDLEWARE_SETTINGS):
+        post(client_a, "/t/plain-exempt/", key)
+        again = post(client_a, "/t/plain-exempt/", key)
+    assert "Idempotent-Replayed" not in again
+    assert Effect.objects.count() == 2
+
+
+def test_middleware_does_not_double_handle_decorated_views(
+    client_a: Client, wallet: Wallet
+) -> None:
+    key = str(uuid.uuid4())
+    with override_settings(**MIDDLEWARE_SETTINGS):
+        post(client_a, "/t/api/", key)
+        again = post(client_a, "/t/api/", key)
+        vkey = key + "v"
+        body = '{"label": "v", "amount": 2}'
+        client_a.post(
+            "/t/viewset/", data=body, content_type="application/json", HTTP_IDEMPOTENCY_KEY=vkey
+        )
+        view_again = client_a.post(
+            "/t/viewset/", data=body, content_type="application/json", HTTP_IDEMPOTENCY_KEY=vkey
+        )
+    assert again["Idempotent-Replayed"] == "true"
+    assert view_again.status_code == 201
+    assert view_again["Idempotent-Replayed"] == "true"
+    assert Effect.objects.count() == 2
+
+
+def test_mixin_limits_actions_and_takes_class_attributes(client_a: Client, wallet: Wallet) -> None:
+    rf = RequestFactory()
+
+    class Limited(IdempotentMixin, APIView):
+        idempotent_actions = ("put",)
+        idempotency_required = True
+
+        def post(self, request: Any) -> HttpResponse:
+            return HttpResponse(json.dumps({"n": Effect.objects.create(label="p").pk}), status=201)
+
+        def put(self, request: Any) -> HttpResponse:
+            return HttpResponse(json.dumps({"n": Effect.objects.create(label="u").pk}), status=200)
+
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.get(username="alice")
+    view = Limited.as_view()
+
+    def call(method: str, key: str | None) -> Any:
+        extra = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
+        request: HttpRequest = getattr(rf, method)(
+            "/x/", data="{}", content_type="application/json", **extra
+        )
+        from rest_framework.test import force_authenticate
+
+        force_authenticate(request, user=user)
+        return view(request)
+
+    assert call("post", None).status_code == 201  # not an idempotent action: no key needed
+    assert call("put", None).status_code == 400  # required on put
+    k = str(uuid.uuid4())
+    first = call("put", k)
+    again = call("put", k)
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.content == first.content
+
+
+def test_non_http_exceptions_survive_pickling() -> None:
+    import pickle
+
+    from idempotency.exceptions import InProgress, LockNotAcquired
+
+    lost = pickle.loads(pickle.dumps(LockNotAcquired("settle", 2.5)))
+    assert (lost.name, lost.waited, str(lost)) == (
+        "settle",
+        2.5,
+        "Lock 'settle' not acquired within 2.5 s",
+    )
+    busy = pickle.loads(pickle.dumps(InProgress("functions", "k1")))
+    assert (busy.scope, busy.key) == ("functions", "k1")

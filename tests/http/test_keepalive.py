@@ -1,0 +1,63 @@
+"""Keep-alive over HTTP (issue 19, item 9): a lease-mode view whose body runs three times
+longer than its lease, retried by ten concurrent clients, runs once; every client gets
+its one answer. Executions are counted in an O_APPEND file no rollback undoes."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import override_settings
+
+from tests.support.stores import STORE_VARIANTS
+from tests.support.storms import run_threads
+from tests.support.users import token_client
+from tests.testapp.executions import ENV, executions
+from tests.testapp.models import Effect, Wallet
+
+# ten writers at once: PostgreSQL (SQLite serialises writers and answers "locked")
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+LEASE = 1.0
+LEASE_MODE = [
+    pytest.param("db-lease", id="db-lease"),
+    pytest.param("redis", id="redis", marks=pytest.mark.redis),
+    pytest.param("cache", id="cache"),
+]
+
+
+@pytest.mark.parametrize("variant", LEASE_MODE)
+def test_a_long_view_runs_once_under_ten_concurrent_retries(
+    variant: str, user: Any, wallet: Wallet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counted = tmp_path / "executions.log"
+    monkeypatch.setenv(ENV, str(counted))
+    key = str(uuid.uuid4())
+    body = json.dumps({"amount": 5, "label": "long"})
+
+    def client_retrying(_index: int) -> tuple[int, bytes]:
+        client = token_client(user)
+        client.force_login(user)
+        deadline = time.monotonic() + 60
+        while True:
+            response = client.post(
+                f"/t/lease-function/?sleep={3 * LEASE}",
+                data=body,
+                content_type="application/json",
+                HTTP_IDEMPOTENCY_KEY=key,
+            )
+            if response.status_code != 409 or time.monotonic() > deadline:
+                return response.status_code, response.content
+            time.sleep(0.1)  # a client honouring Retry-After, faster
+
+    with override_settings(IDEMPOTENCY={**STORE_VARIANTS[variant], "LEASE": LEASE}):
+        answers = run_threads(10, client_retrying)
+    assert len({content for _status, content in answers}) == 1, answers
+    assert {status for status, _content in answers} == {201}
+    assert executions(counted)[key] == 1
+    assert Effect.objects.count() == 1
+    assert Wallet.objects.get().balance == 995

@@ -1,0 +1,54 @@
+"""A process that owns a key and runs a long body, to be SIGKILLed by a keep-alive test.
+
+``python -m tests.support.keepalive_owner <db|redis> <ref> <marker file>``: claims
+``owned:<ref>`` through :data:`BODIES` (lease :data:`LEASE`), writes the marker once
+the body runs, then sleeps until killed. The test calls the same function (same module,
+same qualified name, same fingerprint) to see when the key is taken over.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import django
+
+#: The lease of the owned key: the keep-alive renews it every third of it.
+LEASE = 2.0
+
+if __name__ == "__main__":
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+    django.setup()
+
+from idempotency import idempotent_function  # noqa: E402
+
+MARKER = {"path": ""}
+
+
+def _body(ref: str, seconds: float) -> dict[str, str]:
+    if MARKER["path"]:
+        Path(MARKER["path"]).write_text(str(os.getpid()))
+    time.sleep(seconds)
+    return {"ran_in": str(os.getpid())}
+
+
+BODIES = {
+    name: idempotent_function(
+        key="owned:{ref}", store=store, lease=LEASE, wait=0, fingerprint=["ref"]
+    )(_body)
+    for name, store in (
+        ("db", "idempotency.stores.DatabaseStore"),
+        ("redis", "idempotency.stores.RedisStore"),
+    )
+}
+
+
+if __name__ == "__main__":
+    # through the module's own name, so the function's qualified name (its fingerprint)
+    # is the one the test process computes
+    from tests.support import keepalive_owner
+
+    keepalive_owner.MARKER["path"] = sys.argv[3]
+    keepalive_owner.BODIES[sys.argv[1]](sys.argv[2], 600.0)

@@ -1,0 +1,68 @@
+"""``check --deploy``: W007, the Redis behind the store persists nothing (a private Redis
+with and without AOF or RDB, one that forbids CONFIG, one that cannot be reached)."""
+
+from __future__ import annotations
+
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.test import override_settings
+
+from chaos.services import PrivateRedis, redis_server_binary
+from idempotency.checks import check_redis_persistence
+from tests.support.faults import caches_with, dead_redis_url, private_redis
+from tests.support.stores import REDIS_STORE
+
+
+def _persistence_ids(server_url: str, **idempotency: Any) -> list[str]:
+    with override_settings(
+        CACHES=caches_with("private", server_url),
+        IDEMPOTENCY={"REDIS_ALIAS": "private", **idempotency},
+    ):
+        return [message.id or "" for message in check_redis_persistence()]
+
+
+def test_w007_redis_without_persistence_behind_the_store() -> None:
+    with private_redis(aof=False) as server:
+        assert _persistence_ids(server.url, STORE=REDIS_STORE) == ["idempotency.W007"]
+        assert _persistence_ids(server.url, SUBMIT_TOKEN_BACKEND="redis") == ["idempotency.W007"]
+        assert _persistence_ids(server.url) == []  # nothing keeps records in that Redis
+
+
+def test_w007_silent_with_aof_or_rdb() -> None:
+    with private_redis(aof=True) as server:
+        assert _persistence_ids(server.url, STORE=REDIS_STORE) == []
+    with private_redis(aof=False) as server:
+        server.client().config_set("save", "3600 1")  # type: ignore[attr-defined]
+        assert _persistence_ids(server.url, STORE=REDIS_STORE) == []
+
+
+def test_w007_tolerates_a_server_that_forbids_config() -> None:
+    if redis_server_binary() is None:
+        pytest.skip("needs redis-server")
+    with PrivateRedis(extra=("--rename-command", "CONFIG", '""')) as server:
+        assert _persistence_ids(server.url, STORE=REDIS_STORE) == []
+
+
+def test_w007_tolerates_an_unreachable_server() -> None:
+    assert _persistence_ids(dead_redis_url(), STORE=REDIS_STORE) == []
+
+
+def test_check_deploy_reports_w007() -> None:
+    with (
+        private_redis(aof=False) as server,
+        override_settings(
+            CACHES=caches_with("private", server.url),
+            IDEMPOTENCY={"REDIS_ALIAS": "private", "STORE": REDIS_STORE},
+        ),
+    ):
+        out, err = StringIO(), StringIO()
+        report = ""
+        try:
+            call_command("check", "--deploy", stdout=out, stderr=err)
+        except SystemCheckError as exc:  # other deploy checks may fail on test settings
+            report = str(exc)
+        assert "idempotency.W007" in out.getvalue() + err.getvalue() + report

@@ -1,0 +1,50 @@
+"""The package's shape: importing it is lazy, the repository's modules import in no circle,
+and no test module imports another test module or a conftest (shared code is in tests/support)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.support.imports import circles, import_graph, modules
+
+
+def test_importing_the_package_imports_none_of_its_modules() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    code = (
+        "import sys, idempotency; "
+        "loaded = sorted(m for m in sys.modules if m.startswith('idempotency.')); "
+        "assert not loaded, loaded"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+#: Every Python package of the repository, and its top-level scripts.
+PACKAGES = ("idempotency", "accounts", "orders", "payments", "config", "bench", "chaos", "tests")
+SCRIPTS = ("dev.py", "manage.py")
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert circles(graph) == [["a", "b", "c"]]
+    graph = import_graph(modules(PACKAGES, SCRIPTS))
+    assert "idempotency.http.flow" in graph["idempotency.http.handling"]
+    assert "bench.servers" in graph["bench.run"]
+
+
+def test_no_import_circle_in_the_repository() -> None:
+    assert circles(import_graph(modules(PACKAGES, SCRIPTS))) == []
+
+
+def test_every_benchmark_module_is_under_400_lines() -> None:
+    sizes = {name: len(path.read_text().splitlines()) for name, path in modules(["bench"]).items()}
+    assert {name: lines for name, lines in sizes.items() if lines >= 400} == {}
+
+
+def test_no_test_module_imports_another_test_module_or_a_conftest() -> None:
+    graph = import_graph(modules(PACKAGES, SCRIPTS))
+    tests = {name for name in graph if name.rpartition(".")[2].startswith(("test_", "conftest"))}
+    assert "tests.storms.test_concurrency" in tests and "tests.conftest" in tests
+    found = {name: sorted(graph[name] & tests) for name in graph if graph[name] & tests}
+    assert found == {}
