@@ -137,6 +137,22 @@ def _clear_caches() -> Iterator[None]:
     yield
 
 
+@pytest.fixture(autouse=True)
+def _process_state() -> Iterator[None]:
+    """What one test leaves in the process's globals, the next one does not inherit:
+    the burst log's memory (a failure logged once a minute would go unlogged in the next
+    test), and Celery's "a join would block" flag (``Task.apply`` sets it and restores
+    what it saw, so threads applying tasks at once can leave it set, and every later
+    ``.get()`` of an eager result would raise)."""
+    from celery.result import _set_task_join_will_block
+
+    from idempotency.outages import bursts
+
+    bursts.reset()
+    yield
+    _set_task_join_will_block(False)
+
+
 # -- users, clients, the test app's wallet -----------------------------------------------
 
 

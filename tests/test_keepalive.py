@@ -110,7 +110,12 @@ def test_a_long_task_runs_once_under_ten_concurrent_deliveries(store: str) -> No
 
     def deliver(_index: int) -> Any:
         # eager deliveries of one message: a duplicate raises InProgress, as a worker defers
-        return until_answered(lambda: long_task.apply(("r",), task_id=task_id, throw=True).get())
+        # (an eager result never blocks: no join check, whose flag other threads' apply sets)
+        return until_answered(
+            lambda: long_task.apply(("r",), task_id=task_id, throw=True).get(
+                disable_sync_subtasks=False
+            )
+        )
 
     results = run_threads(10, deliver)
     assert results == [{"run": 1}] * 10, results

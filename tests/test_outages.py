@@ -20,9 +20,10 @@ from django.test import Client, override_settings
 
 from idempotency import signals
 from idempotency.exceptions import StoreUnavailable
-from idempotency.outages import bursts
 from idempotency.stores import get_store, record_digest
+from tests.support.clocks import age
 from tests.support.faults import caches_with, dead_redis_url, private_redis
+from tests.support.storms import wait_until
 from tests.testapp.models import Effect, Wallet
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -65,7 +66,6 @@ def cache_failures() -> Iterator[list[dict[str, Any]]]:
         seen.append(kwargs)
 
     signals.response_cache_failed.connect(receive)
-    bursts.reset()
     yield seen
     signals.response_cache_failed.disconnect(receive)
 
@@ -261,9 +261,9 @@ def test_response_cache_outage_under_load_loses_nothing(
         threads = [threading.Thread(target=worker, args=(keys[i::4],)) for i in range(4)]
         for thread in threads:
             thread.start()
-        time.sleep(0.3)
+        assert wait_until(lambda: len(statuses) >= 8, timeout=60)  # requests are flowing
         server.kill()
-        time.sleep(0.6)
+        assert wait_until(lambda: cache_failures, timeout=60)  # the outage hit requests
         server.start()
         for thread in threads:
             thread.join(timeout=120)
@@ -287,7 +287,7 @@ def test_a_claim_knows_it_took_over_an_expired_lease(store_path: str) -> None:
         store = get_store()
         key = str(uuid.uuid4())
         first = store.claim("s", key, fingerprint="f", lease=0.2, ttl=60)
-        time.sleep(0.3)
+        age(store, "s", key, 1)
         second = store.claim("s", key, fingerprint="f", lease=30, ttl=60)
         fresh = store.claim("s", str(uuid.uuid4()), fingerprint="f", lease=30, ttl=60)
     assert first.owned and second.owned and fresh.owned

@@ -29,7 +29,7 @@ from django.test import override_settings
 from idempotency.stores.redis import RedisStore
 from tests.scale.servers import ClusterNode, RedisClusterServer
 from tests.support.clusters import REDIS_STORE, cluster_caches, start_cluster
-from tests.support.storms import Storm
+from tests.support.storms import Storm, wait_until
 from tests.testapp.executions import executions
 
 pytestmark = [pytest.mark.timeout(240)]
@@ -74,7 +74,8 @@ def test_killing_a_primary_during_a_storm_never_runs_a_key_twice(
     killed_at: list[float] = []
 
     def kill() -> None:
-        time.sleep(0.5)  # the first wave's owners are inside the view (it sleeps 1 s)
+        # once the victim's first owners are inside the view (it then sleeps 1 s)
+        assert wait_until(lambda: set(executions(execution_log)) & set(on_victim), timeout=60)
         victim.kill()
         killed_at.append(time.monotonic())
 

@@ -29,6 +29,7 @@ from idempotency.stores.database import DatabaseStore
 from idempotency.stores.redis import RedisStore
 from idempotency.tokens import RedisTokens, consume_submit_token, issue_submit_token
 from tests.scale.servers import RedisClusterServer
+from tests.support.clusters import crossslot_errors
 from tests.support.storms import Storm, run_threads, wait_until
 from tests.testapp.executions import executions
 
@@ -215,12 +216,10 @@ def test_store_options_override_the_wait_settings(on_cluster: RedisClusterServer
 
 def test_no_command_on_the_cluster_ever_raised_crossslot(redis_cluster: RedisClusterServer) -> None:
     """Every script and command of this module ran on one slot: no node counted a
-    CROSSSLOT error (``INFO errorstats`` counts every error reply since start)."""
+    CROSSSLOT error (the store contract checks the same after each of its cluster tests)."""
+    assert crossslot_errors(redis_cluster) == []
     commands = 0
     for node in redis_cluster.live_nodes():
-        client = node.client()
-        errors = client.info("errorstats")
-        assert not any("CROSSSLOT" in name for name in errors), errors
-        stats = client.info("commandstats")
+        stats = node.client().info("commandstats")
         commands += sum(v["calls"] for k, v in stats.items() if k in {"cmdstat_evalsha"})
-    assert commands > 100  # the scripts did run here
+    assert commands > 50  # the scripts did run here (this module's alone: about 75)

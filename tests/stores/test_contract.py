@@ -18,6 +18,7 @@ from idempotency.stores.cache import CacheStore
 from idempotency.stores.database import DatabaseStore
 from idempotency.stores.redis import RedisStore
 from tests.support import clocks
+from tests.support.clusters import crossslot_errors
 
 RESPONSE = StoredResponse(201, [("Content-Type", "application/json")], b'{"id": 1}\x00\xff')
 
@@ -37,8 +38,9 @@ def store(request: pytest.FixtureRequest, db: Any) -> Iterator[BaseStore]:
     elif request.param == "redis":
         yield RedisStore()
     elif request.param == "redis-cluster":
-        request.getfixturevalue("on_cluster")
+        cluster = request.getfixturevalue("on_cluster")
         yield RedisStore(alias="cluster")
+        assert crossslot_errors(cluster) == []  # every script kept to the record's slot
     else:
         yield CacheStore()
 

@@ -5,15 +5,20 @@ conftest; whatever two of them need lives here, fixtures stay in the conftest fi
   skipping or failing a test without one.
 - :mod:`.storms`: threads released together (``run_threads``), storms of duplicate
   requests (``storm``, ``Storm``), waiting on a condition.
-- :mod:`.counting`: a thread-safe execution counter.
+- :mod:`.clocks`: time passing for a store's record, without a sleep.
+- :mod:`.counting`: a thread-safe execution counter, unique names.
 - :mod:`.stores`: the store and mode variants tests are parametrised over.
-- :mod:`.users`: users, token clients, the sample's keyed API client.
-- :mod:`.http`: one keyed JSON ``POST``.
+- :mod:`.users`, :mod:`.http`: users, token and keyed API clients, one keyed JSON ``POST``.
 - :mod:`.records`: idempotency records made directly in the table.
-- :mod:`.workers`: real Celery worker processes.
+- :mod:`.tasks`, :mod:`.workers`: in-process Celery apps, real Celery worker processes.
+- :mod:`.servers`, :mod:`.processes`, :mod:`.clusters`: a uvicorn server, stopping process
+  groups, a private Redis Cluster and its caches.
 - :mod:`.faults`, :mod:`.proxy`, :mod:`.chromium`: private Redis servers, a lossy network,
   a real browser.
-- :mod:`.factories`, :mod:`.naive`, :mod:`.problems`, :mod:`.strategies`: the sample's
-  factories, its naive service doubles, problem+json assertions, Hypothesis strategies.
+- :mod:`.keepalive_owner`, :mod:`.lock_worker`: processes the keep-alive and lock tests run.
+- :mod:`.uploads`: multipart bodies of any size.
+- :mod:`.factories`, :mod:`.naive`, :mod:`.gateway`, :mod:`.problems`, :mod:`.strategies`:
+  the sample's factories, its naive service doubles, its payment gateway, problem+json
+  assertions, Hypothesis strategies.
 - :mod:`.imports`: the repository's import graph, for the layout tests.
 """

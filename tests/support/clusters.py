@@ -10,7 +10,7 @@ from tests.scale.servers import RedisClusterServer
 from tests.support.services import missing
 from tests.support.stores import REDIS_STORE
 
-__all__ = ["REDIS_STORE", "cluster_caches", "start_cluster"]
+__all__ = ["REDIS_STORE", "cluster_caches", "crossslot_errors", "start_cluster"]
 
 CLUSTER_FACTORY = "idempotency.redis_cluster.ClusterConnectionFactory"
 
@@ -32,3 +32,14 @@ def cluster_caches(cluster: RedisClusterServer) -> dict[str, Any]:
             "OPTIONS": {"CONNECTION_FACTORY": CLUSTER_FACTORY},
         },
     }
+
+
+def crossslot_errors(cluster: RedisClusterServer) -> list[dict[str, Any]]:
+    """The CROSSSLOT error counts of the cluster's live nodes (``INFO errorstats`` counts
+    every error reply since the node started): empty while every command kept to one slot."""
+    found = []
+    for node in cluster.live_nodes():
+        errors = node.client().info("errorstats")
+        if any("CROSSSLOT" in name for name in errors):
+            found.append(errors)
+    return found

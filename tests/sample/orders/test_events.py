@@ -40,7 +40,9 @@ def deliver(order: Order, **options: Any) -> Any:
         "event": "order.paid",
         "order_id": order.pk,
     }
-    return order_event_consume.apply(kwargs=kwargs, **options).get()
+    # an eager result never blocks: no join check (its flag is process-wide, and the
+    # threads of the concurrent tests apply tasks at once)
+    return order_event_consume.apply(kwargs=kwargs, **options).get(disable_sync_subtasks=False)
 
 
 def sales() -> list[tuple[datetime.date, int, Decimal]]:
