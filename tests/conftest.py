@@ -31,6 +31,7 @@ from django.conf import settings
 from django.db.models import F
 from django.test import Client, override_settings
 
+from idempotency import signals
 from idempotency.models import IdempotencyRecord
 from tests.scale.servers import RedisClusterServer
 from tests.support.clusters import REDIS_STORE, cluster_caches, start_cluster
@@ -241,6 +242,19 @@ def age_records() -> Callable[[str, float], None]:
         )
 
     return age
+
+
+@pytest.fixture
+def outages() -> Iterator[list[dict[str, Any]]]:
+    """The ``store_unavailable`` signals sent during the test."""
+    seen: list[dict[str, Any]] = []
+
+    def receive(**kwargs: Any) -> None:
+        seen.append(kwargs)
+
+    signals.store_unavailable.connect(receive)
+    yield seen
+    signals.store_unavailable.disconnect(receive)
 
 
 # -- Redis, a Redis Cluster, Celery workers ----------------------------------------------

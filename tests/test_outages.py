@@ -1,4 +1,5 @@
-"""Store outages: 503 idempotency-store-unavailable, never an unclaimed run, never a 500.
+"""Store outages over HTTP: 503 idempotency-store-unavailable, never an unclaimed run, never a
+500 (functions, tokens, locks and tasks: ``test_outages_calls.py``).
 
 Real failures only: a Redis port nothing listens on, a private Redis that is frozen
 (SIGSTOP) or killed, a PostgreSQL session ended with ``pg_terminate_backend``.
@@ -19,18 +20,22 @@ from django.db import connection
 from django.test import Client, override_settings
 
 from idempotency import signals
-from idempotency.exceptions import StoreUnavailable
 from idempotency.stores import get_store, record_digest
 from tests.support.clocks import age
-from tests.support.faults import caches_with, dead_redis_url, private_redis
+from tests.support.faults import (
+    assert_unavailable,
+    caches_with,
+    dead_redis_store,
+    dead_redis_url,
+    private_redis,
+)
+from tests.support.stores import DB_STORE, REDIS_STORE
 from tests.support.storms import wait_until
 from tests.testapp.models import Effect, Wallet
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 H = "HTTP_IDEMPOTENCY_KEY"
-REDIS_STORE = "idempotency.stores.RedisStore"
-DB_STORE = "idempotency.stores.DatabaseStore"
 
 
 FIXED = "tests.test_outages.fixed_scope"
@@ -47,18 +52,6 @@ def post(client: Client, url: str, key: str, **extra: Any) -> Any:
 
 
 @pytest.fixture
-def outages() -> Iterator[list[dict[str, Any]]]:
-    seen: list[dict[str, Any]] = []
-
-    def receive(**kwargs: Any) -> None:
-        seen.append(kwargs)
-
-    signals.store_unavailable.connect(receive)
-    yield seen
-    signals.store_unavailable.disconnect(receive)
-
-
-@pytest.fixture
 def cache_failures() -> Iterator[list[dict[str, Any]]]:
     seen: list[dict[str, Any]] = []
 
@@ -68,20 +61,6 @@ def cache_failures() -> Iterator[list[dict[str, Any]]]:
     signals.response_cache_failed.connect(receive)
     yield seen
     signals.response_cache_failed.disconnect(receive)
-
-
-def dead_redis_store(**extra: Any) -> Any:
-    return override_settings(
-        CACHES=caches_with("private", dead_redis_url()),
-        IDEMPOTENCY={"STORE": REDIS_STORE, "REDIS_ALIAS": "private", **extra},
-    )
-
-
-def assert_unavailable(response: Any) -> None:
-    assert response.status_code == 503
-    assert response["Content-Type"] == "application/problem+json"
-    assert int(response["Retry-After"]) >= 1
-    assert json.loads(response.content)["code"] == "idempotency-store-unavailable"
 
 
 def test_unreachable_redis_store_answers_503_and_never_runs_the_view(
@@ -309,103 +288,3 @@ def test_the_view_sees_a_stable_reference_of_its_key(client_a: Client, wallet: W
 
     record = IdempotencyRecord.objects.get(key=key)
     assert body["reference"] == f"idem_{record_digest(record.scope, key)}"
-
-
-def test_functions_tokens_and_locks_raise_store_unavailable(
-    outages: list[dict[str, Any]],
-) -> None:
-    from idempotency import idempotent_function, issue_submit_token, lock
-
-    runs: list[int] = []
-
-    @idempotent_function(key="fn:{n}", store=REDIS_STORE)
-    def work(n: int) -> int:
-        runs.append(n)
-        return n
-
-    with dead_redis_store(SUBMIT_TOKEN_BACKEND="redis", LOCK_BACKEND="redis"):
-        with pytest.raises(StoreUnavailable):
-            work(1)
-        with pytest.raises(StoreUnavailable):
-            issue_submit_token(user_or_scope="user:1", purpose="form")
-        with pytest.raises(StoreUnavailable), lock("nightly", timeout=5):
-            pass
-    assert runs == []
-    assert {o["operation"] for o in outages} == {"claim", "issue", "try_acquire"}
-
-
-def test_require_submit_token_answers_503(rf: Any) -> None:
-    from django.http import HttpResponse
-
-    from idempotency import require_submit_token
-
-    @require_submit_token("form", scope=lambda request: "user:1")
-    def view(request: Any) -> HttpResponse:
-        return HttpResponse("ran")
-
-    with dead_redis_store(SUBMIT_TOKEN_BACKEND="redis"):
-        response = view(rf.post("/", HTTP_X_SUBMIT_TOKEN="abc"))
-    assert_unavailable(response)
-
-
-def test_an_eager_task_raises_store_unavailable() -> None:
-    from idempotency import idempotent_task
-
-    runs: list[str] = []
-
-    @idempotent_task(key="t:{name}", store=REDIS_STORE)
-    def job(name: str) -> str:
-        runs.append(name)
-        return name
-
-    with dead_redis_store(), pytest.raises(StoreUnavailable):
-        job("a")  # called directly: no broker to retry through, the caller sees it
-    assert runs == []
-
-
-@pytest.mark.redis
-def test_a_delivered_task_is_retried_later_when_the_store_is_unreachable() -> None:
-    """A worker's delivery (not eager): the body does not run and Celery schedules a retry,
-    published to the real test broker on a queue of this test's own."""
-    from celery import Celery
-    from celery.exceptions import Retry
-
-    from idempotency import IdempotentTask
-    from tests.support.services import BROKER_URL, broker_redis
-
-    broker_redis()  # skips (or fails, where services are required) without the broker
-    app = Celery("outage-retry", broker=BROKER_URL, set_as_current=False)
-    app.conf.update(task_always_eager=False, result_backend=None)
-    queue = f"idem-outage-{uuid.uuid4().hex[:8]}"
-    runs: list[str] = []
-
-    @app.task(
-        base=IdempotentTask,
-        name="outage.job",
-        idempotency_key="job:{name}",
-        idempotency_store=REDIS_STORE,
-        queue=queue,
-        max_retries=3,
-    )
-    def job(name: str) -> str:
-        runs.append(name)
-        return name
-
-    task: Any = job
-    task.push_request(
-        id=str(uuid.uuid4()),
-        args=["a"],
-        kwargs={},
-        retries=0,
-        is_eager=False,
-        called_directly=False,
-    )
-    try:
-        with dead_redis_store(), pytest.raises(Retry) as retried:
-            task("a")
-    finally:
-        task.pop_request()
-        broker_redis().delete(queue)
-    assert runs == []
-    assert isinstance(retried.value.exc, StoreUnavailable)
-    assert retried.value.when is not None and float(retried.value.when) >= 0.5

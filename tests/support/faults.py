@@ -7,15 +7,18 @@ touching the shared Redis.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from django.conf import settings
+from django.test import override_settings
 
 from chaos.services import PrivateRedis, free_port, redis_server_binary
 from tests.support.services import REQUIRE_SERVICES
+from tests.support.stores import REDIS_STORE
 
 #: Short socket timeouts, so a frozen or dead Redis fails a call in half a second.
 TIMEOUTS = {"SOCKET_CONNECT_TIMEOUT": 0.5, "SOCKET_TIMEOUT": 0.5}
@@ -52,3 +55,19 @@ def private_redis(*, aof: bool = False) -> Iterator[PrivateRedis]:
         yield server
     finally:
         server.close()
+
+
+def dead_redis_store(**extra: Any) -> Any:
+    """Settings with RedisStore on a Redis nothing listens on (``extra`` added)."""
+    return override_settings(
+        CACHES=caches_with("private", dead_redis_url()),
+        IDEMPOTENCY={"STORE": REDIS_STORE, "REDIS_ALIAS": "private", **extra},
+    )
+
+
+def assert_unavailable(response: Any) -> None:
+    """A 503 problem+json ``idempotency-store-unavailable`` with a Retry-After."""
+    assert response.status_code == 503
+    assert response["Content-Type"] == "application/problem+json"
+    assert int(response["Retry-After"]) >= 1
+    assert json.loads(response.content)["code"] == "idempotency-store-unavailable"
