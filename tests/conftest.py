@@ -35,7 +35,7 @@ from idempotency import signals
 from idempotency.models import IdempotencyRecord
 from tests.scale.servers import RedisClusterServer
 from tests.support.clusters import REDIS_STORE, cluster_caches, start_cluster
-from tests.support.counting import unique
+from tests.support.counting import received, unique
 from tests.support.records import MakeRecord, record
 from tests.support.services import broker_redis, missing, on_postgres, redis_url
 from tests.support.stores import DB_STORE, STORE_VARIANTS, variant_params
@@ -247,14 +247,8 @@ def age_records() -> Callable[[str, float], None]:
 @pytest.fixture
 def outages() -> Iterator[list[dict[str, Any]]]:
     """The ``store_unavailable`` signals sent during the test."""
-    seen: list[dict[str, Any]] = []
-
-    def receive(**kwargs: Any) -> None:
-        seen.append(kwargs)
-
-    signals.store_unavailable.connect(receive)
-    yield seen
-    signals.store_unavailable.disconnect(receive)
+    with received(signals.store_unavailable) as seen:
+        yield seen
 
 
 # -- Redis, a Redis Cluster, Celery workers ----------------------------------------------

@@ -37,7 +37,10 @@ STORM_STORES = [
     pytest.param(DB_STORE, id="db", marks=[pytest.mark.postgres]),
     *store_params("redis", "cache"),
 ]
-LEASE = 1.0
+#: The storms' lease: short, so a body three times longer proves the renewals, but not so
+#: short that a pause of a loaded test process (the whole suite in it, other processes on
+#: the cores) outlasts the two renewals a lease survives missing.
+LEASE = 2.0
 
 app = inprocess_app("beyond-keepalive")
 

@@ -22,6 +22,7 @@ from django.test import Client, override_settings
 from idempotency import signals
 from idempotency.stores import get_store, record_digest
 from tests.support.clocks import age
+from tests.support.counting import received
 from tests.support.faults import (
     assert_unavailable,
     caches_with,
@@ -53,14 +54,8 @@ def post(client: Client, url: str, key: str, **extra: Any) -> Any:
 
 @pytest.fixture
 def cache_failures() -> Iterator[list[dict[str, Any]]]:
-    seen: list[dict[str, Any]] = []
-
-    def receive(**kwargs: Any) -> None:
-        seen.append(kwargs)
-
-    signals.response_cache_failed.connect(receive)
-    yield seen
-    signals.response_cache_failed.disconnect(receive)
+    with received(signals.response_cache_failed) as seen:
+        yield seen
 
 
 def test_unreachable_redis_store_answers_503_and_never_runs_the_view(
