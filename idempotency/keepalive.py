@@ -88,9 +88,10 @@ class KeepAlive:
                 self._idle.wait_for(lambda: not self._renewing, STOP_TIMEOUT)
         watchdog().forget()
 
-    def renew(self) -> float | None:
-        """One renewal, in a thread of the pool; the next one's due time, or None when
-        the keep-alive ends."""
+    def renew(self, due: float | None = None) -> float | None:
+        """One renewal (the one ``due`` at that monotonic time), in a renewal thread; the
+        next one's due time, or None when the keep-alive ends. The schedule keeps its
+        rate: a slow renewal (a reconnect under load) does not push the next one back."""
         with self._idle:
             if self.stopped:
                 return None
@@ -102,7 +103,10 @@ class KeepAlive:
             with self._idle:
                 self._renewing = False
                 self._idle.notify_all()
-        return time.monotonic() + self.interval if go_on and not self.stopped else None
+        if not go_on or self.stopped:
+            return None
+        now = time.monotonic()
+        return max((now if due is None else due) + self.interval, now)
 
     def _renew(self) -> bool:
         """One renewal; False when the keep-alive must end."""
@@ -190,15 +194,15 @@ class Watchdog:
                 while not self._due or self._due[0][0] > now:
                     self._lock.wait(self._due[0][0] - now if self._due else None)
                     now = time.monotonic()
-                _due, _order, keeper = heapq.heappop(self._due)
+                due, _order, keeper = heapq.heappop(self._due)
             if not keeper.stopped:
-                self._renewers.submit(self._renew, keeper)
+                self._renewers.submit(self._renew, keeper, due)
 
-    def _renew(self, keeper: KeepAlive) -> None:
-        due = keeper.renew()
-        if due is not None:
+    def _renew(self, keeper: KeepAlive, due: float) -> None:
+        after = keeper.renew(due)
+        if after is not None:
             with self._lock:
-                self._push(keeper, due)
+                self._push(keeper, after)
 
 
 class Renewers:
@@ -207,15 +211,17 @@ class Renewers:
     renewal stuck on an unreachable store never holds its exit up)."""
 
     def __init__(self) -> None:
-        self._work: queue.SimpleQueue[tuple[Callable[[KeepAlive], None], KeepAlive]] = (
-            queue.SimpleQueue()
-        )
+        self._work: queue.SimpleQueue[
+            tuple[Callable[[KeepAlive, float], None], KeepAlive, float]
+        ] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads = 0
         self._idle = 0
 
-    def submit(self, task: Callable[[KeepAlive], None], keeper: KeepAlive) -> None:
-        self._work.put((task, keeper))
+    def submit(
+        self, task: Callable[[KeepAlive, float], None], keeper: KeepAlive, due: float
+    ) -> None:
+        self._work.put((task, keeper, due))
         with self._lock:
             if self._idle or self._threads >= RENEWAL_THREADS:
                 return
@@ -227,11 +233,11 @@ class Renewers:
         while True:
             with self._lock:
                 self._idle += 1
-            task, keeper = self._work.get()
+            task, keeper, due = self._work.get()
             with self._lock:
                 self._idle -= 1
             try:
-                task(keeper)
+                task(keeper, due)
             except Exception:  # a bug here must not end the renewals of everyone else
                 logger.exception("idempotency: a keep-alive renewal failed unexpectedly")
 
