@@ -86,6 +86,9 @@ class ClusterNode:
             "--cluster-config-file", str(self.directory / "nodes.conf"),
             "--cluster-node-timeout", "1000",
             "--cluster-replica-validity-factor", "0",  # a replica may always take over
+            # while a primary fails over, the others keep serving their own slots (with
+            # full coverage required, every node answers CLUSTERDOWN until the promotion)
+            "--cluster-require-full-coverage", "no",
             "--repl-diskless-sync-delay", "0",
             "--dir", str(self.directory),
             "--save", "", "--appendonly", "no",
