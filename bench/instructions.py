@@ -29,23 +29,17 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from bench.breakdown import CASES as BREAKDOWN_CASES
+
 if TYPE_CHECKING:
     from bench.costs import RoundTrips
 
 FEW, MANY = 40, 160
 
-#: (variant, path, reference); probes are ``probe-*`` with path ``call``.
-CASES: tuple[tuple[str, str, str], ...] = (
-    ("bare", "first", "bare"),
-    ("redis", "first", "bare"),
-    ("db-atomic", "first", "bare"),
-    ("db-lease", "first", "bare"),
-    ("db-redis-cache", "first", "bare"),
-    ("noop", "replay", "noop"),
-    ("redis", "replay", "noop"),
-    ("db-atomic", "replay", "noop"),
-    ("db-lease", "replay", "noop"),
-    ("db-redis-cache", "replay", "noop"),
+#: (variant, path, reference): :mod:`bench.breakdown`'s HTTP cases; probes are
+#: ``probe-*`` with path ``call``.
+CASES: tuple[tuple[str, str, str], ...] = tuple(
+    case for case in BREAKDOWN_CASES if not case[0].startswith("fn-")
 )
 PROBES = {
     "probe-select": "SELECT 1",
