@@ -3,6 +3,12 @@
 Defaults: a PostgreSQL database ``idem_bench`` (local, user postgres, trust auth) and
 Redis database 11, both on 127.0.0.1. The benchmark creates the database when missing
 and owns both: it truncates its tables and flushes that Redis database.
+
+``BENCH_SERVER_SIDE_BINDING=1`` runs every variant (the references too) with Django's
+``server_side_binding`` option and ``prepare_threshold`` 5: psycopg then binds parameters
+on the server and prepares a statement it has run five times, so PostgreSQL stops
+parsing and planning it again (Django's default is client-side binding, no prepared
+statements, which keeps transaction-pooling proxies working).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from urllib.parse import unquote, urlsplit
 
 DATABASE_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/idem_bench")
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/11")
+SERVER_SIDE_BINDING = os.environ.get("BENCH_SERVER_SIDE_BINDING", "") not in ("", "0")
 
 
 def database_settings(url: str = DATABASE_URL) -> dict[str, Any]:
@@ -29,4 +36,7 @@ def database_settings(url: str = DATABASE_URL) -> dict[str, Any]:
         "PORT": str(parts.port or 5432),
         "CONN_MAX_AGE": None,
         "CONN_HEALTH_CHECKS": False,
+        "OPTIONS": (
+            {"server_side_binding": True, "prepare_threshold": 5} if SERVER_SIDE_BINDING else {}
+        ),
     }

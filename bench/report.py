@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bench.costs_report import costs_table
+from bench.env import SERVER_SIDE_BINDING
 from bench.growth_report import growth_table
 from bench.probe_report import probes_and_memory
 from bench.steady_report import per_round, sql_added, steady_paths
@@ -56,8 +57,14 @@ def header(results: Results, options: Options) -> list[str]:
         f"Load average before / after the HTTP phases: {m.get('load_before')} / "
         f"{m.get('load_after_load')} (the machine is shared: other work runs beside).\n",
         "Server: gunicorn, 2 sync workers per variant (each variant its own server), "
-        "DEBUG off, persistent connections, one middleware (the SQL counter). "
-        "Load: wrk, 2 threads, 4 connections, run on the same machine. "
+        "DEBUG off, persistent connections, one middleware (the SQL counter), "
+        + (
+            "psycopg with server-side binding and prepared statements "
+            "(`server_side_binding`, `prepare_threshold` 5). "
+            if SERVER_SIDE_BINDING
+            else "psycopg with Django's default client-side binding. "
+        )
+        + "Load: wrk, 2 threads, 4 connections, run on the same machine. "
         "The reference (first request: `bare`; replay: `noop`) runs before, between and "
         "after the variants of every round; a ratio is the median over rounds of a run's req/s "
         "over the mean of the two reference runs beside it. SQL/req counts statements through "

@@ -35,7 +35,13 @@ def database_from_url(url: str) -> dict[str, Any]:
         name = unquote(parts.path[1:]) if parts.path.startswith("/") else parts.path
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": name or ":memory:"}
     if parts.scheme in {"postgres", "postgresql", "pgsql"}:
-        options = dict(parse_qsl(parts.query))
+        options: dict[str, Any] = dict(parse_qsl(parts.query))
+        # Django's own psycopg options are typed: ?server_side_binding=true&prepare_threshold=5
+        if "server_side_binding" in options:
+            options["server_side_binding"] = options["server_side_binding"].lower() == "true"
+        if "prepare_threshold" in options:
+            threshold = options["prepare_threshold"]
+            options["prepare_threshold"] = None if threshold.lower() == "none" else int(threshold)
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": unquote(parts.path.lstrip("/")) or "postgres",

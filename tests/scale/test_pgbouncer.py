@@ -58,6 +58,13 @@ def through_pgbouncer(pgbouncer_factory: Callable[..., PgBouncerServer]) -> Iter
             "HOST": "127.0.0.1",
             "PORT": str(bouncer.port),
             "DISABLE_SERVER_SIDE_CURSORS": True,
+            # as docs/howto/several-servers.md configures an alias behind PgBouncer 1.18
+            # (no prepared statements), also when the suite runs with prepare_threshold
+            "OPTIONS": {
+                name: value
+                for name, value in connection.settings_dict["OPTIONS"].items()
+                if name != "prepare_threshold"
+            },
         }
         connections[ALIAS].close()
         connections[ALIAS].settings_dict = params  # this thread's connection

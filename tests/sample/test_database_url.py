@@ -1,0 +1,38 @@
+"""The sample's ``DATABASE_URL``: a URL's query string carries Django's psycopg options,
+typed as Django expects them (``server_side_binding`` is honoured only when it is True)."""
+
+from __future__ import annotations
+
+import pytest
+
+from config.settings import database_from_url
+
+
+def test_sqlite_url_is_a_file_or_memory() -> None:
+    assert database_from_url("sqlite:///tmp/x.sqlite3")["NAME"] == "tmp/x.sqlite3"
+    assert database_from_url("sqlite://")["NAME"] == ":memory:"
+
+
+def test_server_side_binding_and_prepare_threshold_are_typed() -> None:
+    options = database_from_url(
+        "postgres://u@db:5433/shop?server_side_binding=true&prepare_threshold=5&sslmode=require"
+    )["OPTIONS"]
+    assert options == {"server_side_binding": True, "prepare_threshold": 5, "sslmode": "require"}
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("server_side_binding=false", {"server_side_binding": False}),
+        ("server_side_binding=True", {"server_side_binding": True}),
+        ("prepare_threshold=none", {"prepare_threshold": None}),
+        ("", {}),
+    ],
+)
+def test_option_values(query: str, expected: dict[str, object]) -> None:
+    assert database_from_url(f"postgres://u@db/shop?{query}")["OPTIONS"] == expected
+
+
+def test_a_threshold_that_is_not_a_number_is_refused_at_startup() -> None:
+    with pytest.raises(ValueError):
+        database_from_url("postgres://u@db/shop?prepare_threshold=often")
