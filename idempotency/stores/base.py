@@ -104,14 +104,13 @@ def readable(
 
     @functools.wraps(method)
     def wrapper(self: S, scope: str, key: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        from idempotency.exceptions import IdempotencyError, StoreCorrupted
-
         try:
             return method(self, scope, key, *args, **kwargs)
-        except IdempotencyError:
-            raise
         except Exception as exc:
-            if not _unreadable(exc):
+            # imported here, on the error path: not on every store call
+            from idempotency.exceptions import IdempotencyError, StoreCorrupted
+
+            if isinstance(exc, IdempotencyError) or not _unreadable(exc):
                 raise
             logger.error(
                 "idempotency: the record of %s/%s in %s is unreadable (%s: %s); nothing ran. "
