@@ -38,9 +38,14 @@ def database_from_url(url: str) -> dict[str, Any]:
         options: dict[str, Any] = dict(parse_qsl(parts.query))
         # Django's own psycopg options are typed: ?server_side_binding=true&prepare_threshold=5
         if "server_side_binding" in options:
-            options["server_side_binding"] = options["server_side_binding"].lower() == "true"
+            binding = options["server_side_binding"].strip().lower()
+            options["server_side_binding"] = binding in {"1", "true", "yes", "on"}
         if "prepare_threshold" in options:
-            threshold = options["prepare_threshold"]
+            threshold = options["prepare_threshold"].strip()
+            if threshold.lower() != "none" and not threshold.isdigit():
+                raise ValueError(
+                    f"DATABASE_URL: prepare_threshold is a number or none, not {threshold!r}"
+                )
             options["prepare_threshold"] = None if threshold.lower() == "none" else int(threshold)
         return {
             "ENGINE": "django.db.backends.postgresql",

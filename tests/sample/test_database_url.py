@@ -25,6 +25,7 @@ def test_server_side_binding_and_prepare_threshold_are_typed() -> None:
     [
         ("server_side_binding=false", {"server_side_binding": False}),
         ("server_side_binding=True", {"server_side_binding": True}),
+        ("server_side_binding=1", {"server_side_binding": True}),
         ("prepare_threshold=none", {"prepare_threshold": None}),
         ("", {}),
     ],
@@ -34,5 +35,5 @@ def test_option_values(query: str, expected: dict[str, object]) -> None:
 
 
 def test_a_threshold_that_is_not_a_number_is_refused_at_startup() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="prepare_threshold is a number or none, not 'often'"):
         database_from_url("postgres://u@db/shop?prepare_threshold=often")
