@@ -21,11 +21,14 @@ from config.defaults import DEV_GATEWAY_SECRET, DEV_SECRET_KEY
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
+def truthy(value: str) -> bool:
+    """A switch's text as a bool: ``1``, ``true``, ``yes`` or ``on`` (any case) is True."""
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
 def env_bool(name: str, default: bool) -> bool:
     value = os.environ.get(name)
-    if value is None:
-        return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    return default if value is None else truthy(value)
 
 
 def database_from_url(url: str) -> dict[str, Any]:
@@ -38,8 +41,7 @@ def database_from_url(url: str) -> dict[str, Any]:
         options: dict[str, Any] = dict(parse_qsl(parts.query))
         # Django's own psycopg options are typed: ?server_side_binding=true&prepare_threshold=5
         if "server_side_binding" in options:
-            binding = options["server_side_binding"].strip().lower()
-            options["server_side_binding"] = binding in {"1", "true", "yes", "on"}
+            options["server_side_binding"] = truthy(options["server_side_binding"])
         if "prepare_threshold" in options:
             threshold = options["prepare_threshold"].strip()
             if threshold.lower() != "none" and not threshold.isdigit():

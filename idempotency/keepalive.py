@@ -88,7 +88,7 @@ class KeepAlive:
                 self._idle.wait_for(lambda: not self._renewing, STOP_TIMEOUT)
         watchdog().forget()
 
-    def renew(self, due: float | None = None) -> float | None:
+    def renew(self, due: float) -> float | None:
         """One renewal (the one ``due`` at that monotonic time), in a renewal thread; the
         next one's due time, or None when the keep-alive ends. The schedule keeps its
         rate: a slow renewal (a reconnect under load) does not push the next one back."""
@@ -106,7 +106,7 @@ class KeepAlive:
         if not go_on or self.stopped:
             return None
         now = time.monotonic()
-        return max((now if due is None else due) + self.interval, now)
+        return max(due + self.interval, now)
 
     def _renew(self) -> bool:
         """One renewal; False when the keep-alive must end."""

@@ -290,7 +290,7 @@ def test_one_watchdog_thread_serves_every_keepalive() -> None:
     assert wait_until(lambda: long.renewals >= 3, timeout=10)
     long.stop()
     renewals = long.renewals
-    assert long.renew() is None  # stopped: a renewal falling due now does nothing
+    assert long.renew(time.monotonic()) is None  # stopped: a renewal falling due now does nothing
     assert long.renewals == renewals
     assert set(store.renewed) == {"long"}
     # 51 keep-alives started no thread of their own; the renewals ran on the pool
