@@ -33,6 +33,7 @@ from idempotency.http.flow import (
 )
 from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
 from idempotency.stores.database import DatabaseStore
+from idempotency.stores.savepoints import batched_releases
 
 
 class _LostRace(Exception):
@@ -93,12 +94,13 @@ def _transaction(prepared: Prepared) -> Iterator[list[str]]:
     (``databases``), so a rollback leaves nothing behind in any of them."""
     aliases = prepared.policy.get_databases(store_of(prepared).using)
     if len(aliases) == 1:
-        with transaction.atomic(using=aliases[0]):
+        with transaction.atomic(using=aliases[0]), batched_releases(aliases):
             yield aliases
         return
     with ExitStack() as stack:
         for alias in aliases:
             stack.enter_context(transaction.atomic(using=alias))
+        stack.enter_context(batched_releases(aliases))
         yield aliases
 
 

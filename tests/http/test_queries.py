@@ -148,3 +148,46 @@ def test_a_function_replay_on_the_database_is_one_lookup() -> None:
     # once: no claim, whose conflict would lock the row and need a second statement
     assert [q["sql"].split()[0] for q in first.captured_queries] == ["SELECT", "INSERT", "UPDATE"]
     assert [q["sql"].split()[0] for q in replay.captured_queries] == ["SELECT"]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(("claim", "added"), [("first", 4), ("optimistic", 3)])
+def test_on_postgresql_the_views_release_rides_with_the_completion(
+    client_a: Client, wallet: Wallet, claim: str, added: int
+) -> None:
+    """Round trips, as psycopg sent them: the view's own atomic() becomes a savepoint,
+    whose release shares one query with the layer's completion (or optimistic insert)."""
+    from tests.support.wire import sent_queries
+
+    def sent(key: str | None) -> list[str]:
+        extra = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
+        with sent_queries(connection) as queries:  # no CaptureQueriesContext: see below
+            response = client_a.post(
+                "/t/api/", data='{"amount": 1}', content_type="application/json", **extra
+            )
+        assert response.status_code == 201
+        return queries
+
+    with override_settings(IDEMPOTENCY={"MODE": "atomic", "ATOMIC_CLAIM": claim}):
+        baseline = sent(None)
+        first = sent(str(uuid.uuid4()))
+    # the lookup, the claim (claim first only), the savepoint and the completion, which
+    # carries the release: one round trip fewer than the statements Django ran
+    assert len(first) == len(baseline) + added, first
+    (release,) = [q for q in first if "RELEASE SAVEPOINT" in q]
+    assert release.startswith("RELEASE SAVEPOINT")
+    assert f'; {"UPDATE" if claim == "first" else "INSERT INTO"} "{TABLE}"' in release
+
+
+@pytest.mark.postgres
+def test_while_django_logs_queries_every_statement_is_sent_as_asked(
+    client_a: Client, wallet: Wallet
+) -> None:
+    """Under DEBUG or a capturing test the log (and the wire) show each statement as it
+    ran, the release on its own."""
+    from tests.support.wire import sent_queries
+
+    with override_settings(IDEMPOTENCY={"MODE": "atomic"}), sent_queries(connection) as wire:
+        logged = run(client_a, str(uuid.uuid4()))
+    assert all(q is not None and ";" not in q for q in logged)
+    assert [q for q in logged if "SAVEPOINT" in q] == [q for q in wire if "SAVEPOINT" in q]
