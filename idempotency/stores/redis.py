@@ -35,82 +35,11 @@ from idempotency.stores.base import (
     now_ms,
     readable,
 )
+from idempotency.stores.redis_channel import Channel, channel_for
+from idempotency.stores.redis_scripts import CLAIM, COMPLETE, EXTEND, RELEASE, SAVE_RECOVERY_POINT
 
-_NOW = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-"""
-
-CLAIM = (
-    _NOW
-    + """
-local rec = redis.call('HMGET', KEYS[1], 'state', 'fp', 'lease', 'status', 'headers', 'body',
-  'rp', 'rd')
-if rec[1] then
-  if rec[2] ~= ARGV[1] then return {'mismatch', rec[2] or ''} end
-  if rec[1] == 'c' then
-    return {'completed', rec[4], rec[5], rec[6], tostring(now + redis.call('PTTL', KEYS[1]))}
-  end
-  local lease = tonumber(rec[3]) or 0
-  if lease > now then return {'in_progress', tostring(lease - now), rec[7] or '', rec[8] or ''} end
-  redis.call('HSET', KEYS[1], 'fence', ARGV[2], 'lease', tostring(now + tonumber(ARGV[3])))
-  return {'claimed', rec[7] or '', rec[8] or '', 'takeover'}
-end
-redis.call('HSET', KEYS[1], 'state', 'p', 'fp', ARGV[1], 'fence', ARGV[2],
-  'lease', tostring(now + tonumber(ARGV[3])), 'method', ARGV[5], 'route', ARGV[6],
-  'created', tostring(now))
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-return {'claimed', '', ''}
-"""
-)
-
-COMPLETE = (
-    _NOW
-    + """
-local r = redis.call('HMGET', KEYS[1], 'state', 'fence')
-if r[1] ~= 'p' or r[2] ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'state', 'c', 'status', ARGV[2], 'headers', ARGV[3], 'body', ARGV[4],
-  'completed', tostring(now))
-redis.call('HDEL', KEYS[1], 'lease')
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return 1
-"""
-)
-
-RELEASE = (
-    _NOW
-    + """
-local r = redis.call('HMGET', KEYS[1], 'state', 'fence', 'rp')
-if r[1] ~= 'p' or r[2] ~= ARGV[1] then return 0 end
-if r[3] and r[3] ~= '' then
-  redis.call('HSET', KEYS[1], 'lease', tostring(now))
-else
-  redis.call('DEL', KEYS[1])
-end
-return 1
-"""
-)
-
-EXTEND = (
-    _NOW
-    + """
-local r = redis.call('HMGET', KEYS[1], 'state', 'fence')
-if r[1] ~= 'p' or r[2] ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'lease', tostring(now + tonumber(ARGV[2])))
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 1
-"""
-)
-
-SAVE_RECOVERY_POINT = """
-local r = redis.call('HMGET', KEYS[1], 'state', 'fence')
-if r[1] ~= 'p' or r[2] ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'rp', ARGV[2], 'rd', ARGV[3])
-return 1
-"""
-
+#: What a lookup reads of a record, in this order.
+_LOOKUP_FIELDS = ("state", "fp", "lease", "status", "headers", "body", "rp", "rd")
 
 logger = logging.getLogger("idempotency.stores.redis")
 
@@ -177,6 +106,7 @@ class RedisStore(BaseStore):
         self._wait_replicas = wait_replicas
         self._wait_timeout = wait_timeout
         self._client: Any = None
+        self._channel: Channel | None = None
         self._scripts: dict[str, Any] = {}
 
     @property
@@ -197,8 +127,25 @@ class RedisStore(BaseStore):
     @property
     def client(self) -> Any:
         if self._client is None:
-            self._client = redis_connection(self.alias, "RedisStore")
+            client = redis_connection(self.alias, "RedisStore")
+            self._channel = channel_for(client)
+            self._client = client
         return self._client
+
+    def _command(self, *args: Any) -> Any:
+        """One command: on the thread's own connection where the client allows it
+        (:mod:`~idempotency.stores.redis_channel`), else through the client."""
+        client = self.client
+        if self._channel is not None:
+            return self._channel.execute(*args)
+        return client.execute_command(*args)
+
+    def _eval(self, name: str, source: str, key: str, args: list[Any]) -> Any:
+        """Script ``name`` on ``key``, as :meth:`_command` sends a command."""
+        script = self._script(name, source)
+        if self._channel is not None:
+            return self._channel.run_script(script, [key], args)
+        return script(keys=[key], args=args)
 
     def _script(self, name: str, source: str) -> Any:
         script = self._scripts.get(name)
@@ -210,9 +157,9 @@ class RedisStore(BaseStore):
     def _run(self, name: str, source: str, key: str, args: list[Any]) -> tuple[Any, int | None]:
         """Run script ``name`` on ``key``; with ``wait_replicas``, then ``WAIT`` on the same
         connection. The reply, and how many replicas acknowledged (None without WAIT)."""
-        script = self._script(name, source)
         if self.wait_replicas <= 0:
-            return script(keys=[key], args=args), None
+            return self._eval(name, source, key, args), None
+        script = self._script(name, source)
         client = self.client
         if not hasattr(client, "get_node_from_key"):
             return self._run_waiting(client, script, key, args)
@@ -302,16 +249,15 @@ class RedisStore(BaseStore):
     @guard("redis")
     @readable
     def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
-        state, fp, lease, status, headers, body, point, data = self.client.hmget(
-            self.record_key(scope, key),
-            ["state", "fp", "lease", "status", "headers", "body", "rp", "rd"],
+        state, fp, lease, status, headers, body, point, data = self._command(
+            "HMGET", self.record_key(scope, key), *_LOOKUP_FIELDS
         )
         if state is None:
             return None
         if _text(fp) != fingerprint:
             return Claim(ClaimStatus.MISMATCH, fingerprint=_text(fp))
         if _text(state) == "c":
-            remaining = self.client.pttl(self.record_key(scope, key))
+            remaining = self._command("PTTL", self.record_key(scope, key))
             return Claim(
                 ClaimStatus.COMPLETED,
                 response=StoredResponse.from_parts(int(status), _text(headers), body),
@@ -366,16 +312,15 @@ class RedisStore(BaseStore):
     @guard("redis")
     @readable
     def release(self, scope: str, key: str, *, fence: int) -> bool:
-        return bool(
-            self._script("release", RELEASE)(keys=[self.record_key(scope, key)], args=[fence])
-        )
+        return bool(self._eval("release", RELEASE, self.record_key(scope, key), [fence]))
 
     @guard("redis")
     @readable
     def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
-        script = self._script("extend", EXTEND)
         return bool(
-            script(keys=[self.record_key(scope, key)], args=[fence, max(1, int(lease * 1000))])
+            self._eval(
+                "extend", EXTEND, self.record_key(scope, key), [fence, max(1, int(lease * 1000))]
+            )
         )
 
     @guard("redis")
