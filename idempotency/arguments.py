@@ -327,8 +327,12 @@ def canonical(value: Any) -> Any:
     raise TypeError(f"cannot hash a {type(value).__name__} canonically")
 
 
+#: Built once: ``json.dumps`` with options builds a new encoder on every call.
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER.encode(value)
 
 
 def digest(value: Any) -> str:

@@ -77,10 +77,12 @@ class RedisStore(BaseStore):
     """Records in Redis, through a django-redis cache's connection (lease mode only).
 
     Needs ``django-redis`` (the ``redis`` extra) and a ``CACHES`` entry whose
-    ``BACKEND`` is ``django_redis.cache.RedisCache``; the connection is opened on first
-    use. Claim, completion, release and recovery points are one Lua script each, judged
-    by the Redis server's clock; keys expire with the record's TTL and carry a hash tag,
-    so Redis Cluster works (``idempotency.redis_cluster.ClusterConnectionFactory``).
+    ``BACKEND`` is ``django_redis.cache.RedisCache``; the store opens connections of
+    its own with that cache's connection settings, on first use, one per command in
+    flight (:mod:`~idempotency.stores.redis_channel`). Claim, completion, release and
+    recovery points are one Lua script each, judged by the Redis server's clock; keys
+    expire with the record's TTL and carry a hash tag, so Redis Cluster works
+    (``idempotency.redis_cluster.ClusterConnectionFactory``).
     Turn on AOF persistence: a Redis that forgets its records lets completed keys run
     again (system check W007).
 

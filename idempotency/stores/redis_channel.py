@@ -5,18 +5,20 @@ and back in for every command, polls it for stray bytes, records its observabili
 metrics, dispatches connection events and wraps the call in its retry policy: about
 40 µs of the request thread's CPU per command on the benchmark machine, as much as the
 round trip's own socket work (bench/RESULTS_BREAKDOWN.md). A store call sends one
-command and reads one reply, so :class:`Channel` keeps one connection per thread, made
+command and reads one reply, so :class:`Channel` keeps connections of its own, made
 from the client pool's own connection class and arguments (the same server, database,
-credentials, TLS, timeouts and Sentinel lookup), and talks on it directly.
+credentials, TLS, timeouts and Sentinel lookup), and talks on them directly: a command
+takes an idle one (or opens one) and puts it back with its reply read.
 
 What the client's path does that matters here is done here too:
 
 * a command whose connection fails (``ConnectionError``: reset by a restarted server, an
-  idle timeout, a failover) is sent once more on a new connection, as redis-py's default
-  retry would; a second failure, or a timeout, is the outage
+  idle timeout, a failover) is sent once more on a new connection, the idle ones
+  dropped too, as redis-py's default retry would; a second failure, or a timeout, is
+  the outage
   (:class:`~idempotency.exceptions.StoreUnavailable`, by the store's guard);
-* a connection is never shared across threads, and a forked process (gunicorn's workers
-  after ``--preload``) opens its own;
+* a connection serves one command at a time, and a forked process (gunicorn's workers
+  after ``--preload``, Celery's prefork pool) opens its own;
 * a script the server does not know (``NOSCRIPT``: a restarted or flushed server) is
   loaded and run again.
 
@@ -52,44 +54,61 @@ def channel_for(client: Any) -> Channel | None:
 
 
 class Channel:
-    """Commands of one client, each thread on a connection of its own."""
+    """Commands of one client, each on a connection nobody else is using at the time.
+
+    Idle connections wait on a plain list: ``list.pop()`` and ``list.append()`` are
+    atomic in CPython, so taking one and putting it back needs no lock, and there are
+    never more connections than commands at once have needed (threads, or greenlets
+    under gevent)."""
 
     def __init__(self, client: Any) -> None:
         pool = client.connection_pool
         self._connection_class = pool.connection_class
         self._connection_kwargs = pool.connection_kwargs
-        self._local = threading.local()
+        self._pid = os.getpid()
+        self._idle: list[Any] = []
 
-    def _connection(self) -> Any:
-        connection = getattr(self._local, "connection", None)
-        if connection is None or connection.pid != os.getpid():
-            connection = self._connection_class(**self._connection_kwargs)
-            self._local.connection = connection
-        return connection
+    @property
+    def idle(self) -> int:
+        """How many connections wait for a command (all of them, between commands)."""
+        return len(self._idle)
 
     def execute(self, *args: Any) -> Any:
         """Send one command and read its reply."""
         from redis.exceptions import ConnectionError
 
         try:
-            return self._send(self._connection(), args)
+            return self._send(args)
         except ConnectionError:
-            # a connection that died while idle: once more, on a new one
-            return self._send(self._connection(), args)
+            # a connection that died while idle (a restarted server, an idle timeout): the
+            # others idle beside it most likely died with it; once more, on a new one
+            stale, self._idle = self._idle, []
+            for connection in stale:
+                connection.disconnect()
+            return self._send(args)
 
-    def _send(self, connection: Any, args: tuple[Any, ...]) -> Any:
+    def _send(self, args: tuple[Any, ...]) -> Any:
         from redis.exceptions import ResponseError
 
+        if self._pid != os.getpid():  # a forked child: the parent's sockets are not ours
+            self._idle, self._pid = [], os.getpid()
+        try:
+            connection = self._idle.pop()
+        except IndexError:
+            connection = self._connection_class(**self._connection_kwargs)
         try:
             connection.send_command(*args)
-            return connection.read_response()
+            reply = connection.read_response()
         except ResponseError:
-            raise  # a whole reply was read: the connection is fine
+            self._idle.append(connection)  # a whole reply was read: the connection is fine
+            raise
         except BaseException:
             # whatever is left of this command on the socket must never be read as the
-            # reply to the next one
+            # reply to the next one: the connection is dropped
             connection.disconnect()
             raise
+        self._idle.append(connection)
+        return reply
 
     def run_script(self, script: Any, keys: list[Any], args: list[Any]) -> Any:
         """``script`` (a redis-py ``Script``: its sha and source) on ``keys``/``args``."""

@@ -44,27 +44,39 @@ def test_the_store_talks_on_a_connection_of_its_own(store: RedisStore, redis_cli
     assert len(pool._in_use_connections) == in_use  # nothing checked out of the pool
     # the same connection for every command of this thread
     assert connection_id(channel) == connection_id(channel)
+    assert channel.idle >= 1
     replay = store.claim("chan", "k1", fingerprint="f", lease=30, ttl=60)
     assert replay.status is ClaimStatus.COMPLETED and replay.response == RESPONSE
 
 
-def test_each_thread_has_its_own_connection(store: RedisStore, redis_client: Any) -> None:
-    channel = channel_for(redis_client)
-    assert channel is not None
-    ids: list[int] = []
-    barrier = threading.Barrier(4)
+def occupy(channel: Channel, commands: int) -> list[Any]:
+    """``commands`` commands at once, each holding its connection for 0.3 s."""
+    replies: list[Any] = []
+    barrier = threading.Barrier(commands)
 
-    def work() -> None:
+    def block() -> None:
         barrier.wait()
-        ids.append(connection_id(channel))
+        replies.append(channel.execute("BLPOP", "chan:nothing", 0.3))
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
+    threads = [threading.Thread(target=block) for _ in range(commands)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(set(ids)) == 4
-    assert connection_id(channel) not in ids
+    return replies
+
+
+def test_concurrent_commands_never_share_a_connection(redis_client: Any) -> None:
+    channel = channel_for(redis_client)
+    assert channel is not None
+    channel.execute("PING")
+    before = channel.idle
+    # four at once need four connections
+    assert occupy(channel, 4) == [None] * 4
+    assert channel.idle == max(before, 4)
+    # and they serve the commands after, opening none
+    ids = {connection_id(channel) for _ in range(20)}
+    assert len(ids) == 1 and channel.idle == max(before, 4)
 
 
 def test_a_killed_connection_is_replaced_without_an_error(
@@ -72,8 +84,11 @@ def test_a_killed_connection_is_replaced_without_an_error(
 ) -> None:
     channel = channel_for(redis_client)
     assert channel is not None
+    occupy(channel, 3)
+    assert channel.idle >= 3
     first = connection_id(channel)
-    redis_client.execute_command("CLIENT", "KILL", "ID", first)
+    # every connection but this client's own dies, as in a restart: all idle ones
+    redis_client.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
     # the next store call meets the dead socket, and is sent again on a new one
     claim = store.claim("chan", "k2", fingerprint="f", lease=30, ttl=60)
     assert claim.owned
