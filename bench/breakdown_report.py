@@ -21,7 +21,7 @@ def trip_price(trips: RoundTrips, ref: RoundTrips, prices: dict[str, Price]) -> 
     price = (
         sql * prices["SELECT 1"].wall_us
         + tx * prices["BEGIN + COMMIT"].wall_us
-        + rd * prices["redis-py EVALSHA"].wall_us
+        + rd * prices["RedisStore EVALSHA"].wall_us
     )
     parts = [f"{n:+d} {what}" for n, what in ((sql, "SQL"), (tx, "tx"), (rd, "Redis")) if n]
     return (", ".join(parts) or "0"), price

@@ -9,7 +9,9 @@ waits for the answer, for as long as it is active:
 * the end of a transaction (``connection._commit``/``_rollback``: the server's
   ``COMMIT`` with its WAL flush when the commit is durable);
 * a Redis command (``redis.Redis.execute_command``: redis-py's packing, the connection
-  pool, the server's work and the reply's parsing; a script's ``EVALSHA`` included).
+  pool, the server's work and the reply's parsing; a script's ``EVALSHA`` included), and
+  one of ``RedisStore``'s on its own connections (``Channel.execute``: packing, the
+  server's work, parsing).
 
 Each interval is added to the wall clock (``time.perf_counter``) and the request
 thread's CPU clock (``time.thread_time``) of the current request. What the request
@@ -45,6 +47,8 @@ def trip_timer() -> Iterator[InTrips]:
     import redis
     from django.db import connection
 
+    from idempotency.stores.redis_channel import Channel
+
     spent = InTrips()
     depth = [0]  # a command inside a command (a script through execute_command) counts once
 
@@ -69,6 +73,8 @@ def trip_timer() -> Iterator[InTrips]:
     client = redis.Redis
     execute_command = client.execute_command
     client.execute_command = timed(execute_command)  # type: ignore[method-assign]
+    channel_execute = Channel.execute
+    Channel.execute = timed(channel_execute)  # type: ignore[method-assign]
     connection._commit = timed(connection._commit)  # type: ignore[method-assign]
     connection._rollback = timed(connection._rollback)  # type: ignore[method-assign]
     try:
@@ -76,4 +82,5 @@ def trip_timer() -> Iterator[InTrips]:
             yield spent
     finally:
         client.execute_command = execute_command  # type: ignore[method-assign]
+        Channel.execute = channel_execute  # type: ignore[method-assign]
         del connection._commit, connection._rollback

@@ -11,15 +11,18 @@ order, and the wait between them goes.
 Holding a release back changes nothing anyone can observe: a savepoint released one
 statement later contains the same work, and a rollback to an enclosing savepoint (or of
 the whole transaction) undoes it either way, so a release still held then is dropped
-instead. ``SAVEPOINT`` itself is never held back: a statement that reaches the server
-around Django's cursor (psycopg's ``copy()``, ``callproc()``, the raw connection) would
-then run before the savepoint it belongs in, and a rollback of the block would keep it.
+instead (one of a savepoint older than the rollback's, which only hand-written
+``savepoint_commit`` calls out of order leave, is sent before the rollback, as asked).
+``SAVEPOINT`` itself is never held back: a statement that reaches the server around
+Django's cursor (psycopg's ``copy()``, ``callproc()``, the raw connection) would then
+run before the savepoint it belongs in, and a rollback of the block would keep it.
 
 While Django logs queries (``DEBUG``, ``CaptureQueriesContext``, ``assertNumQueries``,
 the debug toolbar) nothing is held back, so the log lists every statement as Django
-asked for it. Only psycopg 3's client-side binding cursor (Django's default) takes two statements in
-one query (the simple query protocol); on a server-side binding cursor, or another
-driver or database, a held release is sent on its own first, as Django would have.
+asked for it. Only psycopg 3's client-side binding cursor (Django's default) takes two
+statements in one query (the simple query protocol); on a server-side binding cursor,
+or another driver or database, a held release is sent on its own first, as Django
+would have.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 #: Django's savepoint statements (``DatabaseOperations.savepoint_commit_sql`` and
 #: ``savepoint_rollback_sql``, with the names ``BaseDatabaseWrapper.savepoint()`` gives).
-_SAVEPOINT_END = re.compile(r'(RELEASE|ROLLBACK TO) SAVEPOINT "s\d+_x\d+"')
+#: The number after ``_x`` counts up on each connection: a larger one is a later savepoint.
+_SAVEPOINT_END = re.compile(r'(RELEASE|ROLLBACK TO) SAVEPOINT "s\d+_x(\d+)"')
 
 
 def _client_cursor() -> type | None:
@@ -71,8 +75,11 @@ class ReleaseBatch:
                 if ended.group(1) == "RELEASE":
                     self.held.append(sql)
                     return None
-                # every release still held is of a savepoint inside this one
-                self.held.clear()
+                # a rollback ends the savepoints made after its own: their releases go
+                # unsent (with Django's nesting that is every release held); any other is
+                # sent first, as it was asked for before
+                target = int(ended.group(2))
+                self.held = [r for r in self.held if _number(r) <= target]
         if not self.held:
             return execute(sql, params, many, context)
         held, self.held = self.held, []
@@ -85,6 +92,11 @@ class ReleaseBatch:
         for _release in held:
             cursor.nextset()  # the releases' results come first
         return result
+
+
+def _number(release: str) -> int:
+    """The counter in a held release's savepoint name."""
+    return int(release.rsplit("_x", 1)[1].rstrip('"'))
 
 
 def batches(connection: BaseDatabaseWrapper) -> bool:

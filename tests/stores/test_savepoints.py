@@ -203,3 +203,22 @@ def _ids_above_one() -> Iterator[None]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT setval(pg_get_serial_sequence('testapp_effect', 'id'), 1000)")
     yield
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_rollback_to_a_savepoint_released_out_of_order_fails_as_without_it(
+    batched: bool,
+) -> None:
+    """``savepoint_commit`` of an older savepoint releases the newer one too: rolling back
+    to the newer one then fails, held release or not."""
+    from django.db import DatabaseError
+
+    held = batched_releases(["default"]) if batched else nullcontext()
+    with pytest.raises(DatabaseError, match="does not exist"), transaction.atomic(), held:
+        older = transaction.savepoint()
+        Effect.objects.create(label="a")
+        newer = transaction.savepoint()
+        Effect.objects.create(label="b")
+        transaction.savepoint_commit(older)
+        transaction.savepoint_rollback(newer)
+    assert labels() == []
