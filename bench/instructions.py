@@ -45,7 +45,11 @@ PROBES = {
     "probe-select": "SELECT 1",
     "probe-evalsha": "redis-py EVALSHA",
     "probe-transaction": "transaction around SELECT 1",
+    "probe-store-evalsha": "RedisStore EVALSHA",
 }
+#: Variants whose Redis commands go over RedisStore's own connections (priced by
+#: ``probe-store-evalsha``); the others' (the response cache's) go through redis-py.
+STORE_CONNECTIONS = frozenset({"redis"})
 
 
 def run_requests(variant: str, path: str, count: int) -> None:
@@ -124,13 +128,16 @@ def markdown(
 ) -> str:
     select = counts[("probe-select", "call")]
     evalsha = counts[("probe-evalsha", "call")]
+    store_evalsha = counts[("probe-store-evalsha", "call")]
     transaction = counts[("probe-transaction", "call")] - select
     lines = [
         "## Instructions per request (`python -m bench.instructions`)\n",
         f"User-space instructions of one request, counted by callgrind ({MANY} requests "
         f"minus {FEW}, each path in its own process; load average at the start {load}, "
         "which moves none of these counts). Probes: `SELECT 1` through Django's cursor "
-        f"{select:,.0f}, a redis-py `EVALSHA` {evalsha:,.0f}, a transaction's `BEGIN` + "
+        f"{select:,.0f}, a redis-py `EVALSHA` {evalsha:,.0f} (on `RedisStore`'s own "
+        f"connection {store_evalsha:,.0f}, the price of its paths' Redis commands), a "
+        f"transaction's `BEGIN` + "
         f"`COMMIT` {transaction:,.0f}. *Beyond the round trips*: the added instructions "
         "minus the added round trips at those prices.\n",
         "| path | instructions | added | round trips added | at probe prices | "
@@ -143,7 +150,8 @@ def markdown(
         sql = mine.sql - theirs.sql
         tx = mine.transactions - theirs.transactions
         redis = mine.redis - theirs.redis
-        price = sql * select + tx * transaction + redis * evalsha
+        per_command = store_evalsha if variant in STORE_CONNECTIONS else evalsha
+        price = sql * select + tx * transaction + redis * per_command
         spelt = ", ".join(
             f"{n:+d} {what}" for n, what in ((sql, "SQL"), (tx, "tx"), (redis, "Redis")) if n
         )

@@ -88,7 +88,11 @@ class ReleaseBatch:
             for release in held:  # as Django would have sent them: one by one
                 execute(release, None, False, context)
             return execute(sql, params, many, context)
-        result = execute("; ".join([*held, sql]), params, many, context)
+        # the parameters merged first, as psycopg would merge them: its cache of parsed
+        # statement texts then keeps hitting (a text joined to a savepoint's name is new
+        # every time, and would evict the project's own statements from that cache)
+        statement = sql if params is None else cursor.mogrify(sql, params)
+        result = execute("; ".join([*held, statement]), None, False, context)
         for _release in held:
             cursor.nextset()  # the releases' results come first
         return result
