@@ -22,8 +22,9 @@ What the client's path does that matters here is done here too:
 * a script the server does not know (``NOSCRIPT``: a restarted or flushed server) is
   loaded and run again.
 
-A client that is not a plain ``redis.Redis`` (Redis Cluster, another library's) has no
-such pool: :func:`channel_for` returns None, and the store goes through the client.
+A client that is not a plain ``redis.Redis`` (Redis Cluster, another library's), or
+whose pool wraps its connections for client-side caching, is left alone:
+:func:`channel_for` returns None, and the store goes through the client.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ def channel_for(client: Any) -> Channel | None:
 
     if not isinstance(client, Redis):
         return None
+    if getattr(client.connection_pool, "cache", None) is not None:
+        return None  # client-side caching wraps the pool's connections: leave them to it
     channel = _channels.get(client)
     if channel is None:
         with _channels_lock:

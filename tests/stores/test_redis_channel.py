@@ -163,3 +163,12 @@ def test_a_cluster_client_goes_through_the_client() -> None:
         pass
 
     assert channel_for(NotRedis()) is None
+
+
+def test_a_client_side_caching_client_goes_through_the_client() -> None:
+    import redis
+    from redis.cache import CacheConfig
+
+    client = redis.Redis.from_url(redis_url(), protocol=3, cache_config=CacheConfig())
+    assert channel_for(client) is None
+    client.close()
