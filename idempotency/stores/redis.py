@@ -135,7 +135,7 @@ class RedisStore(BaseStore):
         return self._client
 
     def _command(self, *args: Any) -> Any:
-        """One command: on the thread's own connection where the client allows it
+        """One command: on one of the store's own connections where the client allows it
         (:mod:`~idempotency.stores.redis_channel`), else through the client."""
         client = self.client
         if self._channel is not None:

@@ -1,4 +1,4 @@
-"""RedisStore's commands on a connection of the thread's own, not through the client's pool.
+"""RedisStore's commands on connections of its own, not through the client's pool.
 
 redis-py's command path (``Redis.execute_command``) checks a connection out of the pool
 and back in for every command, polls it for stray bytes, records its observability
