@@ -27,6 +27,7 @@ would have.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -41,6 +42,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 _SAVEPOINT_END = re.compile(r'(RELEASE|ROLLBACK TO) SAVEPOINT "s\d+_x(\d+)"')
 
 
+@functools.cache
 def _client_cursor() -> type | None:
     """psycopg 3's client-side binding cursor, the one cursor that runs several
     statements in one query; None without psycopg 3."""

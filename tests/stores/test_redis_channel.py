@@ -5,7 +5,6 @@ with another's reply, and a script the server forgot loaded again."""
 from __future__ import annotations
 
 import os
-import threading
 import time
 from typing import Any
 
@@ -16,6 +15,7 @@ from idempotency.stores.base import ClaimStatus, StoredResponse
 from idempotency.stores.redis import RedisStore
 from idempotency.stores.redis_channel import Channel, channel_for
 from tests.support.services import redis_url
+from tests.support.storms import run_threads, succeeded
 
 pytestmark = [pytest.mark.redis]
 
@@ -51,19 +51,9 @@ def test_the_store_talks_on_a_connection_of_its_own(store: RedisStore, redis_cli
 
 def occupy(channel: Channel, commands: int) -> list[Any]:
     """``commands`` commands at once, each holding its connection for 0.3 s."""
-    replies: list[Any] = []
-    barrier = threading.Barrier(commands)
-
-    def block() -> None:
-        barrier.wait()
-        replies.append(channel.execute("BLPOP", "chan:nothing", 0.3))
-
-    threads = [threading.Thread(target=block) for _ in range(commands)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return replies
+    return succeeded(
+        run_threads(commands, lambda _index: channel.execute("BLPOP", "chan:nothing", 0.3))
+    )
 
 
 def test_concurrent_commands_never_share_a_connection(redis_client: Any) -> None:
