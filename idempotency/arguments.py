@@ -34,7 +34,29 @@ KeySpec = Any
 #: arguments, or a callable of the arguments returning what to hash.
 FingerprintSpec = None | bool | Sequence[str] | Callable[..., Any]
 
-Builder = Callable[[tuple[Any, ...], dict[str, Any]], str]
+
+class CallArguments:
+    """One call's ``args`` and ``kwargs``, bound to its function's parameters at most once
+    however many of the key builder and the fingerprint's hasher ask for them by name."""
+
+    __slots__ = ("_values", "args", "kwargs")
+
+    def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.args = args
+        self.kwargs = kwargs
+        self._values: dict[str, Any] | None = None
+
+    def by_name(self, signature: inspect.Signature, *, owner: str) -> dict[str, Any]:
+        """:func:`bound_arguments` of the call (``signature``: its function's); read only."""
+        if self._values is None:
+            self._values = bound_arguments(signature, self.args, self.kwargs, owner=owner)
+        return self._values
+
+
+#: A call's key from its arguments (see :func:`key_builder`).
+Builder = Callable[[CallArguments], str]
+#: The hash of what a call's fingerprint takes from its arguments (see :func:`arguments_hasher`).
+Hasher = Callable[[CallArguments], str]
 
 
 def qualified_name(func: Callable[..., Any]) -> str:
@@ -204,7 +226,7 @@ def _at_path(value: Any, path: str) -> Any:
 
 
 def key_builder(key: KeySpec, func: Callable[..., Any], *, owner: str) -> Builder:
-    """A function of a call's ``(args, kwargs)`` giving its key (see ``idempotent_function``).
+    """A function of a call's arguments giving its key (see ``idempotent_function``).
 
     A template is checked against ``func``'s signature at once, so a typo in a field
     name fails at import time rather than on the first call.
@@ -214,8 +236,8 @@ def key_builder(key: KeySpec, func: Callable[..., Any], *, owner: str) -> Builde
         _check_names([key.argument], signature, f"payload_key() of {owner}")
         spec = key
 
-        def from_payload(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-            values = bound_arguments(signature, args, kwargs, owner=owner)
+        def from_payload(call: CallArguments) -> str:
+            values = call.by_name(signature, owner=owner)
             return check_key(spec.build(values, owner=owner), owner=owner)
 
         return from_payload
@@ -229,8 +251,8 @@ def key_builder(key: KeySpec, func: Callable[..., Any], *, owner: str) -> Builde
         )
         template = key
 
-        def from_template(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-            values = bound_arguments(signature, args, kwargs, owner=owner)
+        def from_template(call: CallArguments) -> str:
+            values = call.by_name(signature, owner=owner)
             try:
                 parts = {field: _field_value(field, values) for field in fields}
                 missing = [field for field, part in parts.items() if is_missing(part)]
@@ -251,8 +273,8 @@ def key_builder(key: KeySpec, func: Callable[..., Any], *, owner: str) -> Builde
     if callable(key) and not isinstance(key, type):
         make = key
 
-        def from_callable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-            return check_key(make(*args, **kwargs), owner=owner)
+        def from_callable(call: CallArguments) -> str:
+            return check_key(make(*call.args, **call.kwargs), owner=owner)
 
         return from_callable
     raise TypeError(
@@ -342,8 +364,8 @@ def digest(value: Any) -> str:
 
 def arguments_hasher(
     spec: FingerprintSpec, func: Callable[..., Any], *, owner: str
-) -> Callable[[tuple[Any, ...], dict[str, Any]], str] | None:
-    """A function of a call's ``(args, kwargs)`` giving the hash of what ``spec`` selects
+) -> Hasher | None:
+    """A function of a call's arguments giving the hash of what ``spec`` selects
     (None: the arguments are not part of the fingerprint)."""
     if spec is False:
         return None
@@ -353,8 +375,8 @@ def arguments_hasher(
     if callable(spec):
         select = spec
 
-        def of_callable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-            return _hash_or_fail(select(*args, **kwargs), owner, "fingerprint(...)")
+        def of_callable(call: CallArguments) -> str:
+            return _hash_or_fail(select(*call.args, **call.kwargs), owner, "fingerprint(...)")
 
         return of_callable
     names: tuple[str, ...] | None = None
@@ -367,8 +389,8 @@ def arguments_hasher(
         names = tuple(spec)
         _check_names(names, signature, f"fingerprint= of {owner}")
 
-    def of_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-        values = bound_arguments(signature, args, kwargs, owner=owner)
+    def of_arguments(call: CallArguments) -> str:
+        values = call.by_name(signature, owner=owner)
         chosen = {
             name: value
             for name, value in values.items()

@@ -10,7 +10,13 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 
-from idempotency.arguments import FingerprintSpec, arguments_hasher, key_builder, qualified_name
+from idempotency.arguments import (
+    CallArguments,
+    FingerprintSpec,
+    arguments_hasher,
+    key_builder,
+    qualified_name,
+)
 from idempotency.calls import (
     ArgumentsMismatch,
     FunctionKeyMismatch,
@@ -158,20 +164,21 @@ def idempotent_function(
             """The call under its key; None to run the body plainly."""
             if not idempotency_settings.ENABLED:
                 return None
+            arguments = CallArguments(args, kwargs)  # bound by name once, for both
             try:
-                call_key = build(args, kwargs)
+                call_key = build(arguments)
             except IdempotencyKeyMissing as exc:
                 if not optional:
                     raise
                 unkeyed(owner, exc)
                 return None
             resolved = policy.get_store()
-            arguments = hasher(args, kwargs) if hasher is not None else None
+            hashed = hasher(arguments) if hasher is not None else None
             return KeyedCall(
                 store=resolved,
                 scope=scope,
                 key=call_key,
-                fingerprint=call_fingerprint("function", owner, arguments),
+                fingerprint=call_fingerprint("function", owner, hashed),
                 legacy=legacy,
                 owner=owner,
                 lease=policy.get_lease(),
@@ -206,10 +213,10 @@ def idempotent_function(
             wrapper = functools.wraps(func)(sync_wrapper)
 
         def key_for(*args: Any, **kwargs: Any) -> str:
-            return build(args, kwargs)
+            return build(CallArguments(args, kwargs))
 
         def forget(*args: Any, **kwargs: Any) -> bool:
-            return policy.get_store().delete(scope, build(args, kwargs))
+            return policy.get_store().delete(scope, build(CallArguments(args, kwargs)))
 
         async def aforget(*args: Any, **kwargs: Any) -> bool:
             return await sync_to_async(forget)(*args, **kwargs)

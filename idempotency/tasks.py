@@ -13,7 +13,7 @@ from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from celery import Celery, Task, shared_task
 
-from idempotency.arguments import FingerprintSpec, arguments_hasher
+from idempotency.arguments import CallArguments, FingerprintSpec, arguments_hasher
 from idempotency.beat import purge_expired_records_task, purge_expired_submit_tokens_task
 from idempotency.calls import (
     KeyedCall,
@@ -124,7 +124,7 @@ class IdempotentTask(Redelivery):
             "key", lambda: key_builder(spec, self.run, owner=f"task {self.name}")
         )
         try:
-            return cast(str, builder(args, kwargs))
+            return cast(str, builder(CallArguments(args, kwargs)))
         except IdempotencyKeyMissing as exc:
             if not self.idempotency_optional:
                 raise
@@ -137,7 +137,8 @@ class IdempotentTask(Redelivery):
         hasher = self._derived(
             "hasher", lambda: arguments_hasher(spec, self.run, owner=f"task {self.name}")
         )
-        return call_fingerprint("task", self.name, None if hasher is None else hasher(args, kwargs))
+        hashed = None if hasher is None else hasher(CallArguments(args, kwargs))
+        return call_fingerprint("task", self.name, hashed)
 
     def get_idempotency_lease(self) -> float:
         if self.idempotency_lease is not None:

@@ -9,6 +9,7 @@ counted in memory, which no rollback undoes.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 import uuid
 from decimal import Decimal
@@ -190,6 +191,31 @@ def test_the_same_key_with_other_arguments_is_refused(store: str) -> None:
     assert isinstance(caught.value, ValueError)
     assert not isinstance(caught.value, FunctionKeyMismatch)
     assert trade in str(caught.value)
+    assert runs.count == 1
+
+
+def test_a_call_binds_its_arguments_once_for_its_key_and_its_fingerprint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runs = Counter()
+
+    @idempotent_function(key="bind:{trade_no}", store=DB_STORE)
+    def charge(trade_no: str, amount: Decimal, **meta: Any) -> int:
+        return runs()
+
+    binds = Counter()
+    bind = inspect.Signature.bind
+
+    def counted(self: inspect.Signature, *args: Any, **kwargs: Any) -> inspect.BoundArguments:
+        binds()
+        return bind(self, *args, **kwargs)
+
+    monkeypatch.setattr(inspect.Signature, "bind", counted)
+    trade = unique("T")
+    assert charge(trade, Decimal("1"), tag="a") == charge(trade, amount=Decimal("1.0"), tag="a")
+    assert binds.count == 2  # one per call: the key and the fingerprint share it
+    with pytest.raises(ArgumentsMismatch):  # the shared binding still tells them apart
+        charge(trade, Decimal("1"), tag="b")
     assert runs.count == 1
 
 
