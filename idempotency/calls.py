@@ -275,14 +275,15 @@ def replayed(call: KeyedCall, claim: Claim) -> Any:
         owner=call.owner,
         expires_at=None if expires is None else datetime.fromtimestamp(expires, UTC),
     )
-    signals.replayed.send(
-        sender=type(call.store),
-        request=None,
-        scope=call.scope,
-        key=call.key,
-        record=record,
-        expires_at=record.expires_at,
-    )
+    if signals.heard(signals.replayed):
+        signals.replayed.send(
+            sender=type(call.store),
+            request=None,
+            scope=call.scope,
+            key=call.key,
+            record=record,
+            expires_at=record.expires_at,
+        )
     logger.debug(
         "idempotency: %s/%s already done; returning its stored result", call.scope, call.key
     )

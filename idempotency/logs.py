@@ -80,9 +80,20 @@ def fields(outcome: str, sender: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     return extra
 
 
+def _logging(level: int) -> Callable[[], bool]:
+    """Whether records of ``level`` are logged now (``LOG_OUTCOMES`` and the logger's level)."""
+
+    def logging_now() -> bool:
+        return bool(idempotency_settings.LOG_OUTCOMES) and logger.isEnabledFor(level)
+
+    return logging_now
+
+
 def _receiver(outcome: str, level: int) -> Callable[..., None]:
+    logging_now = _logging(level)
+
     def receive(sender: Any, **kwargs: Any) -> None:
-        if not idempotency_settings.LOG_OUTCOMES or not logger.isEnabledFor(level):
+        if not logging_now():
             return
         extra = fields(outcome, sender, kwargs)
         logger.log(
@@ -105,7 +116,9 @@ _RECEIVERS = {outcome: _receiver(outcome, level) for outcome, level in LEVELS.it
 def connect() -> None:
     """Connect the log receivers (done by the app's ``ready()``)."""
     for outcome, receive in _RECEIVERS.items():
-        signals.OUTCOMES[outcome].connect(receive, dispatch_uid=f"idempotency.logs.{outcome}")
+        uid = f"idempotency.logs.{outcome}"
+        signals.OUTCOMES[outcome].connect(receive, dispatch_uid=uid)
+        signals.log_receiver(signals.OUTCOMES[outcome], uid, _logging(LEVELS[outcome]))
 
 
 class JsonFormatter(logging.Formatter):

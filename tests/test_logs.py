@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from idempotency import JsonFormatter, signals
+from idempotency import JsonFormatter, metrics, signals
 from idempotency.logs import key_hash
 from idempotency.stores.database import DatabaseStore
 from tests.support.factories import OrderFactory, UserFactory, funded_account
@@ -131,6 +131,52 @@ def test_the_setting_turns_the_records_off(
     create(client)
     assert create(client)["Idempotent-Replayed"] == "true"
     assert outcome_records(caplog) == []
+
+
+def test_a_replay_dispatches_nothing_while_its_record_is_off_and_nobody_listens(
+    client: APIClient, caplog: pytest.LogCaptureFixture, settings: Any
+) -> None:
+    dispatched: list[str] = []
+    send = signals.replayed.send
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        dispatched.append(kwargs["key"])
+        return send(*args, **kwargs)
+
+    heard: list[str] = []
+
+    def listener(sender: Any, **kwargs: Any) -> None:
+        heard.append(kwargs["key"])
+
+    signals.replayed.send = counted  # type: ignore[method-assign]
+    # the sample's metrics listen to every outcome: leave the log receiver alone
+    signals.replayed.disconnect(dispatch_uid="idempotency.metrics.replayed")
+    signals.replayed.has_listeners()  # drops receivers that earlier tests' garbage left
+    try:
+        caplog.set_level(logging.WARNING, logger=LOGGER)  # replays log at INFO: off
+        create(client, key="quiet-1")
+        assert create(client, key="quiet-1")["Idempotent-Replayed"] == "true"
+        assert dispatched == []  # the log receiver alone, its level off: not sent at all
+
+        signals.replayed.connect(listener)  # someone listens: sent, and they hear it
+        try:
+            assert create(client, key="quiet-1")["Idempotent-Replayed"] == "true"
+        finally:
+            signals.replayed.disconnect(listener)
+        assert dispatched == heard == ["quiet-1"]
+
+        caplog.set_level(logging.INFO, logger=LOGGER)  # the record on again: sent, logged
+        assert create(client, key="quiet-1")["Idempotent-Replayed"] == "true"
+        assert dispatched == ["quiet-1", "quiet-1"]
+        assert [r.outcome for r in outcome_records(caplog)] == ["replayed"]  # type: ignore[attr-defined]
+
+        # off by the setting (metrics off too: a settings change connects them again)
+        settings.IDEMPOTENCY = {**settings.IDEMPOTENCY, "LOG_OUTCOMES": False, "METRICS": False}
+        assert create(client, key="quiet-1")["Idempotent-Replayed"] == "true"
+        assert dispatched == ["quiet-1", "quiet-1"]  # off by the setting: not sent either
+    finally:
+        del signals.replayed.send
+        metrics.connect()
 
 
 def test_json_formatter_renders_the_fields(

@@ -128,7 +128,7 @@ def route_of(request: HttpRequest) -> str:
 
 
 def send(signal: Any, prepared: Prepared, **extra: Any) -> None:
-    if not signal.receivers:  # nobody listens: build nothing (route, arguments)
+    if not signals.heard(signal):  # nobody listens: build nothing (route, arguments)
         return
     signal.send(
         sender=type(prepared.store),
