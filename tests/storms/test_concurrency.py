@@ -155,7 +155,9 @@ def test_lease_mode_dead_owner_blocks_until_lease_ends_then_retry_takes_over(
     user: Any, wallet: Wallet, gate: Gate, age_records: Callable[[str, float], None]
 ) -> None:
     key = str(uuid.uuid4())
-    url = "/t/lease-function/?hold=1"
+    # the slow one stops before its writes: holding the wallet's row lock, it would make
+    # the retry's write wait for it, and the test for the gate's 30-second timeout
+    url = "/t/lease-function/?hold=before"
     _crash_midway(url, key, "lease")  # its lease: 60 s
     client = logged_in_client(user)
     gate.release.set()
@@ -193,7 +195,9 @@ def test_stale_owner_completion_is_fenced_off_over_http(
     late completion must not overwrite the retry's stored response. The slow one is held
     inside its body and its lease aged past its end: no sleep decides who runs when."""
     key = str(uuid.uuid4())
-    url = "/t/lease-function/?hold=1"
+    # the slow one stops before its writes: holding the wallet's row lock, it would make
+    # the retry's write wait for it, and the test for the gate's 30-second timeout
+    url = "/t/lease-function/?hold=before"
     client = logged_in_client(user)
     results: dict[str, Any] = {}
     gate = views.Gate(holds=1)  # the slow first request stops; the retry runs through

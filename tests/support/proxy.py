@@ -24,6 +24,7 @@ so a test can prove the faults struck after the server had answered.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -172,8 +173,13 @@ class FaultProxy:
 
     def close(self) -> None:
         self._closed.set()
+        # closing a socket does not wake a thread blocked in its accept(); shutting it
+        # down does (the join waited out its timeout, 5 s per proxy, before)
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
         self._thread.join(timeout=5)
+        assert not self._thread.is_alive(), "the proxy's accept loop did not stop"
 
 
 class SampleServer:

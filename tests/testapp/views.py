@@ -32,8 +32,9 @@ from tests.testapp.models import Effect, Wallet
 
 
 class Gate:
-    """Where a body called with ``?hold=1`` stops, inside its transaction after its writes:
-    it sets ``entered`` and waits (30 s at most) for a test to set ``release``. With
+    """Where a body called with ``?hold=1`` stops, inside its transaction after its writes
+    (``?hold=before``: before them, holding no locks): it sets ``entered`` and waits (30 s
+    at most) for a test to set ``release``. With
     ``holds=n`` only the first ``n`` bodies stop; the later ones run through."""
 
     def __init__(self, holds: int | None = None) -> None:
@@ -69,12 +70,14 @@ def _effect(request: Any) -> Effect:
         data, amount = {}, 1
     delay = float(request.GET.get("sleep", "0"))
     record_execution(_label(request))
+    if request.GET.get("hold") == "before":  # stop before the writes: no locks held
+        HOLD.stop()
     with transaction.atomic():
         effect = Effect.objects.create(label=str(data.get("label", "x")), amount=amount)
         Wallet.objects.filter(pk=1).update(balance=F("balance") - amount)
         if delay:
             time.sleep(delay)
-        if request.GET.get("hold"):
+        if request.GET.get("hold") == "1":
             HOLD.stop()
     return effect
 
