@@ -15,6 +15,12 @@ transaction's ``BEGIN`` and ``COMMIT``): what the layer's own Python and the Dja
 work it asks for cost. A real statement costs its driver more than ``SELECT 1`` (more
 parameters, more columns), so this errs towards the layer.
 
+``--ablation`` prices the parts of the layer the same way: each path runs as built and
+with one part replaced by :mod:`bench.ablation`'s stand-in (the fingerprint, the
+outcome signals, the response capture, the replayed response, the stored format's
+JSON); a part's price is the difference, in instructions, exact where the timed
+ablation is within its noise.
+
 Slow (each process runs ~50 times slower under valgrind): about 1 minute per path with
 both CPUs free. Uses the benchmark's database and Redis, like :mod:`bench.breakdown`.
 """
@@ -52,11 +58,30 @@ PROBES = {
 STORE_CONNECTIONS = frozenset({"redis"})
 
 
-def run_requests(variant: str, path: str, count: int) -> None:
-    """The measured process: warm up, then ``count`` requests of one path."""
-    from bench.profile import caller, keys, setup
+#: Paths ``--ablation`` prices by default (variant, path).
+ABLATION_CASES = (
+    ("redis", "first"),
+    ("redis", "replay"),
+    ("db-atomic", "first"),
+    ("db-atomic", "replay"),
+)
+AS_BUILT = "as built"
+
+
+def run_requests(variant: str, path: str, count: int, part: str = AS_BUILT) -> None:
+    """The measured process: warm up, then ``count`` requests of one path (with ``part``
+    replaced by its stand-in from :mod:`bench.ablation`, unless it is ``AS_BUILT``)."""
+    from bench.ablation import applied, stand_ins
+    from bench.profile import setup
 
     app, token = setup()
+    with applied(stand_ins()[part] if part != AS_BUILT else []):
+        _requests(app, token, variant, path, count)
+
+
+def _requests(app: object, token: str, variant: str, path: str, count: int) -> None:
+    from bench.profile import caller, keys
+
     if variant in PROBES:
         from bench.breakdown import probes
 
@@ -74,7 +99,7 @@ def run_requests(variant: str, path: str, count: int) -> None:
         call(key)
 
 
-def collected(variant: str, path: str, count: int) -> int:
+def collected(variant: str, path: str, count: int, part: str = AS_BUILT) -> int:
     """Instructions of a whole process running ``count`` requests, counted by callgrind."""
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     command = [
@@ -88,6 +113,7 @@ def collected(variant: str, path: str, count: int) -> int:
         variant,
         path,
         str(count),
+        part,
     ]
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
     match = re.search(r"Collected : (\d+)", done.stderr)
@@ -103,6 +129,44 @@ def measure(cases: tuple[tuple[str, str, str], ...], jobs: int) -> dict[tuple[st
     with ThreadPoolExecutor(max(1, jobs)) as workers:
         totals = dict(zip(runs, workers.map(lambda run: collected(*run), runs), strict=True))
     return {(v, p): (totals[(v, p, MANY)] - totals[(v, p, FEW)]) / (MANY - FEW) for v, p in wanted}
+
+
+def measure_parts(
+    cases: tuple[tuple[str, str], ...], jobs: int
+) -> dict[tuple[str, str, str], float]:
+    """Instructions per request of every path as built and with each part stood in."""
+    from bench.ablation import stand_ins
+
+    parts = [AS_BUILT, *stand_ins()]
+    runs = [(v, p, n, part) for v, p in cases for part in parts for n in (FEW, MANY)]
+    with ThreadPoolExecutor(max(1, jobs)) as workers:
+        totals = dict(zip(runs, workers.map(lambda run: collected(*run), runs), strict=True))
+    return {
+        (v, p, part): (totals[(v, p, MANY, part)] - totals[(v, p, FEW, part)]) / (MANY - FEW)
+        for v, p in cases
+        for part in parts
+    }
+
+
+def parts_markdown(
+    cases: tuple[tuple[str, str], ...], counts: dict[tuple[str, str, str], float], load: str
+) -> str:
+    from bench.ablation import stand_ins
+
+    parts = list(stand_ins())
+    lines = [
+        "## What each part costs, in instructions (`python -m bench.instructions --ablation`)\n",
+        f"User-space instructions per request ({MANY} requests minus {FEW}, each arm in its "
+        f"own process; load average at the start {load}): the path as built, and what each "
+        "part costs (as built minus the path with that part replaced by a stand-in).\n",
+        "| path | as built | " + " | ".join(parts) + " |",
+        "| --- | ---: |" + " ---: |" * len(parts),
+    ]
+    for variant, path in cases:
+        built = counts[(variant, path, AS_BUILT)]
+        cells = " | ".join(f"{built - counts[(variant, path, part)]:+,.0f}" for part in parts)
+        lines.append(f"| {variant} {path} | {built:,.0f} | {cells} |")
+    return "\n".join(lines) + "\n"
 
 
 def round_trips(cases: tuple[tuple[str, str, str], ...]) -> dict[tuple[str, str], RoundTrips]:
@@ -165,23 +229,28 @@ def markdown(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__)
+    parser.add_argument("--run", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument(
-        "--run", nargs=3, metavar=("VARIANT", "PATH", "COUNT"), help=argparse.SUPPRESS
+        "--ablation",
+        action="store_true",
+        help="price the layer's parts (fingerprint, signals, capture, ...) instead",
     )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="processes at once")
     parser.add_argument("--markdown", help="also write the table to this file")
     args = parser.parse_args(argv)
     if args.run:
-        variant, path, count = args.run
-        run_requests(variant, path, int(count))
+        variant, path, count, *part = args.run
+        run_requests(variant, path, int(count), *part)
         return 0
     from bench.servers import prepare_services
     from bench.variants import VARIANTS
 
     prepare_services([v for v in VARIANTS if v.kind != "peer"])
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    trips = round_trips(CASES)
-    report = markdown(CASES, measure(CASES, args.jobs), trips, load)
+    if args.ablation:
+        report = parts_markdown(ABLATION_CASES, measure_parts(ABLATION_CASES, args.jobs), load)
+    else:
+        report = markdown(CASES, measure(CASES, args.jobs), round_trips(CASES), load)
     print(report)
     if args.markdown:
         with open(args.markdown, "w") as out:
