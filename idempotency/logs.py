@@ -89,8 +89,12 @@ def _logging(level: int) -> Callable[[], bool]:
     return logging_now
 
 
+#: Outcome -> whether its record is logged now: the receiver's test, and signals.heard()'s.
+_LOGGING = {outcome: _logging(level) for outcome, level in LEVELS.items()}
+
+
 def _receiver(outcome: str, level: int) -> Callable[..., None]:
-    logging_now = _logging(level)
+    logging_now = _LOGGING[outcome]
 
     def receive(sender: Any, **kwargs: Any) -> None:
         if not logging_now():
@@ -118,7 +122,7 @@ def connect() -> None:
     for outcome, receive in _RECEIVERS.items():
         uid = f"idempotency.logs.{outcome}"
         signals.OUTCOMES[outcome].connect(receive, dispatch_uid=uid)
-        signals.log_receiver(signals.OUTCOMES[outcome], uid, _logging(LEVELS[outcome]))
+        signals.log_receiver(signals.OUTCOMES[outcome], uid, _LOGGING[outcome])
 
 
 class JsonFormatter(logging.Formatter):
