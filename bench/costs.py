@@ -123,12 +123,13 @@ def count_round_trips(call: Callable[[str], int], next_key: Callable[[], str]) -
         counts["sql"] += 1
         return execute(*args)
 
-    send_command = redis.connection.Connection.send_command
+    # every command and pipeline is sent here, packed by redis-py or by RedisStore's channel
+    send = redis.connection.Connection.send_packed_command
     commit, rollback = connection._commit, connection._rollback
 
     def counting_send(self: object, *args: object, **kwargs: object) -> None:
         counts["redis"] += 1
-        send_command(self, *args, **kwargs)  # type: ignore[arg-type]
+        send(self, *args, **kwargs)  # type: ignore[arg-type]
 
     def ended(end: Callable[[], None]) -> Callable[[], None]:
         def wrapper() -> None:
@@ -137,13 +138,13 @@ def count_round_trips(call: Callable[[str], int], next_key: Callable[[], str]) -
 
         return wrapper
 
-    redis.connection.Connection.send_command = counting_send  # type: ignore[method-assign]
+    redis.connection.Connection.send_packed_command = counting_send  # type: ignore[method-assign]
     connection._commit = ended(commit)  # type: ignore[method-assign]
     connection._rollback = ended(rollback)  # type: ignore[method-assign]
     try:
         with connection.execute_wrapper(sql):
             call(next_key())
     finally:
-        redis.connection.Connection.send_command = send_command  # type: ignore[method-assign]
+        redis.connection.Connection.send_packed_command = send  # type: ignore[method-assign]
         del connection._commit, connection._rollback
     return RoundTrips(**counts)

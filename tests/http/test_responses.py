@@ -21,3 +21,34 @@ def test_set_cookie_and_hop_by_hop_headers_are_never_kept_even_when_listed() -> 
     assert names == {"content-type", "location"}
     assert not replayed.cookies
     assert replayed["Location"] == "/orders/1"
+
+
+def test_a_replay_is_the_stored_response_marked_as_replayed() -> None:
+    from idempotency.stores.base import StoredResponse
+
+    stored = StoredResponse(
+        201,
+        [("Content-Type", "application/json"), ("Location", "/orders/1"), ("Vary", "Accept")],
+        b'{"id": 1}',
+    )
+    replayed = replay(stored)
+    assert replayed.status_code == 201 and replayed.content == b'{"id": 1}'
+    assert list(replayed.items()) == [*stored.headers, ("Idempotent-Replayed", "true")]
+
+
+def test_a_replay_of_a_response_without_a_content_type_has_none() -> None:
+    from idempotency.stores.base import StoredResponse
+
+    replayed = replay(StoredResponse(204, [("Location", "/orders/1")], b""))
+    assert replayed.status_code == 204 and "Content-Type" not in replayed
+    assert list(replayed.items()) == [("Location", "/orders/1"), ("Idempotent-Replayed", "true")]
+
+
+def test_a_stored_header_that_could_split_the_response_is_refused() -> None:
+    import pytest
+    from django.http import BadHeaderError
+
+    from idempotency.stores.base import StoredResponse
+
+    with pytest.raises(BadHeaderError):
+        replay(StoredResponse(201, [("Location", "/a\r\nSet-Cookie: x=1")], b""))

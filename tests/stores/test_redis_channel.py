@@ -162,3 +162,53 @@ def test_a_client_side_caching_client_goes_through_the_client() -> None:
     client = redis.Redis.from_url(redis_url(), protocol=3, cache_config=CacheConfig())
     assert channel_for(client) is None
     client.close()
+
+
+def test_commands_are_packed_as_the_connection_would_pack_them(redis_client: Any) -> None:
+    import redis
+
+    channel = Channel(redis_client)
+    connection = redis_client.connection_pool.connection_class(
+        **redis_client.connection_pool.connection_kwargs
+    )
+    if channel._pack is None:  # no hiredis: the connection packs every command itself
+        pytest.importorskip("hiredis", reason="with hiredis the channel packs itself")
+        raise AssertionError("hiredis is installed but the channel does not pack with it")
+    for args in [
+        ("SET", "chan:packed", "r\u00e9sum\u00e9"),
+        ("SET", "chan:packed", b"\x00\xff"),
+        ("EXPIRE", "chan:packed", 60),
+        ("SCRIPT LOAD", "return 1"),
+        ("SET", "chan:packed", 1.5),
+    ]:
+        packed = channel._pack(args)
+        theirs = b"".join(connection.pack_command(*args))
+        assert packed is None or packed == theirs, args
+    assert channel._pack(("SCRIPT LOAD", "return 1")) is None  # redis-py splits the name
+    # what hiredis refuses is packed (and refused) by redis-py, with its own error
+    assert channel._pack(("SET", "chan:packed", None)) is None
+    with pytest.raises(redis.exceptions.DataError):
+        channel.execute("SET", "chan:packed", None)
+    # the replies are the same as through the client
+    channel.execute("SET", "chan:packed", "r\u00e9sum\u00e9")
+    assert channel.execute("GET", "chan:packed") == redis_client.get("chan:packed")
+    sha = redis_client.script_load("return 1")
+    assert channel.execute("SCRIPT LOAD", "return 1").decode() == sha
+
+
+def test_a_connection_that_packs_otherwise_packs_every_command(redis_client: Any) -> None:
+    import redis
+
+    class Latin1:  # a custom packer: text in Latin-1, where hiredis would send UTF-8
+        def pack(self, *args: Any) -> list[bytes]:
+            encode = redis.connection.Encoder("latin-1", "strict", False).encode
+            return redis.connection.PythonRespSerializer(6000, encode).pack(*args)
+
+    client = redis.Redis.from_url(redis_url(), command_packer=Latin1())
+    try:
+        channel = Channel(client)
+        assert channel._pack is None
+        channel.execute("SET", "chan:latin1", "\u00e9")
+        assert redis_client.get("chan:latin1") == b"\xe9"  # packed by the custom packer
+    finally:
+        client.close()
