@@ -34,7 +34,7 @@ import contextlib
 import hashlib
 import io
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from itertools import accumulate
 from typing import Any
@@ -104,14 +104,45 @@ _ENCODER = json.JSONEncoder(
 _DECODER = json.JSONDecoder(parse_float=Decimal)
 
 
-def _canonical_json(value: Any) -> str:
-    return _ENCODER.encode(value)
+def _c_encode() -> Callable[[Any], str]:
+    """``_ENCODER.encode`` without its Python around the C encoder: ``JSONEncoder`` builds
+    a new C encoder (and a closure) on every call. The same C encoder, built once with
+    ``_ENCODER``'s options; ``_ENCODER.encode`` itself where there is no C encoder or it
+    encodes a probe otherwise. No circular-reference check: the values hashed are parsed
+    JSON and parsed form data, and a cycle ends in ``RecursionError`` as a deep body does."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return _ENCODER.encode
+    try:
+        encoder = make(
+            None, _exact, json.encoder.encode_basestring, None, ":", ",", True, False, True
+        )
+
+        def encode(value: Any) -> str:
+            return "".join(encoder(value, 0))
+
+        probe = {"b": [1, 2.5, None, True, "\u00e9\n"], "a": {"\x00": Decimal("1.10")}}
+        if encode(probe) == _ENCODER.encode(probe):
+            return encode
+    except (TypeError, ValueError):  # another signature, another encoder
+        pass
+    return _ENCODER.encode
+
+
+_canonical_json = _c_encode()
+#: First bytes after which ``json.detect_encoding`` can only answer UTF-8 (no BOM, and the
+#: second byte, when there is one, is not the zero byte of UTF-16 or UTF-32).
+_UTF8_OPENERS = frozenset(b"{[")
 
 
 def _json(body: bytes, drop: frozenset[str]) -> bytes:
     # as json.loads(bytes) reads them: UTF-8, -16 or -32, a BOM allowed
-    value = _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
-    if isinstance(value, dict) and drop:
+    if body[0] in _UTF8_OPENERS and body[1:2] != b"\x00":
+        text = body.decode("utf-8", "surrogatepass")
+    else:
+        text = body.decode(json.detect_encoding(body), "surrogatepass")
+    value = _DECODER.decode(text)
+    if isinstance(value, dict) and not drop.isdisjoint(value):
         value = {k: v for k, v in value.items() if k not in drop}
     return _canonical_json(value).encode()
 
