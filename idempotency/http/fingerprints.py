@@ -34,7 +34,7 @@ import contextlib
 import hashlib
 import io
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from decimal import Decimal
 from itertools import accumulate
 from typing import Any
@@ -46,6 +46,7 @@ from django.http.request import RawPostDataException
 
 from idempotency.conf import idempotency_settings, on_reload
 from idempotency.http.keys import header_value
+from idempotency.json_codec import encoder_of
 
 #: Deepest JSON nesting canonicalised; deeper bodies are fingerprinted as raw bytes.
 MAX_JSON_DEPTH = 200
@@ -104,32 +105,7 @@ _ENCODER = json.JSONEncoder(
 _DECODER = json.JSONDecoder(parse_float=Decimal)
 
 
-def _c_encode() -> Callable[[Any], str]:
-    """``_ENCODER.encode`` without its Python around the C encoder: ``JSONEncoder`` builds
-    a new C encoder (and a closure) on every call. The same C encoder, built once with
-    ``_ENCODER``'s options; ``_ENCODER.encode`` itself where there is no C encoder or it
-    encodes a probe otherwise. No circular-reference check: the values hashed are parsed
-    JSON and parsed form data, and a cycle ends in ``RecursionError`` as a deep body does."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return _ENCODER.encode
-    try:
-        encoder = make(
-            None, _exact, json.encoder.encode_basestring, None, ":", ",", True, False, True
-        )
-
-        def encode(value: Any) -> str:
-            return "".join(encoder(value, 0))
-
-        probe = {"b": [1, 2.5, None, True, "\u00e9\n"], "a": {"\x00": Decimal("1.10")}}
-        if encode(probe) == _ENCODER.encode(probe):
-            return encode
-    except (TypeError, ValueError):  # another signature, another encoder
-        pass
-    return _ENCODER.encode
-
-
-_canonical_json = _c_encode()
+_canonical_json = encoder_of(_ENCODER)
 #: First bytes after which ``json.detect_encoding`` can only answer UTF-8 (no BOM, and the
 #: second byte, when there is one, is not the zero byte of UTF-16 or UTF-32).
 _UTF8_OPENERS = frozenset(b"{[")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 import functools
-import json
 import logging
 import secrets
 import time
@@ -18,6 +17,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar, cast
+
+from idempotency import json_codec
 
 logger = logging.getLogger("idempotency")
 
@@ -35,14 +36,14 @@ class StoredResponse:
     body: bytes = b""
 
     def headers_json(self) -> str:
-        return json.dumps(self.headers)
+        return json_codec.dumps(self.headers)
 
     @classmethod
     def from_parts(
         cls, status: int, headers: Any, body: bytes | memoryview | None
     ) -> StoredResponse:
         if isinstance(headers, str):
-            headers = json.loads(headers)
+            headers = json_codec.loads(headers)
         return cls(
             status=int(status),
             headers=[(str(k), str(v)) for k, v in (headers or [])],

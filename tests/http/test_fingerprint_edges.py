@@ -12,8 +12,6 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.middleware.csrf import get_token
 from django.test import Client, RequestFactory, override_settings
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from idempotency.http.fingerprints import request_fingerprint
 from tests.testapp import edge_views
@@ -210,47 +208,3 @@ def test_fingerprint_exclude_applies_to_top_level_json_keys() -> None:
         # only the top level: a nested field of that name is part of the request
         assert body({"x": {"sent_at": 1}}) != body({"x": {"sent_at": 2}})
     assert body({"amount": 5, "sent_at": 1}) != body({"amount": 5, "sent_at": 2})
-
-
-_json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.decimals(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
-    ),
-    max_leaves=20,
-)
-
-
-@given(_json_values)
-@settings(max_examples=300, deadline=None)
-def test_the_canonical_json_is_what_json_encoder_writes(value: object) -> None:
-    from idempotency.http import fingerprints
-
-    assert fingerprints._canonical_json(value) == fingerprints._ENCODER.encode(value)
-
-
-def test_without_a_c_encoder_the_canonical_json_is_json_encoders_own(monkeypatch: Any) -> None:
-    import json
-
-    from idempotency.http import fingerprints
-
-    monkeypatch.setattr(json.encoder, "c_make_encoder", None)
-    assert fingerprints._c_encode() == fingerprints._ENCODER.encode
-
-    def another_signature(*args: Any) -> Any:
-        raise TypeError("make_encoder() takes 10 arguments")
-
-    monkeypatch.setattr(json.encoder, "c_make_encoder", another_signature)
-    assert fingerprints._c_encode() == fingerprints._ENCODER.encode
-
-    # one that encodes otherwise than JSONEncoder (which builds it with a markers dict)
-    def other_output(markers: Any, *args: Any) -> Any:
-        return lambda value, level: ["[]" if markers is None else "{}"]
-
-    monkeypatch.setattr(json.encoder, "c_make_encoder", other_output)
-    assert fingerprints._c_encode() == fingerprints._ENCODER.encode
