@@ -177,13 +177,11 @@ def test_commands_are_packed_as_the_connection_would_pack_them(redis_client: Any
     for args in [
         ("SET", "chan:packed", "r\u00e9sum\u00e9"),
         ("SET", "chan:packed", b"\x00\xff"),
+        ("SET", "chan:packed", memoryview(b"view")),
         ("EXPIRE", "chan:packed", 60),
-        ("SCRIPT LOAD", "return 1"),
         ("SET", "chan:packed", 1.5),
     ]:
-        packed = channel._pack(args)
-        theirs = b"".join(connection.pack_command(*args))
-        assert packed is None or packed == theirs, args
+        assert channel._pack(args) == b"".join(connection.pack_command(*args)), args
     assert channel._pack(("SCRIPT LOAD", "return 1")) is None  # redis-py splits the name
     # what hiredis refuses is packed (and refused) by redis-py, with its own error
     assert channel._pack(("SET", "chan:packed", None)) is None
