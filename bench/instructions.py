@@ -250,7 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.ablation:
         report = parts_markdown(ABLATION_CASES, measure_parts(ABLATION_CASES, args.jobs), load)
     else:
-        report = markdown(CASES, measure(CASES, args.jobs), round_trips(CASES), load)
+        # counted first, in a process that imports the code the measured processes run
+        trips = round_trips(CASES)
+        report = markdown(CASES, measure(CASES, args.jobs), trips, load)
     print(report)
     if args.markdown:
         with open(args.markdown, "w") as out:

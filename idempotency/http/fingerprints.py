@@ -46,7 +46,7 @@ from django.http.request import RawPostDataException
 
 from idempotency.conf import idempotency_settings, on_reload
 from idempotency.http.keys import header_value
-from idempotency.json_codec import encoder_of
+from idempotency.json_codec import decoder_of, dumps, encoder_of
 
 #: Deepest JSON nesting canonicalised; deeper bodies are fingerprinted as raw bytes.
 MAX_JSON_DEPTH = 200
@@ -106,6 +106,7 @@ _DECODER = json.JSONDecoder(parse_float=Decimal)
 
 
 _canonical_json = encoder_of(_ENCODER)
+_decode = decoder_of(_DECODER)
 #: First bytes after which ``json.detect_encoding`` can only answer UTF-8 (no BOM, and the
 #: second byte, when there is one, is not the zero byte of UTF-16 or UTF-32).
 _UTF8_OPENERS = frozenset(b"{[")
@@ -117,7 +118,7 @@ def _json(body: bytes, drop: frozenset[str]) -> bytes:
         text = body.decode("utf-8", "surrogatepass")
     else:
         text = body.decode(json.detect_encoding(body), "surrogatepass")
-    value = _DECODER.decode(text)
+    value = _decode(text)
     if isinstance(value, dict) and not drop.isdisjoint(value):
         value = {k: v for k, v in value.items() if k not in drop}
     return _canonical_json(value).encode()
@@ -160,7 +161,7 @@ def _parsed_digest(data: Any, files: Any, drop: frozenset[str]) -> bytes:
                 continue
             for value in values:
                 if not hasattr(value, "chunks"):  # uploads: hashed from files below
-                    digest.update(json.dumps([name, str(value)]).encode() + b"\x00")
+                    digest.update(dumps([name, str(value)]).encode() + b"\x00")
     else:
         try:
             digest.update(_canonical_json(data).encode())
@@ -169,7 +170,7 @@ def _parsed_digest(data: Any, files: Any, drop: frozenset[str]) -> bytes:
     for name, uploads in sorted(files.lists() if files is not None else (), key=lambda i: i[0]):
         for upload in uploads:
             meta = [name, upload.name, getattr(upload, "content_type", ""), upload.size]
-            digest.update(b"\x01" + json.dumps(meta).encode() + b"\x00")
+            digest.update(b"\x01" + dumps(meta).encode() + b"\x00")
             for chunk in upload.chunks():
                 digest.update(chunk)
             upload.seek(0)
@@ -242,7 +243,7 @@ def request_fingerprint(request: HttpRequest, headers: Iterable[str] = ()) -> st
     query = plain.META.get("QUERY_STRING", "")
     if query:
         pairs = _pairs(parse_qsl(query, keep_blank_values=True), excluded())
-        digest.update(json.dumps(pairs).encode())
+        digest.update(dumps(pairs).encode())
     digest.update(b"\x00%s\x00" % content_type.encode("latin-1", "replace"))
     digest.update(canonical_body(request, content_type))
     for name in headers:

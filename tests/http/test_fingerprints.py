@@ -218,10 +218,13 @@ STABLE = [
     ("raw", "36b2372def0c18ef0d192b807101419ae98f16f7f2238d7a66167266e8235884"),
     ("empty", "0aa45bb5bf125a3bff04b31c26efceff74bc5fd5714d0000d590c5e5cb3b2dce"),
     ("headers", "4773fadde0aba2a61084178e211aac08e8ecc1fbf507d02348f27f4b95444aca"),
+    ("multipart", "633da7ab21ab9549c0f0acd895424cf86085bec5ebaba39bc938cc654b0d26ed"),
 ]
 
 
 def stable_request(name: str) -> tuple[Any, tuple[str, ...]]:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
     nested = (
         '{"z": [1, {"y": null, "x": true}], "a": "\\u00e9\\u2603", "n": 1.50,'
         ' "big": 12345678901234567.1, "e": 1e400}'
@@ -251,6 +254,10 @@ def stable_request(name: str) -> tuple[Any, tuple[str, ...]]:
         "empty": lambda: rf.delete("/orders/7/"),
         "headers": lambda: rf.post(
             "/orders/", data='{"a": 1}', content_type=J, HTTP_X_TENANT="acme"
+        ),
+        "multipart": lambda: rf.post(
+            "/orders/?z=1&a=\u00e9",
+            data={"n": ["2", "1"], "f": SimpleUploadedFile("a.txt", b"hello", "text/plain")},
         ),
     }
     headers = ("X-Tenant", "X-Missing") if name == "headers" else ()
