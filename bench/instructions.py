@@ -227,6 +227,17 @@ def markdown(
     return "\n".join(lines) + "\n"
 
 
+def only(
+    cases: tuple[tuple[str, str, str], ...], variants: str
+) -> tuple[tuple[str, str, str], ...]:
+    """``cases`` of the comma-separated ``variants``, with the references they are taken
+    against (``bare`` first, ``noop`` replay)."""
+    wanted = set(variants.split(","))
+    chosen = [case for case in cases if case[0] in wanted]
+    references = {case[2] for case in chosen}
+    return tuple(case for case in cases if case in chosen or case[0] in references)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__)
     parser.add_argument("--run", nargs="+", help=argparse.SUPPRESS)
@@ -237,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="processes at once")
     parser.add_argument("--markdown", help="also write the table to this file")
+    parser.add_argument(
+        "--only", help="comma-separated variants to count (their references are added)"
+    )
     args = parser.parse_args(argv)
     if args.run:
         variant, path, count, *part = args.run
@@ -250,9 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.ablation:
         report = parts_markdown(ABLATION_CASES, measure_parts(ABLATION_CASES, args.jobs), load)
     else:
+        cases = only(CASES, args.only) if args.only else CASES
         # counted first, in a process that imports the code the measured processes run
-        trips = round_trips(CASES)
-        report = markdown(CASES, measure(CASES, args.jobs), trips, load)
+        trips = round_trips(cases)
+        report = markdown(cases, measure(cases, args.jobs), trips, load)
     print(report)
     if args.markdown:
         with open(args.markdown, "w") as out:

@@ -37,8 +37,17 @@ def split_view_args(args: tuple[Any, ...], *, decorator: str) -> tuple[Any, Http
 
 def in_flow(request: Any) -> bool:
     """Whether an outer interface (the middleware, the mixin, another ``@idempotent``)
-    already handles this request's key: an inner one then only runs the view."""
-    return isinstance(getattr(request, "idempotency", None), flow.IdempotencyContext)
+    already handles this request's key: an inner one then only runs the view.
+
+    :func:`~idempotency.http.flow.bind` sets ``request.idempotency`` on the request it
+    was given, a DRF ``Request`` or the Django one it wraps, and only ever on the
+    instance: both instance dictionaries are read. (``getattr`` on a DRF ``Request``
+    that lacks the attribute raises and catches three ``AttributeError``: 15,000
+    instructions on every decorated request.)"""
+    context = vars(request).get("idempotency")
+    if context is None and isinstance(request, Request):
+        context = vars(request._request).get("idempotency")
+    return isinstance(context, flow.IdempotencyContext)
 
 
 def policy_of(func: Any) -> Policy | None:

@@ -13,12 +13,12 @@ import functools
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar, cast
+from typing import Any, ClassVar, Concatenate, NamedTuple, ParamSpec, TypeVar, cast
 
 from idempotency import json_codec
+from idempotency.outages import is_outage, unavailable
 
 logger = logging.getLogger("idempotency")
 
@@ -27,12 +27,14 @@ R = TypeVar("R")
 S = TypeVar("S", bound="BaseStore")
 
 
-@dataclass(frozen=True, slots=True)
-class StoredResponse:
-    """What replay needs: status, allow-listed headers and the exact body bytes."""
+class StoredResponse(NamedTuple):
+    """What replay needs: status, allow-listed headers and the exact body bytes.
+
+    An immutable record (a named tuple: built in a third of a frozen dataclass's time,
+    and one is built for every replay and every stored response)."""
 
     status: int
-    headers: list[tuple[str, str]] = field(default_factory=list)
+    headers: Sequence[tuple[str, str]] = ()
     body: bytes = b""
 
     def headers_json(self) -> str:
@@ -45,9 +47,9 @@ class StoredResponse:
         if isinstance(headers, str):
             headers = json_codec.loads(headers)
         return cls(
-            status=int(status),
-            headers=[(str(k), str(v)) for k, v in (headers or [])],
-            body=bytes(body or b""),
+            int(status),
+            [(str(k), str(v)) for k, v in (headers or ())],
+            bytes(body or b""),
         )
 
 
@@ -58,13 +60,21 @@ class ClaimStatus(enum.Enum):
     MISMATCH = "mismatch"  # the key is live with another request's fingerprint
 
 
-@dataclass(frozen=True, slots=True)
-class Claim:
+class Claim(NamedTuple):
+    """A store's answer about a key: who owns it, or what its record holds.
+
+    An immutable record (a named tuple: built in a third of a frozen dataclass's time,
+    and every claim, lookup and replay builds one)."""
+
     status: ClaimStatus
+    #: CLAIMED only: the fencing token that proves ownership.
     fence: int = 0
+    #: COMPLETED only: the stored response to replay.
     response: StoredResponse | None = None
+    #: The last recovery point of an earlier owner (CLAIMED after a take-over, IN_PROGRESS).
     recovery_point: str = ""
     recovery_data: Any = None
+    #: IN_PROGRESS only: seconds left of the owner's lease.
     retry_after: float = 0.0
     #: True when the key was taken over (CLAIMED only) from an owner whose lease ran
     #: out; it may have crashed after its effect, before its record.
@@ -96,39 +106,63 @@ def _unreadable(exc: BaseException) -> bool:
     return isinstance(exc, ValueError | TypeError | KeyError | IndexError)
 
 
-def readable(
-    method: Callable[Concatenate[S, str, str, P], R],
-) -> Callable[Concatenate[S, str, str, P], R]:
-    """Decorate a store method of ``(scope, key, ...)``: a value under the record's key
-    that is not a record raises :class:`~idempotency.exceptions.StoreCorrupted` (logged
-    with the key), never the backend's own error; the caller's work does not run."""
+def corrupted(store: object, scope: str, key: str, exc: Exception) -> Exception | None:
+    """The :class:`~idempotency.exceptions.StoreCorrupted` to raise for ``exc`` (logged
+    with the key) when it comes from a value under the record's key that is not a
+    record; None for any other error."""
+    # imported here, on the error path: not on every store call
+    from idempotency.exceptions import IdempotencyError, StoreCorrupted
 
-    @functools.wraps(method)
-    def wrapper(self: S, scope: str, key: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(self, scope, key, *args, **kwargs)
-        except Exception as exc:
-            # imported here, on the error path: not on every store call
-            from idempotency.exceptions import IdempotencyError, StoreCorrupted
+    if isinstance(exc, IdempotencyError) or not _unreadable(exc):
+        return None
+    logger.error(
+        "idempotency: the record of %s/%s in %s is unreadable (%s: %s); nothing ran. "
+        "Delete the value under its key, or use another KEY_PREFIX.",
+        scope,
+        key,
+        type(store).__name__,
+        type(exc).__name__,
+        exc,
+    )
+    return StoreCorrupted(
+        f"The idempotency record of key {key!r} is unreadable, so nothing was run.",
+        scope=scope,
+        key=key,
+    )
 
-            if isinstance(exc, IdempotencyError) or not _unreadable(exc):
-                raise
-            logger.error(
-                "idempotency: the record of %s/%s in %s is unreadable (%s: %s); nothing ran. "
-                "Delete the value under its key, or use another KEY_PREFIX.",
-                scope,
-                key,
-                type(self).__name__,
-                type(exc).__name__,
-                exc,
-            )
-            raise StoreCorrupted(
-                f"The idempotency record of key {key!r} is unreadable, so nothing was run.",
-                scope=scope,
-                key=key,
-            ) from exc
 
-    return cast("Callable[Concatenate[S, str, str, P], R]", wrapper)
+def guarded(
+    backend: str,
+) -> Callable[[Callable[Concatenate[S, str, str, P], R]], Callable[Concatenate[S, str, str, P], R]]:
+    """Decorate a store method of ``(scope, key, ...)``: a value under the record's
+    key that is not a record raises :class:`~idempotency.exceptions.StoreCorrupted`
+    (logged with the key; the caller's work does not run), an outage of ``backend``
+    :class:`~idempotency.exceptions.StoreUnavailable` as
+    :func:`~idempotency.outages.guard` raises it, anything else passes through. One
+    wrapper for both: every claim and completion goes through it."""
+
+    def decorate(
+        method: Callable[Concatenate[S, str, str, P], R],
+    ) -> Callable[Concatenate[S, str, str, P], R]:
+        operation = method.__name__
+
+        @functools.wraps(method)
+        def wrapper(self: S, scope: str, key: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return method(self, scope, key, *args, **kwargs)
+            except Exception as exc:
+                problem = corrupted(self, scope, key, exc)
+                if problem is None:
+                    if not is_outage(exc):
+                        raise
+                    problem = unavailable(
+                        backend, operation, exc, sender=type(self), scope=str(scope), key=str(key)
+                    )
+                raise problem from exc
+
+        return cast("Callable[Concatenate[S, str, str, P], R]", wrapper)
+
+    return decorate
 
 
 class BaseStore:

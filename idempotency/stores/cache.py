@@ -30,8 +30,8 @@ from idempotency.stores.base import (
     Claim,
     ClaimStatus,
     StoredResponse,
+    guarded,
     new_fence,
-    readable,
 )
 
 
@@ -77,8 +77,7 @@ class CacheStore(BaseStore):
             recovery_data=record.get("rd"),
         )
 
-    @guard("cache")
-    @readable
+    @guarded("cache")
     def claim(
         self,
         scope: str,
@@ -128,8 +127,7 @@ class CacheStore(BaseStore):
             )
         return Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0)
 
-    @guard("cache")
-    @readable
+    @guarded("cache")
     def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
         record = self.cache.get(self.record_key(scope, key))
         return None if record is None else self._as_claim(record, fingerprint)
@@ -140,8 +138,7 @@ class CacheStore(BaseStore):
             return None
         return record  # type: ignore[no-any-return]
 
-    @guard("cache")
-    @readable
+    @guarded("cache")
     def complete(
         self,
         scope: str,
@@ -165,8 +162,7 @@ class CacheStore(BaseStore):
         self.cache.set(self.record_key(scope, key), record, timeout=ttl)
         return True
 
-    @guard("cache")
-    @readable
+    @guarded("cache")
     def release(self, scope: str, key: str, *, fence: int) -> bool:
         record = self._owned(scope, key, fence)
         if record is None:
@@ -179,8 +175,7 @@ class CacheStore(BaseStore):
             self.cache.delete(name)
         return True
 
-    @guard("cache")
-    @readable
+    @guarded("cache")
     def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
         """Read, check, write: like completing, not atomic against a racing takeover."""
         record = self._owned(scope, key, fence)
@@ -193,8 +188,7 @@ class CacheStore(BaseStore):
         )
         return True
 
-    @guard("cache")
-    @readable
+    @guarded("cache")
     def save_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None
     ) -> bool:

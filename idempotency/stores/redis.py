@@ -31,9 +31,9 @@ from idempotency.stores.base import (
     Claim,
     ClaimStatus,
     StoredResponse,
+    guarded,
     new_fence,
     now_ms,
-    readable,
 )
 from idempotency.stores.redis_channel import Channel, channel_for
 from idempotency.stores.redis_scripts import CLAIM, COMPLETE, EXTEND, RELEASE, SAVE_RECOVERY_POINT
@@ -195,8 +195,7 @@ class RedisStore(BaseStore):
     def record_key(self, scope: str, key: str) -> str:
         return f"{idempotency_settings.KEY_PREFIX}:{{{record_digest(scope, key)}}}:rec"
 
-    @guard("redis")
-    @readable
+    @guarded("redis")
     def claim(
         self,
         scope: str,
@@ -248,8 +247,7 @@ class RedisStore(BaseStore):
             )
         return Claim(ClaimStatus.MISMATCH, fingerprint=_text(reply[1]) if len(reply) > 1 else "")
 
-    @guard("redis")
-    @readable
+    @guarded("redis")
     def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
         state, fp, lease, status, headers, body, point, data = self._command(
             "HMGET", self.record_key(scope, key), *_LOOKUP_FIELDS
@@ -273,8 +271,7 @@ class RedisStore(BaseStore):
             recovery_data=_data(data),
         )
 
-    @guard("redis")
-    @readable
+    @guarded("redis")
     def complete(
         self,
         scope: str,
@@ -311,13 +308,11 @@ class RedisStore(BaseStore):
             )
         return bool(done)
 
-    @guard("redis")
-    @readable
+    @guarded("redis")
     def release(self, scope: str, key: str, *, fence: int) -> bool:
         return bool(self._eval("release", RELEASE, self.record_key(scope, key), [fence]))
 
-    @guard("redis")
-    @readable
+    @guarded("redis")
     def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
         return bool(
             self._eval(
@@ -325,8 +320,7 @@ class RedisStore(BaseStore):
             )
         )
 
-    @guard("redis")
-    @readable
+    @guarded("redis")
     def save_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None
     ) -> bool:

@@ -220,3 +220,30 @@ def test_non_http_exceptions_survive_pickling() -> None:
     )
     busy = pickle.loads(pickle.dumps(InProgress("functions", "k1")))
     assert (busy.scope, busy.key) == ("functions", "k1")
+
+
+def test_in_flow_sees_a_context_bound_on_either_request() -> None:
+    """An inner interface finds ``request.idempotency`` whether the outer one bound it on
+    the DRF ``Request`` (the mixin) or on the Django request it wraps (the middleware),
+    and nothing else counts as a bound key."""
+    from rest_framework.request import Request
+
+    from idempotency.http.flow import IdempotencyContext
+    from idempotency.http.views import in_flow
+    from idempotency.stores.cache import CacheStore
+
+    def context() -> IdempotencyContext:
+        return IdempotencyContext("scope", "key", "fp", "lease", CacheStore())
+
+    plain = RequestFactory().post("/x/")
+    wrapped = Request(RequestFactory().post("/x/"))
+    assert not in_flow(plain)
+    assert not in_flow(wrapped)
+    plain.idempotency = "not a context"  # type: ignore[attr-defined]
+    assert not in_flow(plain)
+    plain.idempotency = context()  # type: ignore[attr-defined]
+    assert in_flow(plain)
+    assert in_flow(Request(plain))  # the middleware bound it, DRF wrapped it after
+    wrapped.idempotency = context()  # type: ignore[attr-defined]
+    assert in_flow(wrapped)  # the mixin bound it on the DRF request
+    assert not in_flow(wrapped._request)
