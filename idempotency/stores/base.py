@@ -67,14 +67,14 @@ class Claim(NamedTuple):
     and every claim, lookup and replay builds one)."""
 
     status: ClaimStatus
-    #: CLAIMED only: the fencing token that proves ownership.
+    #: The fencing token that proves ownership (CLAIMED only).
     fence: int = 0
-    #: COMPLETED only: the stored response to replay.
+    #: The stored response to replay (COMPLETED only).
     response: StoredResponse | None = None
     #: The last recovery point of an earlier owner (CLAIMED after a take-over, IN_PROGRESS).
     recovery_point: str = ""
     recovery_data: Any = None
-    #: IN_PROGRESS only: seconds left of the owner's lease.
+    #: Seconds left of the owner's lease (IN_PROGRESS only).
     retry_after: float = 0.0
     #: True when the key was taken over (CLAIMED only) from an owner whose lease ran
     #: out; it may have crashed after its effect, before its record.
