@@ -71,7 +71,10 @@ class KeepAlive:
         self.stopped = False
         self._renewing = False
         self._renewer = 0  # the thread running a renewal (a receiver may stop it from there)
-        self._idle = threading.Condition(threading.Lock())
+        # an RLock: a Condition over a plain Lock looks up three methods the lock lacks
+        # and catches an AttributeError for each (3.7 µs against 1.6 µs here), and one is
+        # built for every lease-mode request; nothing here takes it twice in one thread
+        self._idle = threading.Condition(threading.RLock())
 
     def start(self) -> KeepAlive:
         watchdog().watch(self, time.monotonic() + self.interval)
