@@ -11,7 +11,8 @@ from __future__ import annotations
 import enum
 import functools
 import logging
-import secrets
+import os
+import random
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -89,9 +90,20 @@ class Claim(NamedTuple):
         return self.status is ClaimStatus.CLAIMED
 
 
+#: Fencing tokens' own generator, seeded from ``os.urandom`` and again in every forked
+#: child (two workers forked from one parent must not draw the same tokens), never
+#: from what an application does to the ``random`` module (``random.seed(0)`` in two
+#: processes would give them the same tokens). A token must be unique, not secret: it
+#: never leaves the server. ``secrets.randbits`` asked the kernel on every claim (about
+#: 1 µs here, against 0.1 µs).
+_fences = random.Random()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fences.seed)
+
+
 def new_fence() -> int:
     """A fencing token unique per claim (63 random bits: fits a signed BIGINT)."""
-    return secrets.randbits(63) or 1
+    return _fences.getrandbits(63) or 1
 
 
 def now_ms() -> int:
