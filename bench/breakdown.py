@@ -282,6 +282,18 @@ def report(token: str, *, smoke: bool = False) -> str:
     return markdown(CASES, results, prices, per_event, load)
 
 
+def only(
+    cases: tuple[tuple[str, str, str], ...], variants: str
+) -> tuple[tuple[str, str, str], ...]:
+    """``cases`` of the comma-separated ``variants``, with the references they are taken
+    against (``bare`` first, ``noop`` replay, ``fn-plain`` call); ``--only`` of this
+    module and of :mod:`bench.instructions`."""
+    wanted = set(variants.split(","))
+    chosen = [case for case in cases if case[0] in wanted]
+    references = {case[2] for case in chosen}
+    return tuple(case for case in cases if case in chosen or case[0] in references)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.breakdown", description=__doc__)
     parser.add_argument("--rounds", type=int, default=15, help="interleaved blocks per path")
@@ -304,12 +316,7 @@ def main(argv: list[str] | None = None) -> int:
 
     _app, token = setup()
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    cases = CASES
-    if args.only:
-        wanted = set(args.only.split(","))
-        cases = tuple(c for c in CASES if c[0] in wanted or c[0] == c[2])
-        needed = {c[2] for c in cases if c[0] != c[2]}
-        cases = tuple(c for c in cases if c[0] != c[2] or c[0] in needed)
+    cases = only(CASES, args.only) if args.only else CASES
     results, prices, per_event = measure(
         token,
         cases,

@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from bench.breakdown import CASES as BREAKDOWN_CASES
+from bench.breakdown import only
 
 if TYPE_CHECKING:
     from bench.costs import RoundTrips
@@ -225,17 +226,6 @@ def markdown(
             f"{spelt or '0'} | {price:,.0f} | **{added - price:+,.0f}** |"
         )
     return "\n".join(lines) + "\n"
-
-
-def only(
-    cases: tuple[tuple[str, str, str], ...], variants: str
-) -> tuple[tuple[str, str, str], ...]:
-    """``cases`` of the comma-separated ``variants``, with the references they are taken
-    against (``bare`` first, ``noop`` replay)."""
-    wanted = set(variants.split(","))
-    chosen = [case for case in cases if case[0] in wanted]
-    references = {case[2] for case in chosen}
-    return tuple(case for case in cases if case in chosen or case[0] in references)
 
 
 def main(argv: list[str] | None = None) -> int:
