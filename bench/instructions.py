@@ -32,21 +32,32 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from bench.breakdown import CASES as BREAKDOWN_CASES
 from bench.breakdown import only
+from bench.variants import FIRST, REPLAY, VARIANTS, Variant, reference
 
 if TYPE_CHECKING:
     from bench.costs import RoundTrips
 
 FEW, MANY = 40, 160
 
-#: (variant, path, reference): :mod:`bench.breakdown`'s HTTP cases; probes are
-#: ``probe-*`` with path ``call``.
+#: Peers left out: django-idempotency-key's lock lasts milliseconds, so under callgrind's
+#: fiftyfold slowdown its answers change (423 Locked, a repeat run again).
+UNCOUNTED_PEERS = frozenset({"django-idempotency-key"})
+#: (variant, path, reference): :mod:`bench.breakdown`'s HTTP cases, then the peer
+#: libraries' (each in a process of its own settings, against the same references);
+#: probes are ``probe-*`` with path ``call``.
 CASES: tuple[tuple[str, str, str], ...] = tuple(
     case for case in BREAKDOWN_CASES if not case[0].startswith("fn-")
+) + tuple(
+    (variant.name, path, reference(path))
+    for variant in VARIANTS
+    if variant.kind == "peer" and variant.name not in UNCOUNTED_PEERS
+    for path in (FIRST, REPLAY)
 )
 PROBES = {
     "probe-select": "SELECT 1",
@@ -69,18 +80,42 @@ ABLATION_CASES = (
 AS_BUILT = "as built"
 
 
+def peer(variant: str) -> Variant | None:
+    """The peer library's variant named ``variant``; None for ours and the probes."""
+    return next((v for v in VARIANTS if v.name == variant and v.kind == "peer"), None)
+
+
+def _installed(variant: str) -> bool:
+    other = peer(variant)
+    return other is None or other.installed
+
+
+def settings_and_url(variant: str) -> tuple[str, str]:
+    """The settings module a path runs under and the URL it posts to: a peer's own server
+    (its middleware around the bare view), or ours."""
+    other = peer(variant)
+    if other is not None:
+        return other.settings, other.path
+    return "bench.settings", f"/bench/{variant}/"
+
+
 def run_requests(variant: str, path: str, count: int, part: str = AS_BUILT) -> None:
     """The measured process: warm up, then ``count`` requests of one path (with ``part``
     replaced by its stand-in from :mod:`bench.ablation`, unless it is ``AS_BUILT``)."""
-    from bench.ablation import applied, stand_ins
     from bench.profile import setup
 
-    app, token = setup()
-    with applied(stand_ins()[part] if part != AS_BUILT else []):
-        _requests(app, token, variant, path, count)
+    settings, url = settings_and_url(variant)
+    app, token = setup(settings)
+    if part == AS_BUILT:
+        _requests(app, token, variant, url, path, count)
+        return
+    from bench.ablation import applied, stand_ins
+
+    with applied(stand_ins()[part]):
+        _requests(app, token, variant, url, path, count)
 
 
-def _requests(app: object, token: str, variant: str, path: str, count: int) -> None:
+def _requests(app: object, token: str, variant: str, url: str, path: str, count: int) -> None:
     from bench.profile import caller, keys
 
     if variant in PROBES:
@@ -91,13 +126,30 @@ def _requests(app: object, token: str, variant: str, path: str, count: int) -> N
         def call(key: str) -> object:
             return probe()
     else:
-        call = caller(app, token, f"/bench/{variant}/")  # type: ignore[assignment]
+        http_call = caller(app, token, url)
+        _check_answers(variant, http_call, keys(path), path)
+        call = http_call  # type: ignore[assignment]
     next_key = keys("replay" if path == "replay" else "first")
     for _ in range(30):
         call(next_key())
     block = [next_key() for _ in range(count)]
     for key in block:
         call(key)
+
+
+def _check_answers(
+    variant: str, call: Callable[[str], int], next_key: Callable[[], str], path: str
+) -> None:
+    """Refuse to count a path that does not answer as it should: a first request that
+    is not created, or a "replay" that ran the view again (a peer's replay status)."""
+    expected = next((v.expected_status(path) for v in VARIANTS if v.name == variant), None)
+    if expected is None:
+        return
+    if path == REPLAY:
+        call(next_key())  # the first request of the replayed key
+    statuses = {call(next_key()) for _ in range(3)}
+    if statuses != {expected}:
+        raise RuntimeError(f"{variant} {path}: answered {statuses}, expected {expected}")
 
 
 def collected(variant: str, path: str, count: int, part: str = AS_BUILT) -> int:
@@ -116,7 +168,9 @@ def collected(variant: str, path: str, count: int, part: str = AS_BUILT) -> int:
         str(count),
         part,
     ]
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"{variant} {path} failed under callgrind:\n{done.stderr[-3000:]}")
     match = re.search(r"Collected : (\d+)", done.stderr)
     if match is None:
         raise RuntimeError(f"callgrind printed no count for {variant} {path}:\n{done.stderr}")
@@ -171,14 +225,32 @@ def parts_markdown(
 
 
 def round_trips(cases: tuple[tuple[str, str, str], ...]) -> dict[tuple[str, str], RoundTrips]:
-    """Each case's round trips, counted in this process as :mod:`bench.breakdown` does."""
+    """Each case's round trips, counted as :mod:`bench.breakdown` does: ours in this
+    process, a peer's in a process of its settings (``--trips``)."""
+    from bench.costs import RoundTrips
+
+    ours = [(variant, path) for variant, path, _ref in cases if peer(variant) is None]
+    trips = _count_trips("bench.settings", ours)
+    for variant, path, _ref in cases:
+        other = peer(variant)
+        if other is None:
+            continue
+        command = [sys.executable, "-m", "bench.instructions", "--trips", variant, path]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        # the last line: the peer's logs (its 409s) go to stderr
+        sql, transactions, redis = (int(n) for n in done.stdout.split()[-3:])
+        trips[(variant, path)] = RoundTrips(sql, transactions, redis)
+    return trips
+
+
+def _count_trips(settings: str, paths: list[tuple[str, str]]) -> dict[tuple[str, str], RoundTrips]:
     from bench.costs import count_round_trips
     from bench.profile import caller, keys, setup
 
-    app, token = setup()
+    app, token = setup(settings)
     trips = {}
-    for variant, path, _ref in cases:
-        call, next_key = caller(app, token, f"/bench/{variant}/"), keys(path)
+    for variant, path in paths:
+        call, next_key = caller(app, token, settings_and_url(variant)[1]), keys(path)
         for _ in range(5):  # connections, scripts and the replay key ready: steady state
             call(next_key())
         trips[(variant, path)] = count_round_trips(call, next_key)
@@ -215,6 +287,7 @@ def markdown(
         sql = mine.sql - theirs.sql
         tx = mine.transactions - theirs.transactions
         redis = mine.redis - theirs.redis
+        # a peer's commands (SET, GET) go through redis-py's command path, as EVALSHA does
         per_command = store_evalsha if variant in STORE_CONNECTIONS else evalsha
         price = sql * select + tx * transaction + redis * per_command
         spelt = ", ".join(
@@ -231,6 +304,7 @@ def markdown(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__)
     parser.add_argument("--run", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--trips", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument(
         "--ablation",
         action="store_true",
@@ -246,15 +320,20 @@ def main(argv: list[str] | None = None) -> int:
         variant, path, count, *part = args.run
         run_requests(variant, path, int(count), *part)
         return 0
+    if args.trips:
+        variant, path = args.trips
+        counted = _count_trips(settings_and_url(variant)[0], [(variant, path)])[(variant, path)]
+        print(counted.sql, counted.transactions, counted.redis)
+        return 0
     from bench.servers import prepare_services
-    from bench.variants import VARIANTS
 
-    prepare_services([v for v in VARIANTS if v.kind != "peer"])
+    prepare_services([v for v in VARIANTS if v.installed])
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     if args.ablation:
         report = parts_markdown(ABLATION_CASES, measure_parts(ABLATION_CASES, args.jobs), load)
     else:
         cases = only(CASES, args.only) if args.only else CASES
+        cases = tuple(case for case in cases if _installed(case[0]))
         # counted first, in a process that imports the code the measured processes run
         trips = round_trips(cases)
         report = markdown(cases, measure(cases, args.jobs), trips, load)

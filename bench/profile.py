@@ -25,9 +25,10 @@ from typing import Any
 BODY = b'{"amount": 1, "memo": "bench"}'
 
 
-def setup() -> tuple[Any, str]:
-    """Django with ``bench.settings``; the WSGI application and the load user's token."""
-    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+def setup(settings: str = "bench.settings") -> tuple[Any, str]:
+    """Django with ``settings`` (ours, or a peer's ``bench.settings_peer_*``); the WSGI
+    application and the load user's token."""
+    os.environ["DJANGO_SETTINGS_MODULE"] = settings
     import django
 
     django.setup()

@@ -15,6 +15,7 @@ request pays no cache write.
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
@@ -105,43 +106,42 @@ class DatabaseStore(ResponseCache, BaseStore):
             found = cursor.fetchone()
         if found is None:
             return None
-        # the database server's clock where there is one (PostgreSQL), else ours
-        now = sql.as_datetime(connection, found[9]) if len(found) > 9 else None
-        return self._state(connection, scope, key, fingerprint, found[:9], now, cache)
+        if len(found) > 9:  # PostgreSQL: epoch seconds, judged by the server's clock
+            now, lease, expires = found[9], found[2], found[8]
+        else:  # judged by ours
+            now = time.time()
+            lease, expires = sql.as_epoch(connection, found[2]), sql.as_epoch(connection, found[8])
+        return self._state(scope, key, fingerprint, found, lease, expires, now, cache)
 
     def _state(
         self,
-        connection: BaseDatabaseWrapper,
         scope: str,
         key: str,
         fingerprint: str,
         row: Any,
-        now: Any,
+        lease: float | None,
+        expires: float | None,
+        now: float,
         cache: BaseCache | None,
     ) -> Claim | None:
-        """The state of a record read as :data:`~statements.LOOKUP_FIELDS`, judged at
-        ``now`` (None when expired: absent, even before it is purged)."""
-        (fp, state, lease_expires_at, status, headers, body, point, data, expires) = row
-        now = now or timezone.now()
-        expires_at = sql.as_datetime(connection, expires)
-        if expires_at is None or expires_at <= now:
+        """The state of a record read as :data:`~statements.LOOKUP_FIELDS`, its lease and
+        expiry in seconds since the epoch, judged at ``now`` (None when expired: absent,
+        even before it is purged)."""
+        fp, state, _lease, status, headers, body, point, data = row[:8]
+        if expires is None or expires <= now:
             return None
         if fp != fingerprint:
             return Claim(ClaimStatus.MISMATCH, fingerprint=fp)
         if state == "completed":
             response = StoredResponse.from_parts(status, headers, body)
             if cache is not None:
-                remaining = (expires_at - now).total_seconds()
-                self._cache_response(scope, key, fingerprint, response, remaining)
-            return Claim(
-                ClaimStatus.COMPLETED, response=response, expires_at=expires_at.timestamp()
-            )
-        lease_expires_at = sql.as_datetime(connection, lease_expires_at)
+                self._cache_response(scope, key, fingerprint, response, expires - now)
+            return Claim(ClaimStatus.COMPLETED, response=response, expires_at=expires)
         data = sql.as_json(data)
-        if lease_expires_at is not None and lease_expires_at <= now:
+        if lease is not None and lease <= now:
             # an abandoned lease: the next claim takes it over
             return Claim(ClaimStatus.IN_PROGRESS, recovery_point=point, recovery_data=data)
-        retry = (lease_expires_at - now).total_seconds() if lease_expires_at else 1.0
+        retry = lease - now if lease is not None else 1.0
         return Claim(
             ClaimStatus.IN_PROGRESS,
             recovery_point=point,
@@ -187,16 +187,13 @@ class DatabaseStore(ResponseCache, BaseStore):
                 cursor.execute(statement, params)
                 returned = cursor.fetchone()
             if returned is not None:
-                point, data, created, now = returned
+                point, data, taken_over = returned
                 return Claim(
                     ClaimStatus.CLAIMED,
                     fence=fence,
                     recovery_point=point or "",
                     recovery_data=sql.as_json(data),
-                    # a takeover keeps the first owner's created_at; a new record has now
-                    taken_over=(
-                        sql.as_datetime(connection, created) != sql.as_datetime(connection, now)
-                    ),
+                    taken_over=bool(taken_over),
                 )
             existing = self.lookup(scope, key, fingerprint=fingerprint)
             if existing is not None:
