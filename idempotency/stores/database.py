@@ -15,7 +15,6 @@ request pays no cache write.
 
 from __future__ import annotations
 
-import time
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
@@ -108,8 +107,8 @@ class DatabaseStore(ResponseCache, BaseStore):
             return None
         if len(found) > 9:  # PostgreSQL: epoch seconds, judged by the server's clock
             now, lease, expires = found[9], found[2], found[8]
-        else:  # judged by ours
-            now = time.time()
+        else:  # judged by ours, the clock the statements' times came from (sql.Clock)
+            now = timezone.now().timestamp()
             lease, expires = sql.as_epoch(connection, found[2]), sql.as_epoch(connection, found[8])
         return self._state(scope, key, fingerprint, found, lease, expires, now, cache)
 

@@ -143,8 +143,8 @@ def _lookup(connection: BaseDatabaseWrapper, table: str) -> str:
     # range condition on expires_at would make PostgreSQL's planner probe the end of
     # the expires_at index for its estimate, and right after a purge that end is a
     # long run of dead entries: planning alone took 20 times the query (0.5 ms).
-    # On PostgreSQL the server's clock comes back with the row, to judge it by.
-    # On PostgreSQL the datetimes come back as seconds since the epoch (see as_epoch).
+    # On PostgreSQL the server's clock comes back with the row, to judge it by, and the
+    # datetimes come back as seconds since the epoch (see as_epoch).
     qn = connection.ops.quote_name
     columns = [qn(c) for c in LOOKUP_FIELDS]
     if connection.vendor == "postgresql":
