@@ -9,6 +9,12 @@ one request, the start-up and the warm-up cancelled out. The kernel's work (the 
 calls of each round trip) and the servers' are not counted: this is the client's CPU
 work, the part the layer and its drivers decide.
 
+The peer libraries are counted too (drf-idempotency with Redis and with the database),
+each in a process of its own settings against the same references, so a first
+request of ours and of a peer compare without the machine's load between them. Before
+counting, each path must answer as it should (a first request 201, a replay its
+variant's replay status), or nothing is counted.
+
 *Beyond the round trips* is a path's added instructions minus its added round trips
 priced at the probes' (a ``SELECT 1`` through Django's cursor, a redis-py ``EVALSHA``, a
 transaction's ``BEGIN`` and ``COMMIT``): what the layer's own Python and the Django/DRF
@@ -237,7 +243,7 @@ def round_trips(cases: tuple[tuple[str, str, str], ...]) -> dict[tuple[str, str]
             continue
         command = [sys.executable, "-m", "bench.instructions", "--trips", variant, path]
         done = subprocess.run(command, capture_output=True, text=True, check=True)
-        # the last line: the peer's logs (its 409s) go to stderr
+        # the counts are stdout's last three words (the peer's logs go to stderr)
         sql, transactions, redis = (int(n) for n in done.stdout.split()[-3:])
         trips[(variant, path)] = RoundTrips(sql, transactions, redis)
     return trips
