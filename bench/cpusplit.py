@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from bench.servers import Server
 
 KINDS = ("gunicorn", "postgres", "redis", "wrk", "other", "machine")
+#: Read beside the kinds: the gunicorn workers' system (kernel) CPU, part of "gunicorn",
+#: and their context switches (a count per request, not µs), voluntary (waiting on a
+#: round trip) and not (preempted).
+EXTRAS = ("gunicorn sys", "gunicorn waits", "gunicorn preempted", "rate", "busy")
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -47,25 +51,54 @@ def _kind(pid: str) -> str | None:
     return "gunicorn" if b"gunicorn" in command else "other"
 
 
-def _process_seconds(pid: str) -> float:
+def _process_seconds(pid: str) -> tuple[float, float]:
+    """A process's CPU seconds: all of it, and the system (kernel) part."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
-        return 0.0
-    # utime and stime (fields 14 and 15), plus the children waited for (16 and 17): wrk
-    # is a child of this process and has ended by the time it is read
-    return sum(int(value) for value in fields[11:13]) / _TICK
+        return 0.0, 0.0
+    # utime and stime (fields 14 and 15); wrk is a child of this process and is read
+    # from os.times() once it has been waited for
+    return (int(fields[11]) + int(fields[12])) / _TICK, int(fields[12]) / _TICK
+
+
+def _switches(pid: str) -> tuple[int, int]:
+    """A process's voluntary and involuntary context switches, summed over its threads."""
+    voluntary = involuntary = 0
+    try:
+        threads = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return 0, 0
+    for thread in threads:
+        try:
+            lines = (thread / "status").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if line.startswith("voluntary_ctxt_switches"):
+                voluntary += int(line.split()[1])
+            elif line.startswith("nonvoluntary_ctxt_switches"):
+                involuntary += int(line.split()[1])
+    return voluntary, involuntary
 
 
 def snapshot() -> dict[str, float]:
     """CPU seconds so far: each kind of process (live ones), the machine, and this
     process's children (wrk, once waited for)."""
-    seconds = dict.fromkeys(KINDS, 0.0)
+    seconds = dict.fromkeys(KINDS + EXTRAS, 0.0)
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             kind = _kind(pid)
             if kind is not None:
-                seconds[kind] += _process_seconds(pid)
+                total, system = _process_seconds(pid)
+                seconds[kind] += total
+                if kind == "gunicorn":
+                    seconds["gunicorn sys"] += system
+                    waits, preempted = _switches(pid)
+                    # counts, scaled like seconds so that the report's µs per request
+                    # reads as switches per request
+                    seconds["gunicorn waits"] += waits / 1e6
+                    seconds["gunicorn preempted"] += preempted / 1e6
     own = os.times()
     seconds["wrk"] += own.children_user + own.children_system
     busy = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
@@ -94,7 +127,11 @@ def measure(
     )
     after = snapshot()
     answered = max(1, sum(phase.statuses.values()))
-    return {kind: (after[kind] - before[kind]) / answered * 1e6 for kind in KINDS}
+    split = {kind: (after[kind] - before[kind]) / answered * 1e6 for kind in KINDS + EXTRAS}
+    # requests per second, and how busy the machine's CPUs were (1.0: every CPU, always)
+    split["rate"] = answered / phase.seconds
+    split["busy"] = (after["machine"] - before["machine"]) / (phase.seconds * (os.cpu_count() or 1))
+    return split
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,19 +177,33 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(by_case: dict[tuple[str, str], list[dict[str, float]]]) -> str:
-    """Median CPU µs per request by kind; the added columns against each path's reference."""
+    """Median CPU µs per request by kind; the added columns against each path's reference;
+    then the gunicorn workers' kernel CPU and context switches per request."""
     medians = {
-        case: {kind: statistics.median(run[kind] for run in runs) for kind in KINDS}
+        case: {kind: statistics.median(run[kind] for run in runs) for kind in KINDS + EXTRAS}
         for case, runs in by_case.items()
     }
     header = "| variant | path | " + " | ".join(KINDS) + " | added: " + " | ".join(KINDS) + " |"
     lines = [header, "| --- | --- |" + " ---: |" * (2 * len(KINDS))]
+    extras = [
+        "",
+        "| variant | path | req/s | CPUs busy | gunicorn sys µs | switches: waits | preempted "
+        "| added: sys µs | waits | preempted |",
+        "| --- | --- |" + " ---: |" * 8,
+    ]
     for (name, path), split in medians.items():
         base = medians.get((reference(path), path), split)
         own = " | ".join(f"{split[kind]:.0f}" for kind in KINDS)
         added = " | ".join(f"{split[kind] - base[kind]:+.0f}" for kind in KINDS)
         lines.append(f"| {name} | {path} | {own} | {added} |")
-    return "\n".join(lines)
+        sys_us, waits, preempted, rate, busy = (split[kind] for kind in EXTRAS)
+        extras.append(
+            f"| {name} | {path} | {rate:.0f} | {busy:.0%} | {sys_us:.0f} | {waits:.1f} "
+            f"| {preempted:.1f} "
+            f"| {sys_us - base['gunicorn sys']:+.0f} | {waits - base['gunicorn waits']:+.1f} "
+            f"| {preempted - base['gunicorn preempted']:+.1f} |"
+        )
+    return "\n".join(lines + extras)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 """DatabaseStore: records in the ``IdempotencyRecord`` table (the default store).
 
-The unique constraint on ``(scope, key)`` decides every race: a claim is one
+The unique constraint on ``(scope, key)`` decides every race: a claim is an
 ``INSERT … ON CONFLICT`` statement (PostgreSQL and SQLite), never a read
-followed by an unguarded write. It is the only store that supports *atomic mode*,
-where the record commits in the same transaction as the view's writes. The SQL
-lives in :mod:`~idempotency.stores.statements`, the response cache in
+followed by an unguarded write. A free key costs one short insert (``DO NOTHING``);
+only an expired record or an abandoned lease is replaced, by an upsert. It is the
+only store that supports *atomic mode*, where the record commits in the same
+transaction as the view's writes. The SQL lives in
+:mod:`~idempotency.stores.statements`, the response cache in
 :mod:`~idempotency.stores.response_cache`.
 
 With ``RESPONSE_CACHE`` set to a cache alias (Redis recommended), completed
@@ -36,7 +38,7 @@ from idempotency.stores.response_cache import ResponseCache
 class DatabaseStore(ResponseCache, BaseStore):
     """Records in the ``IdempotencyRecord`` table of ``DATABASE_ALIAS`` (the default store).
 
-    The claim is one ``INSERT ... ON CONFLICT`` on the unique ``(scope, key)`` index
+    The claim is an ``INSERT ... ON CONFLICT`` on the unique ``(scope, key)`` index
     (PostgreSQL and SQLite); completion and release check the fencing token. It is the
     only store with atomic mode: the claim, the view's writes and the stored response
     commit in one transaction. On PostgreSQL leases and expiry are judged by the
@@ -45,8 +47,8 @@ class DatabaseStore(ResponseCache, BaseStore):
     """
 
     supports_atomic: ClassVar[bool] = True
-    #: A claim that meets a live record locks it (a write: a durable commit) and needs
-    #: a second statement to read it, so a repeat is cheapest as one lookup.
+    #: A claim that meets a live record needs a second statement to read it, so a
+    #: repeat is cheapest as one lookup.
     lookup_before_claim: ClassVar[bool] = True
 
     def __init__(self, using: str | None = None, *, response_cache: str | None = None) -> None:
@@ -176,7 +178,8 @@ class DatabaseStore(ResponseCache, BaseStore):
         when this transaction rolled back).
         """
         connection = connections[self.using]
-        statement = self._sql(connection).claim
+        statements = self._sql(connection)
+        statement = statements.fresh_claim
         for _attempt in range(5):
             fence = new_fence()
             params = self._values(
@@ -186,6 +189,8 @@ class DatabaseStore(ResponseCache, BaseStore):
                 cursor.execute(statement, params)
                 returned = cursor.fetchone()
             if returned is not None:
+                if statement is statements.fresh_claim:
+                    return Claim(ClaimStatus.CLAIMED, fence=fence)
                 point, data, taken_over = returned
                 return Claim(
                     ClaimStatus.CLAIMED,
@@ -195,9 +200,11 @@ class DatabaseStore(ResponseCache, BaseStore):
                     taken_over=bool(taken_over),
                 )
             existing = self.lookup(scope, key, fingerprint=fingerprint)
-            if existing is not None:
+            if existing is not None and not _replaceable(existing):
                 return existing
-            # released between our insert and our read: try again
+            # expired (not yet purged), abandoned, or released between our insert and our
+            # read: the upsert replaces an expired record and takes an abandoned lease over
+            statement = statements.claim
         return Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0)
 
     @staticmethod
@@ -260,10 +267,14 @@ class DatabaseStore(ResponseCache, BaseStore):
             connection, scope, key, fingerprint, 0, method, route, lease=None, ttl=ttl,
             response=response,
         )  # fmt: skip
+        statements = self._sql(connection)
         with connection.cursor() as cursor:
-            cursor.execute(self._sql(connection).insert, params)
-            inserted = cursor.fetchone() is not None
-        return inserted
+            cursor.execute(statements.fresh_insert, params)
+            if cursor.fetchone() is not None:
+                return True
+            # the key is taken: the upsert replaces the record only if it expired
+            cursor.execute(statements.insert, params)
+            return cursor.fetchone() is not None
 
     @guard("database")
     def complete(
@@ -351,3 +362,9 @@ class DatabaseStore(ResponseCache, BaseStore):
         deleted, _ = self._records().filter(scope=scope, key=key).delete()
         self.forget_cached(scope, key)
         return bool(deleted)
+
+
+def _replaceable(found: Claim) -> bool:
+    """A looked-up record a claim may take: an in-progress one whose lease ran out
+    (:meth:`DatabaseStore._state` gives a live one the time left, ``retry_after > 0``)."""
+    return found.status is ClaimStatus.IN_PROGRESS and found.retry_after <= 0

@@ -125,7 +125,14 @@ class Statements:
 
     lookup: str
     complete: str
+    #: a claim of a free key: ``ON CONFLICT DO NOTHING``, a short text that takes no lock
+    #: on a record already there
+    fresh_claim: str
+    #: a claim that also replaces an expired record or takes an abandoned lease over
     claim: str
+    #: atomic mode's optimistic insert of a completed record: of a free key, and the
+    #: upsert that also replaces an expired record
+    fresh_insert: str
     insert: str
 
 
@@ -133,7 +140,9 @@ def build(connection: BaseDatabaseWrapper, table: str) -> Statements:
     return Statements(
         lookup=_lookup(connection, table),
         complete=_complete(connection, table),
+        fresh_claim=_fresh(connection, table, claim=True),
         claim=_upsert(connection, table, claim=True),
+        fresh_insert=_fresh(connection, table, claim=False),
         insert=_upsert(connection, table, claim=False),
     )
 
@@ -225,11 +234,29 @@ def _returning(connection: BaseDatabaseWrapper) -> str:
     )
 
 
-def _upsert(connection: BaseDatabaseWrapper, table: str, *, claim: bool) -> str:
+def _insert(connection: BaseDatabaseWrapper, table: str, *, claim: bool) -> str:
     qn = connection.ops.quote_name
     columns = ", ".join(qn(c) for c in COLUMNS)
+    values = ", ".join(_values(connection, claim=claim))
+    return f"INSERT INTO {qn(table)} ({columns}) VALUES ({values})"
+
+
+def _fresh(connection: BaseDatabaseWrapper, table: str, *, claim: bool) -> str:
+    """An insert that does nothing when the key is taken. PostgreSQL parses and analyses
+    a statement's text on every run (Django sends values in the text): the upsert's
+    ``DO UPDATE`` of fourteen columns costs the server more than the insert itself, and
+    when it meets a record that stays it locks that row (a transaction id, so an
+    autocommitted claim ends with a durable commit). This one meets a record without
+    locking it; the caller reads or replaces it."""
+    qn = connection.ops.quote_name
     return (
-        f"INSERT INTO {qn(table)} ({columns}) "
-        f"VALUES ({', '.join(_values(connection, claim=claim))}) "
+        f"{_insert(connection, table, claim=claim)} "
+        f"ON CONFLICT ({qn('scope')}, {qn('key')}) DO NOTHING RETURNING 1"
+    )
+
+
+def _upsert(connection: BaseDatabaseWrapper, table: str, *, claim: bool) -> str:
+    return (
+        f"{_insert(connection, table, claim=claim)} "
         f"{_conflict(connection, table, claim=claim)} {_returning(connection)}"
     )
