@@ -218,8 +218,8 @@ def _free(seen: Claim | None) -> bool:
 
 def _first_state(call: KeyedCall) -> Claim:
     """Where the store reads a live record more cheaply than a claim that meets one
-    (``lookup_before_claim``: the database, whose claim would lock the record and need a
-    second statement), look first: a repeat then costs one lookup."""
+    (``lookup_before_claim``: the database, whose claim that meets a record needs a
+    second statement to read it), look first: a repeat then costs one lookup."""
     if call.store.lookup_before_claim:
         seen = call.lookup()
         if not _free(seen):
