@@ -68,6 +68,12 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _expires(ttl_ms: int) -> float | None:
+    """When a record with ``ttl_ms`` left expires, on this process' clock (``PTTL``'s
+    -1, no expiry, is None)."""
+    return now_ms() / 1000 + ttl_ms / 1000 if ttl_ms > 0 else None
+
+
 def _data(value: Any) -> Any:
     text = _text(value)
     return json.loads(text) if text else None
@@ -236,7 +242,7 @@ class RedisStore(BaseStore):
             return Claim(
                 ClaimStatus.COMPLETED,
                 response=StoredResponse.from_parts(int(reply[1]), _text(reply[2]), reply[3]),
-                expires_at=int(reply[4]) / 1000 if len(reply) > 4 else None,
+                expires_at=_expires(int(reply[4])),
             )
         if status == "in_progress":
             return Claim(
@@ -261,7 +267,7 @@ class RedisStore(BaseStore):
             return Claim(
                 ClaimStatus.COMPLETED,
                 response=StoredResponse.from_parts(int(status), _text(headers), body),
-                expires_at=now_ms() / 1000 + remaining / 1000 if remaining > 0 else None,
+                expires_at=_expires(remaining),
             )
         remaining = (int(lease or 0) - now_ms()) / 1000
         return Claim(

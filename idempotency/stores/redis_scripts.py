@@ -9,16 +9,23 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 """
 
+#: A replay (a completed record) reads the hash and its TTL and nothing else: the clock is
+#: read only where a lease is judged or set (``TIME`` and its arithmetic cost the server
+#: more than the two reads a replay needs). The TTL goes back relative, in ms.
 CLAIM = (
-    _NOW
-    + """
+    """
 local rec = redis.call('HMGET', KEYS[1], 'state', 'fp', 'lease', 'status', 'headers', 'body',
   'rp', 'rd')
 if rec[1] then
   if rec[2] ~= ARGV[1] then return {'mismatch', rec[2] or ''} end
   if rec[1] == 'c' then
-    return {'completed', rec[4], rec[5], rec[6], tostring(now + redis.call('PTTL', KEYS[1]))}
+    return {'completed', rec[4], rec[5], rec[6], redis.call('PTTL', KEYS[1])}
   end
+end
+"""
+    + _NOW
+    + """
+if rec[1] then
   local lease = tonumber(rec[3]) or 0
   if lease > now then return {'in_progress', tostring(lease - now), rec[7] or '', rec[8] or ''} end
   redis.call('HSET', KEYS[1], 'fence', ARGV[2], 'lease', tostring(now + tonumber(ARGV[3])))
@@ -32,18 +39,17 @@ return {'claimed', '', ''}
 """
 )
 
-COMPLETE = (
-    _NOW
-    + """
+#: No clock and no ``HDEL``: the lease is emptied in the same ``HSET`` (a completed record's
+#: lease is never read), and when it completed is its expiry less the TTL. Each
+#: ``redis.call`` costs the server more than the command it runs.
+COMPLETE = """
 local r = redis.call('HMGET', KEYS[1], 'state', 'fence')
 if r[1] ~= 'p' or r[2] ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'state', 'c', 'status', ARGV[2], 'headers', ARGV[3], 'body', ARGV[4],
-  'completed', tostring(now))
-redis.call('HDEL', KEYS[1], 'lease')
+  'lease', '')
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return 1
 """
-)
 
 RELEASE = (
     _NOW

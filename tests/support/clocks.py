@@ -31,7 +31,7 @@ def age(store: BaseStore, scope: str, key: str, seconds: float) -> None:
         if left < 0:
             return
         lease = store.client.hget(name, "lease")
-        if lease is not None:
+        if lease:  # a completed record's is empty
             store.client.hset(name, "lease", str(int(lease) - ms))
         if left <= ms:
             store.client.delete(name)
