@@ -22,7 +22,7 @@ from bench.probes import probe_variants
 from bench.progress import log
 from bench.report import render
 from bench.results import Results
-from bench.servers import Server, ServerError, prepare_services
+from bench.servers import ServerError, prepare_services, running
 from bench.stage import Stage
 from bench.storms import measure_storms
 from bench.variants import VARIANTS, Variant
@@ -52,14 +52,7 @@ def run(options: Options) -> Results:
     users = reset_data()
     results.machine = machine_facts()
     results.machine["load_before"] = loadavg()
-    servers = {v.name: Server(v.name, v.settings) for v in variants}
-    logs = Path(tempfile.mkdtemp(prefix="idem-bench-"))
-    try:
-        log(f"starting {len(servers)} gunicorn servers (logs in {logs})")
-        for server in servers.values():
-            server.start(logs)
-        for server in servers.values():
-            server.wait_ready()
+    with running(variants) as servers:
         stage = Stage(options, variants, servers, users, results)
         measure_steady_paths(stage)
         measure_storms(stage)
@@ -67,9 +60,6 @@ def run(options: Options) -> Results:
         probe_variants(stage)
         for name, server in servers.items():
             results.rss_mib[name] = server.peak_worker_rss_mib()
-    finally:
-        for server in servers.values():
-            server.stop()
     results.machine["load_after_load"] = loadavg()
     measure_in_process(options, users.token, results)
     results.seconds = time.perf_counter() - started

@@ -8,13 +8,16 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench import env
+from bench.progress import log
 
 if TYPE_CHECKING:
     from bench.variants import Variant
@@ -154,3 +157,23 @@ def prepare_services(variants: Iterable[Variant]) -> None:
         )  # fmt: skip
         if done.returncode != 0:
             raise ServerError(f"migrate failed for {settings}:\n{done.stdout}\n{done.stderr}")
+
+
+@contextmanager
+def running(
+    variants: Iterable[Variant], prefix: str = "idem-bench-"
+) -> Iterator[dict[str, Server]]:
+    """Each variant's server started and ready (logs in a new temporary directory),
+    stopped on the way out."""
+    servers = {v.name: Server(v.name, v.settings) for v in variants}
+    logs = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        log(f"starting {len(servers)} gunicorn servers (logs in {logs})")
+        for server in servers.values():
+            server.start(logs)
+        for server in servers.values():
+            server.wait_ready()
+        yield servers
+    finally:
+        for server in servers.values():
+            server.stop()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from bench.benchapp import ours, views
+from bench.benchapp import floor_views, ours, views
 
 urlpatterns = [
     path("bench/health/", views.health),
@@ -16,4 +16,11 @@ urlpatterns = [
     path("bench/db-lease/", ours.DbLeaseWrite.as_view()),
     path("bench/redis/", ours.RedisWrite.as_view()),
     path("bench/db-redis-cache/", ours.DbRedisCacheWrite.as_view()),
+    path("bench/noop-redis/", floor_views.NoopRedis.as_view()),
+    path("bench/noop-sql/", floor_views.NoopSql.as_view()),
+    path("bench/noop-eval/", floor_views.NoopEval.as_view()),
+    path("bench/noop-store/", floor_views.NoopStore.as_view()),
+    path("bench/noop-dbstore/", floor_views.NoopDbStore.as_view()),
+    path("bench/bare-redis2/", floor_views.BareRedis2.as_view()),
+    path("bench/bare-sql4/", floor_views.BareSql4.as_view()),
 ]
