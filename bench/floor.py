@@ -1,12 +1,14 @@
 """The floor under load: what a layer costing only its round trips would score.
 
-``python -m bench.floor [--rounds N] [--duration S] [--output FILE] [--smoke]`` runs, under the same
-wrk load and in the same interleaved rounds as ``python -m bench``, our Redis and
-database variants beside stand-ins that add to the reference endpoints the same number
-of round trips and nothing else (:mod:`bench.benchapp.floor_views`). A stand-in's ratio
-is the best a layer of that many trips can reach on this machine; the gap between it and
-the variant is the layer's own code (and, for the database, the server's work on writes
-where the stand-in reads).
+``python -m bench.floor [--rounds N] [--duration S] [--output FILE] [--smoke]`` runs,
+under the same wrk load and in the same interleaved rounds as ``python -m bench``, our
+Redis and database variants beside stand-ins that add to the reference endpoints the
+same number of round trips and nothing else (:mod:`bench.benchapp.floor_views`). A
+stand-in's ratio is the best a layer of that many trips can reach on this machine; the
+gap between it and the variant is the layer's own code and its stores' work beyond a
+bare read (on the database, the writes where the stand-in reads). Two more stand-ins
+call one store method alone (``RedisStore.claim``, ``DatabaseStore.lookup`` on a
+completed record), to tell the store's trip from the code around it.
 """
 
 from __future__ import annotations
