@@ -197,10 +197,10 @@ def test_a_keepalive_that_cannot_reach_the_store_never_runs_the_body_twice(
 
     assert redis_url()
     runs = Counter()
-    lease = 3.0
+    lease = 6.0  # renewals every 2 s; the outage stays well inside one lease
     with private_redis() as server, override_settings(CACHES=caches_with("private", server.url)):
         store = RedisStore(alias="private")
-        started, renewed = threading.Event(), threading.Event()
+        started, renewed, thawed = threading.Event(), threading.Event(), threading.Event()
         extend = store.extend
 
         def noted_extend(*args: Any, **kwargs: Any) -> bool:
@@ -215,7 +215,7 @@ def test_a_keepalive_that_cannot_reach_the_store_never_runs_the_body_twice(
         def body(ref: str) -> dict[str, int]:
             run = runs()
             started.set()
-            time.sleep(2 * lease)
+            assert thawed.wait(30)  # the body outlives the outage
             return {"run": run}
 
         ref = unique("ref")
@@ -226,17 +226,26 @@ def test_a_keepalive_that_cannot_reach_the_store_never_runs_the_body_twice(
         assert renewed.wait(30)  # one renewal went through
         server.freeze()  # unreachable for everyone: the keep-alive and every retry
         try:
+            # until a renewal has failed (the next one falls due a third of a lease after
+            # the last, and times out in half a second), and never past half the lease
+            # the last renewal gave: ended by the clock alone, the outage could end just
+            # before that renewal timed out, and nothing would have failed
             outage_ends = time.monotonic() + lease / 2
-            while time.monotonic() < outage_ends:
+            while time.monotonic() < outage_ends and not failed_renewal(caplog):
                 with pytest.raises(StoreUnavailable):
                     body(ref)
         finally:
             server.thaw()
+            thawed.set()
         answered = until_answered(lambda: body(ref), timeout=30)
         owner.join(30)
     assert first == [answered] == [{"run": 1}]
     assert runs.count == 1
-    assert "could not renew its lease" in caplog.text
+    assert failed_renewal(caplog)
+
+
+def failed_renewal(caplog: pytest.LogCaptureFixture) -> bool:
+    return "could not renew its lease" in caplog.text
 
 
 @pytest.mark.django_db(transaction=True)
