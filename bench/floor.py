@@ -17,6 +17,7 @@ import argparse
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from bench.data import reset_data, setup_django
@@ -59,12 +60,12 @@ FLOOR_OF = {
 
 def variants() -> list[Variant]:
     ours = [
-        Variant(v.name, v.description, v.settings, v.path, v.kind,
-                tuple(p for p in v.paths if (v.name, p) in FLOOR_OF or v.kind == "reference"),
-                v.replay_status)
+        replace(
+            v, paths=tuple(p for p in v.paths if (v.name, p) in FLOOR_OF or v.kind == "reference")
+        )
         for v in VARIANTS
         if v.name in MEASURED
-    ]  # fmt: skip
+    ]
     return ours + list(STAND_INS)
 
 
