@@ -276,7 +276,7 @@ def _cap(text: str) -> str:
 
 def _users_text(users: list[str]) -> str:
     more = f" (and {len(users) - 3} more)" if len(users) > 3 else ""
-    return _cap(" and ".join(users[:3]) + more)
+    return " and ".join(users[:3]) + more
 
 
 def _check_redis(values: dict[str, Any], users: dict[str, list[str]]) -> list[checks.CheckMessage]:
@@ -285,7 +285,9 @@ def _check_redis(values: dict[str, Any], users: dict[str, list[str]]) -> list[ch
         where = "IDEMPOTENCY['REDIS_ALIAS']" if alias == values["REDIS_ALIAS"] else "its alias"
         if reason := _redis_unavailable(alias):
             errors.append(
-                _message("E007", what=_users_text(who), reason=reason, alias=alias, where=where)
+                _message(
+                    "E007", what=_cap(_users_text(who)), reason=reason, alias=alias, where=where
+                )
             )
     return errors
 

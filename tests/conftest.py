@@ -21,6 +21,7 @@ with ``python3 dev.py test --all`` (``IDEMPOTENCY_TEST_ALL=1``, as in CI), with 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -111,7 +112,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.stash[SLOW_LEFT_OUT] = len(slow)
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # after -ra's list: next to the totals
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Iterator[None]:
+    yield
+    wanted = Counter(
+        reason.removeprefix("Skipped: ").split(":")[0]
+        for report in terminalreporter.stats.get("skipped", [])
+        if isinstance(report.longrepr, tuple)
+        for reason in [str(report.longrepr[2])]
+        if reason.removeprefix("Skipped: ").startswith("needs ")
+    )
+    if wanted:
+        terminalreporter.write_line(
+            f"{sum(wanted.values())} tests were skipped for want of a service or tool ("
+            + "; ".join(f"{count}: {why}" for why, count in sorted(wanted.items()))
+            + "): set DATABASE_URL and REDIS_URL to run them (docs/development.md)"
+        )
     left_out = config.stash.get(SLOW_LEFT_OUT, 0)
     if left_out:
         terminalreporter.write_line(

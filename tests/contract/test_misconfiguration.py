@@ -140,6 +140,7 @@ def test_w007_for_the_redis_stores_of_views() -> None:
         (warning,) = check_redis_persistence()
     assert warning.id == "idempotency.W007"
     assert "'redis-function'" in warning.msg
+    assert warning.msg.startswith("The Redis behind the "), warning.msg  # one capital, not two
 
 
 # -- IdempotencyMiddleware before AuthenticationMiddleware ----------------------------------

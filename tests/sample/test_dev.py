@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +60,32 @@ def test_run_prints_the_shops_link(address: str, shop: str) -> None:
     assert f"The shop (checkout): {shop} " in links
     assert "alice" in links and "demo-password" in links
     assert shop.replace("/shop/", "/api/docs/") in links
+
+
+def test_the_quick_tier_says_in_one_line_what_it_skipped_for_want_of_a_service() -> None:
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("DATABASE_URL", "REDIS_URL", "IDEMPOTENCY_TEST_REQUIRE_SERVICES")
+    }
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/stores/test_redis_channel.py",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    last = completed.stdout.strip().splitlines()[-2:]
+    skipped = last[-1].split(" skipped")[0].split()[-1]  # "11 skipped in 0.25s"
+    assert int(skipped) > 0, completed.stdout
+    assert last[0].startswith(f"{skipped} tests were skipped for want of a service or tool"), last
+    assert "needs Redis" in last[0] and "REDIS_URL" in last[0]
