@@ -50,6 +50,8 @@ _EXPORTS: dict[str, str] = {
     "ArgumentsMismatch": "idempotency.exceptions",
     "ReplayedRecord": "idempotency.calls",
     "payload_key": "idempotency.arguments",
+    "PayloadKey": "idempotency.arguments",
+    "IdempotentCallable": "idempotency.functions",
     "IdempotencyKeyMissing": "idempotency.exceptions",
     "StoredError": "idempotency.exceptions",
     "StoreCorrupted": "idempotency.exceptions",
@@ -60,9 +62,12 @@ _EXPORTS: dict[str, str] = {
     "StoreUnavailable": "idempotency.exceptions",
     "StoreNotDurable": "idempotency.exceptions",
     "StoreMisconfigured": "idempotency.exceptions",
+    "IdempotencyResponseNotStored": "idempotency.exceptions",
     "problem_response": "idempotency.problems",
     "idempotency_settings": "idempotency.conf",
     "purge_expired_records": "idempotency.purge",
+    "PurgeResult": "idempotency.purge",
+    "purge_expired_submit_tokens": "idempotency.tokens",
     # observability (optional extras: imported only when used)
     "metrics_view": "idempotency.metrics",
     "JsonFormatter": "idempotency.logs",
@@ -85,6 +90,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
+    from idempotency.arguments import PayloadKey as PayloadKey
     from idempotency.arguments import payload_key as payload_key
     from idempotency.calls import ReplayedRecord as ReplayedRecord
     from idempotency.conf import idempotency_settings as idempotency_settings
@@ -100,6 +106,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.exceptions import (
         IdempotencyRequestInProgress as IdempotencyRequestInProgress,
     )
+    from idempotency.exceptions import IdempotencyResponseNotStored as IdempotencyResponseNotStored
     from idempotency.exceptions import ImproperlyApplied as ImproperlyApplied
     from idempotency.exceptions import InProgress as InProgress
     from idempotency.exceptions import InvalidIdempotencyKey as InvalidIdempotencyKey
@@ -112,6 +119,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.exceptions import StoreUnavailable as StoreUnavailable
     from idempotency.exceptions import SubmitTokenInvalid as SubmitTokenInvalid
     from idempotency.exceptions import SubmitTokenUsed as SubmitTokenUsed
+    from idempotency.functions import IdempotentCallable as IdempotentCallable
     from idempotency.functions import idempotent_function as idempotent_function
     from idempotency.http.decorators import idempotency_exempt as idempotency_exempt
     from idempotency.http.decorators import idempotent as idempotent
@@ -122,6 +130,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.logs import JsonFormatter as JsonFormatter
     from idempotency.metrics import metrics_view as metrics_view
     from idempotency.problems import problem_response as problem_response
+    from idempotency.purge import PurgeResult as PurgeResult
     from idempotency.purge import purge_expired_records as purge_expired_records
     from idempotency.recovery import get_recovery_point as get_recovery_point
     from idempotency.recovery import recovery_point as recovery_point
@@ -135,4 +144,5 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.tokens import SubmitTokenPermission as SubmitTokenPermission
     from idempotency.tokens import consume_submit_token as consume_submit_token
     from idempotency.tokens import issue_submit_token as issue_submit_token
+    from idempotency.tokens import purge_expired_submit_tokens as purge_expired_submit_tokens
     from idempotency.tokens import require_submit_token as require_submit_token

@@ -126,7 +126,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Ite
         terminalreporter.write_line(
             f"{sum(wanted.values())} tests were skipped for want of a service or tool ("
             + "; ".join(f"{count}: {why}" for why, count in sorted(wanted.items()))
-            + "): set DATABASE_URL and REDIS_URL to run them (docs/development.md)"
+            + "): docs/development.md says how to provide them (DATABASE_URL, REDIS_URL, ...)"
         )
     left_out = config.stash.get(SLOW_LEFT_OUT, 0)
     if left_out:
