@@ -12,9 +12,18 @@ or a free port when that one is taken), ``demo`` (the double-charge story, live:
 ``manage.py retry_storm``), ``schemathesis`` (every schemathesis check against the
 sample's own OpenAPI schema and server, ``--max-time`` seconds; CI runs it), ``lint``
 (ruff check + ruff format --check, pinned; what CI runs), ``typecheck``, ``bench``,
-``bench-smoke``, ``chaos`` and ``chaos-smoke`` (the sample under faults); ``--help``
-prints this. The virtualenv lives in ``.venv`` and is (re)installed whenever
-``pyproject.toml`` changes.
+``bench-smoke``, ``chaos`` and ``chaos-smoke`` (the sample under faults), ``install``
+(the virtualenv alone, then the versions it holds); ``--help`` prints this. The
+virtualenv lives in ``.venv`` and is (re)installed whenever ``pyproject.toml`` changes.
+
+Another Python or Django, for any command (docs/development.md):
+
+    python3 dev.py test --python 3.13                  # in .venv-3.13, that interpreter's
+    python3 dev.py test --python 3.12 --constraints .ci/django-6.0.txt   # .venv-3.12-django-6.0
+
+``--python X.Y`` (or ``$DEV_PYTHON``) takes pyenv's newest X.Y, else ``pythonX.Y`` on the
+PATH, and fails when neither has it; ``--constraints FILE`` (or ``$DEV_CONSTRAINTS``) pins
+what pip installs (``pip -c``), such as one Django or the oldest supported versions.
 """
 
 from __future__ import annotations
@@ -22,6 +31,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +42,10 @@ VENV = Path(os.environ.get("VENV", ROOT / ".venv"))
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / "python"
 STAMP = VENV / ".installed"
+# the interpreter that makes the virtualenv, and what pins its packages (``select``)
+BASE_PYTHON = Path(sys.executable)
+CONSTRAINTS: Path | None = None
+SELECTED = False
 
 
 def sh(*args: str | Path) -> None:
@@ -40,18 +55,122 @@ def sh(*args: str | Path) -> None:
         sys.exit(completed.returncode)
 
 
+def version_of(executable: str | Path) -> str | None:
+    """``X.Y.Z`` of a Python executable, or None when it does not run (a pyenv shim
+    whose version is not selected exits non-zero)."""
+    try:
+        completed = subprocess.run(
+            [str(executable), "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return completed.stdout.strip() if completed.returncode == 0 else None
+
+
+def find_python(version: str) -> Path:
+    """Python ``version`` (``3.13`` or ``3.13.0``): pyenv's newest matching one, else
+    ``python3.13`` on the PATH. Exits non-zero, saying where it looked, when none runs."""
+    if not re.fullmatch(r"3\.\d+(\.\d+)?", version):
+        sys.exit(f"--python wants a version such as 3.13, not {version!r}")
+    minor = ".".join(version.split(".")[:2])
+    candidates: list[Path] = []
+    pyenv = shutil.which("pyenv")
+    if pyenv:
+        listed = subprocess.run([pyenv, "versions", "--bare"], capture_output=True, text=True)
+        matching = [
+            v
+            for v in listed.stdout.split()
+            if re.fullmatch(r"\d+\.\d+\.\d+", v) and (v == version or v.startswith(version + "."))
+        ]
+        for v in sorted(matching, key=lambda v: [int(part) for part in v.split(".")], reverse=True):
+            prefix = subprocess.run([pyenv, "prefix", v], capture_output=True, text=True)
+            if prefix.returncode == 0:
+                candidates.append(Path(prefix.stdout.strip()) / "bin" / f"python{minor}")
+    on_path = shutil.which(f"python{minor}")
+    if on_path:
+        candidates.append(Path(on_path))
+    for candidate in candidates:
+        found = version_of(candidate)
+        if found and (found == version or found.startswith(version + ".")):
+            return candidate
+    sys.exit(
+        f"Python {version} not found: pyenv has no {version}.x"
+        f"{'' if pyenv else ' (pyenv is not installed)'} and no working python{minor} is on "
+        f"the PATH. Install it (e.g. pyenv install {minor}) or leave out --python."
+    )
+
+
+def select(python: str | None, constraints: str | None) -> None:
+    """Use Python ``python`` (a version) and/or pin the packages to ``constraints`` (a
+    pip constraints file): the virtualenv becomes ``.venv-<version>[-<file's stem>]``
+    unless ``$VENV`` names one. Neither given: ``.venv`` with this interpreter."""
+    global VENV, BIN, PYTHON, STAMP, BASE_PYTHON, CONSTRAINTS, SELECTED
+    if python is None and constraints is None:
+        return
+    SELECTED = True
+    if python is not None:
+        BASE_PYTHON = find_python(python)
+    if constraints is not None:
+        CONSTRAINTS = (ROOT / constraints).resolve()
+        if not CONSTRAINTS.is_file():
+            sys.exit(f"--constraints: no such file {constraints}")
+    if "VENV" not in os.environ:
+        tag = python or f"{sys.version_info[0]}.{sys.version_info[1]}"
+        VENV = ROOT / f".venv-{tag}{'-' + CONSTRAINTS.stem if CONSTRAINTS else ''}"
+    BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+    PYTHON = BIN / "python"
+    STAMP = VENV / ".installed"
+
+
+def options(argv: list[str]) -> list[str]:
+    """Takes ``--python X.Y`` and ``--constraints FILE`` (or ``$DEV_PYTHON``,
+    ``$DEV_CONSTRAINTS``) out of ``argv``, selects them, and returns the rest."""
+    found = {"--python": os.environ.get("DEV_PYTHON"), "--constraints": None}
+    found["--constraints"] = os.environ.get("DEV_CONSTRAINTS")
+    rest: list[str] = []
+    words = iter(argv)
+    for word in words:
+        name, equals, value = word.partition("=")
+        if name in found:
+            value = value if equals else next(words, "")
+            if not value:
+                sys.exit(f"{name} needs a value")
+            found[name] = value
+        else:
+            rest.append(word)
+    select(found["--python"] or None, found["--constraints"] or None)
+    return rest
+
+
 def install(extras: str = "dev") -> None:
     if sys.version_info < (3, 11):  # noqa: UP036 - users may run an older python3
         sys.exit("Python 3.11+ is required")
-    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
+    chosen = bytes(BASE_PYTHON) + (CONSTRAINTS.read_bytes() if CONSTRAINTS else b"")
+    wanted = hashlib.sha256(
+        (ROOT / "pyproject.toml").read_bytes() + extras.encode() + (chosen if SELECTED else b"")
+    ).hexdigest()
     if STAMP.exists() and wanted in STAMP.read_text().split():
         return
     if not PYTHON.exists():
-        sh(sys.executable, "-m", "venv", VENV)
+        sh(BASE_PYTHON, "-m", "venv", VENV)
+    if SELECTED and version_of(BASE_PYTHON) != version_of(PYTHON):
+        sys.exit(f"{VENV} holds another Python than {BASE_PYTHON}: remove it, or set VENV")
     sh(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    sh(PYTHON, "-m", "pip", "install", "--quiet", "-e", f".[{extras}]")
+    pin = ["-c", CONSTRAINTS] if CONSTRAINTS else []
+    sh(PYTHON, "-m", "pip", "install", "--quiet", "-e", f".[{extras}]", *pin)
     done = STAMP.read_text().split() if STAMP.exists() else []
     STAMP.write_text("\n".join([*done, wanted]) + "\n")
+
+
+# what ``install`` reports: the interpreter and the packages the supported range names
+REPORT_VERSIONS = """import sys
+from importlib.metadata import version
+names = ["Django", "djangorestframework", "django-redis", "celery", "psycopg", "redis"]
+print(f"Python {sys.version.split()[0]}", *(f"{n} {version(n)}" for n in names), sep=", ")
+"""
 
 
 def run_address(rest: list[str]) -> tuple[str, list[str]]:
@@ -76,7 +195,7 @@ def run_links(address: str) -> str:
 
 def docs(rest: list[str]) -> None:
     """Build the docs site (Sphinx, warnings as errors, nitpicky); ``--serve`` serves it."""
-    install("dev,docs")
+    install()  # the dev extra holds the docs extra's packages
     out = ROOT / "docs" / "_build" / "html"
     sh(BIN / "sphinx-build", "-W", "--keep-going", "-n", "-q", "-E", "-b", "html", "docs", out)
     if "--serve" not in rest:
@@ -103,6 +222,7 @@ def serve(directory: Path, host: str, port: int) -> None:
 
 
 def main(argv: list[str]) -> None:
+    argv = options(argv)
     command, rest = (argv[0], argv[1:]) if argv else ("", [])
     if command in ("-h", "--help", "help"):
         print(__doc__)
@@ -120,6 +240,9 @@ def main(argv: list[str]) -> None:
             rest.remove("--all")
             os.environ["IDEMPOTENCY_TEST_ALL"] = "1"
         sh(PYTHON, "-m", "pytest", *rest)
+    elif command == "install":  # the virtualenv alone, then what it holds
+        install()
+        sh(PYTHON, "-c", REPORT_VERSIONS)
     elif command == "docs":
         docs(rest)
     elif command == "schemathesis":

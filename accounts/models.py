@@ -8,8 +8,6 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from accounts.constraints import check_constraint
-
 
 class Account(models.Model):
     """One account per user.
@@ -36,7 +34,7 @@ class Account(models.Model):
         verbose_name = _("account")
         verbose_name_plural = _("accounts")
         constraints = [
-            check_constraint(
+            models.CheckConstraint(
                 condition=models.Q(balance__gte=0),
                 name="accounts_account_balance_not_negative",
             ),

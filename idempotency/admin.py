@@ -168,8 +168,11 @@ class IdempotencyRecordAdmin(_ModelAdmin):
         # deleting goes through the actions only (they use the store), never the detail page
         return obj is None and bool(getattr(request.user, "is_superuser", False))
 
-    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
-        actions = super().get_actions(request)
+    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
+        # Django 6.1 passes where the actions show (``admin.ActionLocation``) and deprecates
+        # overrides without the parameter; 5.2 and 6.0 call get_actions(request) alone
+        where = {} if action_location is None else {"action_location": action_location}
+        actions = super().get_actions(request, **where)
         # "Release selected records" deletes through the store; the generic delete would not
         actions.pop("delete_selected", None)
         return actions

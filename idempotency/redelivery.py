@@ -4,9 +4,11 @@ is in progress elsewhere, or the store is unreachable), without spending a retry
 from __future__ import annotations
 
 import logging
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
+import celery
 from celery import Task
+from celery.app.task import Context
 from celery.exceptions import Reject, Retry
 
 from idempotency import signals
@@ -19,9 +21,28 @@ logger = logging.getLogger("idempotency")
 #: Shortest countdown of a deferred duplicate, so a retry never spins.
 MIN_DEFER_SECONDS = 0.5
 
+# celery-types makes Task generic; Celery itself can be subscripted only from 5.7 on
+if TYPE_CHECKING:
+    BaseTask = Task[Any, Any]
+else:
+    BaseTask = Task
 
-class Redelivery(Task[Any, Any]):
+OLD_CELERY = tuple(int(part) for part in celery.__version__.split(".")[:2]) < (5, 5)
+
+
+class Redelivery(BaseTask):
     """The deferrals of :class:`~idempotency.tasks.IdempotentTask`."""
+
+    if OLD_CELERY:
+
+        def push_request(self, *args: Any, **kwargs: Any) -> None:
+            # The body runs through Task.__call__, which pushes a request of its own:
+            # from Celery 5.5 on it inherits the delivery's (id, retries, is_eager); in
+            # 5.3 and 5.4 it started blank, so a retry from the body raised its exception
+            # as if called directly. Drop this when the oldest supported Celery is 5.5.
+            inherited = dict(vars(self.request))
+            inherited.update(kwargs)
+            self.request_stack.push(Context(*args, **inherited))
 
     def _retry_unavailable(
         self,

@@ -8,8 +8,6 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from accounts.constraints import check_constraint
-
 
 class OrderStatus(models.TextChoices):
     CREATED = "CREATED", _("Created")
@@ -71,7 +69,7 @@ class Order(models.Model):
         verbose_name_plural = _("orders")
         ordering = ["-id"]
         constraints = [
-            check_constraint(
+            models.CheckConstraint(
                 condition=models.Q(amount__gt=Decimal("0")),
                 name="orders_order_amount_positive",
             ),

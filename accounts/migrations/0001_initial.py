@@ -5,8 +5,6 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import migrations, models
 
-from accounts.constraints import check_constraint
-
 
 class Migration(migrations.Migration):
 
@@ -51,7 +49,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddConstraint(
             model_name='account',
-            constraint=check_constraint(condition=models.Q(('balance__gte', 0)), name='accounts_account_balance_not_negative'),
+            constraint=models.CheckConstraint(condition=models.Q(('balance__gte', 0)), name='accounts_account_balance_not_negative'),
         ),
         migrations.AddConstraint(
             model_name='ledgerentry',

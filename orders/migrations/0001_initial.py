@@ -5,8 +5,6 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import migrations, models
 
-from accounts.constraints import check_constraint
-
 
 class Migration(migrations.Migration):
 
@@ -33,7 +31,7 @@ class Migration(migrations.Migration):
                 'verbose_name': 'order',
                 'verbose_name_plural': 'orders',
                 'ordering': ['-id'],
-                'constraints': [check_constraint(condition=models.Q(('amount__gt', Decimal('0'))), name='orders_order_amount_positive')],
+                'constraints': [models.CheckConstraint(condition=models.Q(('amount__gt', Decimal('0'))), name='orders_order_amount_positive')],
             },
         ),
     ]

@@ -28,13 +28,15 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-VENV_BIN = Path(os.environ.get("VIRTUAL_ENV") or ROOT / ".venv") / "bin"
+# the virtualenv running the tests (.venv, or .venv-3.13 and the like: dev.py --python)
+VENV_BIN = Path(sys.executable).parent
 
 PYTHON = {"python", "py", "python3"}
 SHELL = {"sh", "bash", "console", "shell"}

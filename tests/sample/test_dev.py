@@ -89,3 +89,59 @@ def test_the_quick_tier_says_in_one_line_what_it_skipped_for_want_of_a_service()
     assert int(skipped) > 0, completed.stdout
     assert last[0].startswith(f"{skipped} tests were skipped for want of a service or tool"), last
     assert "needs Redis" in last[0] and "REDIS_URL" in last[0]
+
+
+# -- another Python or Django: --python and --constraints -------------------------------
+
+
+@pytest.fixture
+def selection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Puts back what ``dev.select`` changes, and clears the environment it reads."""
+    for name in ("VENV", "BIN", "PYTHON", "STAMP", "BASE_PYTHON", "CONSTRAINTS", "SELECTED"):
+        monkeypatch.setattr(dev, name, getattr(dev, name))
+    for variable in ("VENV", "DEV_PYTHON", "DEV_CONSTRAINTS"):
+        monkeypatch.delenv(variable, raising=False)
+
+
+@pytest.mark.usefixtures("selection")
+def test_python_and_constraints_choose_the_interpreter_and_the_virtualenv() -> None:
+    minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    rest = dev.options(["test", "--python", minor, "--constraints=.ci/django-6.0.txt", "-k", "x"])
+    assert rest == ["test", "-k", "x"]
+    assert (dev.VENV.parent, dev.VENV.name) == (ROOT, f".venv-{minor}-django-6.0")
+    assert dev.PYTHON == dev.VENV / "bin" / "python"
+    assert dev.CONSTRAINTS == ROOT / ".ci" / "django-6.0.txt"
+    assert (dev.version_of(dev.BASE_PYTHON) or "").startswith(f"{minor}.")
+
+
+@pytest.mark.usefixtures("selection")
+def test_the_environment_chooses_too_and_neither_keeps_dot_venv(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert dev.options(["test"]) == ["test"]
+    assert dev.VENV == ROOT / ".venv" and dev.CONSTRAINTS is None and not dev.SELECTED
+    monkeypatch.setenv("DEV_CONSTRAINTS", ".ci/oldest.txt")
+    dev.options(["test"])
+    assert dev.VENV.name == f".venv-{sys.version_info[0]}.{sys.version_info[1]}-oldest"
+
+
+def test_a_missing_python_fails_clearly_and_makes_nothing() -> None:
+    completed = subprocess.run(
+        [sys.executable, "dev.py", "test", "--python", "3.99"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert completed.returncode != 0
+    assert "Python 3.99 not found" in completed.stderr and "pyenv" in completed.stderr
+    assert not (ROOT / ".venv-3.99").exists()
+
+
+@pytest.mark.parametrize(
+    "argv", [["test", "--python", "three"], ["test", "--python"], ["test", "--constraints", "x"]]
+)
+def test_a_bad_option_fails(argv: list[str]) -> None:
+    completed = subprocess.run(
+        [sys.executable, "dev.py", *argv], cwd=ROOT, capture_output=True, text=True
+    )
+    assert completed.returncode != 0 and completed.stderr.strip()

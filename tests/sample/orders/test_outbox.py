@@ -46,16 +46,21 @@ def dead_broker_url() -> str:
     return f"redis://127.0.0.1:{port}/0"
 
 
+# The app's settings go by the Django settings' names (CELERY_...): before Celery 5.5 a
+# change under the short one (conf.broker_url = ...) lost to them, so they are changed so.
+EAGER, BROKER = "CELERY_TASK_ALWAYS_EAGER", "CELERY_BROKER_URL"
+
+
 @pytest.fixture
 def real_publishing() -> Iterator[None]:
     """Publish for real (not eager) while the test runs; the app's broker is restored after."""
     conf = celery_app.conf
-    saved = conf.task_always_eager, conf.broker_url
-    conf.task_always_eager = False
+    saved = conf[EAGER], conf[BROKER]
+    conf[EAGER] = False
     try:
         yield
     finally:
-        conf.task_always_eager, conf.broker_url = saved
+        conf[EAGER], conf[BROKER] = saved
 
 
 @pytest.mark.django_db
@@ -97,7 +102,7 @@ def test_a_dead_broker_keeps_the_event_pending_and_the_payment_committed(
     real_publishing: None,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
-    celery_app.conf.broker_url = dead_broker_url()
+    celery_app.conf[BROKER] = dead_broker_url()
     funded_account("100.00", user=user)
     order = OrderFactory(user=user, amount=Decimal("40.00"))
     with django_capture_on_commit_callbacks(execute=True):
@@ -210,7 +215,7 @@ def worker(transactional_db: None, tmp_path: Path) -> Iterator[SampleWorker]:
 
 def pay_orders_while_the_broker_is_down(count: int) -> list[Order]:
     """Pay ``count`` orders through the API while every publish hits a dead port."""
-    celery_app.conf.broker_url = dead_broker_url()
+    celery_app.conf[BROKER] = dead_broker_url()
     orders = []
     for index in range(count):
         account = funded_account("100.00")
