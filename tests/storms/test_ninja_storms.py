@@ -78,3 +78,35 @@ def test_concurrent_duplicates_run_an_operation_once(
             responses[key] = fire(lambda: logged_in_client(user), url, key)
     assert_once(responses, execution_log, status, cell)
     assert Wallet.objects.get().balance == 1000 - ROUNDS
+
+
+@pytest.mark.parametrize("variant", ["db-atomic", "db-lease"])
+def test_two_bearer_tokens_storming_one_key_each_run_once(
+    wallet: Wallet, execution_log: Path, variant: str
+) -> None:
+    """Half the duplicates carry token-a, half token-b, all with one key: two scopes, so
+    two executions, and no caller ever receives the other token's response."""
+    key = str(uuid.uuid4())
+    tokens = ["token-a", "token-b"] * (DUPLICATES // 2)
+
+    def one(index: int) -> Any:
+        client = Client(HTTP_AUTHORIZATION=f"Bearer {tokens[index]}")
+        client.raise_request_exception = False
+        return client.post(
+            SYNC[0],
+            data=b'{"amount": 1}',
+            content_type="application/json",
+            HTTP_IDEMPOTENCY_KEY=key,
+        )
+
+    with override_settings(IDEMPOTENCY=STORE_VARIANTS[variant]):
+        answers = succeeded(run_threads(len(tokens), one))
+    assert executions(execution_log)[key] == 2
+    by_token: dict[str, set[bytes]] = {}
+    for token, answer in zip(tokens, answers, strict=True):
+        assert answer.status_code in (201, 409), answer.status_code
+        if answer.status_code == 201:
+            by_token.setdefault(token, set()).add(answer.content)
+    assert all(len(bodies) == 1 for bodies in by_token.values()), by_token
+    assert by_token["token-a"] != by_token["token-b"]
+    assert Wallet.objects.get().balance == 1000 - 2

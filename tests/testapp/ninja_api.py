@@ -118,6 +118,28 @@ async def async_missing(request: HttpRequest, payload: PayIn) -> Status:
     raise HttpError(404, "no such thing")
 
 
+@api.post("/open/", auth=None, response={201: PayOut})
+@idempotent
+def pay_open(request: HttpRequest, payload: PayIn) -> Status:
+    """No authentication: an anonymous caller (the ``ANONYMOUS`` setting decides)."""
+    return Status(201, _paid(request))
+
+
+class Nameless:
+    """A principal with no identity the default scope can name."""
+
+
+class NamelessBearer(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str) -> Nameless | None:
+        return Nameless() if token == "nameless" else None
+
+
+@api.post("/nameless/", auth=NamelessBearer(), response={201: PayOut})
+@idempotent
+def pay_nameless(request: HttpRequest, payload: PayIn) -> Status:
+    return Status(201, _paid(request))
+
+
 @api.get("/dict/")
 @idempotent
 def read(request: HttpRequest) -> dict[str, bool]:
