@@ -73,7 +73,7 @@ def _is_union(annotation: Any) -> bool:
     return typing.get_origin(annotation) in (typing.Union, types.UnionType)
 
 
-def _refuse_unwrappable(func: Callable[..., Any], policy: Policy) -> None:
+def _refuse_unwrappable(func: Callable[..., Any], policy: Policy, *, built: bool) -> None:
     """What ``@idempotent`` can tell it cannot wrap from the callable alone: refused now,
     before any body can run."""
     name = getattr(func, "__qualname__", repr(func))
@@ -84,7 +84,7 @@ def _refuse_unwrappable(func: Callable[..., Any], policy: Policy) -> None:
             "authenticates the caller. Put @idempotent directly below the route decorator "
             "(@api.post(...)), or use idempotency.ninja.protect(api_or_router)."
         )
-    if getattr(func, "_ninja_operation", None) is not None:
+    if not built and getattr(func, "_ninja_operation", None) is not None:
         raise ImproperlyApplied(
             f"@idempotent was applied to {name} after Django Ninja built its operation (above "
             "the route decorator, or through Router/NinjaAPI.add_decorator): the flow could "
@@ -151,7 +151,9 @@ def _resolve_signature(wrapped: Callable[..., Any], func: Callable[..., Any]) ->
     wrapped.__signature__ = signature  # type: ignore[attr-defined]
 
 
-def _wrap(func: Callable[..., Any], policy: Policy) -> Callable[..., Any]:
+def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> Callable[..., Any]:
+    """``func`` under ``policy``; ``built``: the function of a Ninja operation already
+    built, which :func:`idempotency.ninja.protect` wraps in place."""
     if isinstance(func, type):
         if issubclass(func, APIView):
             return type(
@@ -176,7 +178,7 @@ def _wrap(func: Callable[..., Any], policy: Policy) -> Callable[..., Any]:
         )
     if not callable(func):
         raise ImproperlyApplied(f"@idempotent needs a view callable, got {func!r}")
-    _refuse_unwrappable(func, policy)
+    _refuse_unwrappable(func, policy, built=built)
     declared = _declared_non_response(func)
 
     if iscoroutinefunction(func):
@@ -237,6 +239,19 @@ def _wrap(func: Callable[..., Any], policy: Policy) -> Callable[..., Any]:
     callbacks = list(getattr(func, "_ninja_contribute_to_operation", []))
     wrapped._ninja_contribute_to_operation = [ninja.contribute, *callbacks]  # type: ignore[attr-defined]
     return wrapped
+
+
+def policy_from(options: dict[str, Any], name: str = "idempotent") -> Policy:
+    """The policy of ``@idempotent``'s keyword options (TypeError for an unknown one)."""
+    unknown = set(options) - set(Policy.option_names())
+    if unknown:
+        raise TypeError(f"{name}() got unknown options: {', '.join(sorted(unknown))}")
+    return Policy(**options)
+
+
+def wrap_operation(func: Callable[..., Any], policy: Policy) -> Callable[..., Any]:
+    """The function of a Ninja operation already built, under ``policy``."""
+    return _wrap(func, policy, built=True)
 
 
 @overload
@@ -300,10 +315,7 @@ def idempotent(view: Any = None, /, **options: Any) -> Any:
         ImproperlyApplied: Where it cannot work: on the result of ``as_view()``,
             above ``@api_view``, on a Django ``View`` class, on a non-view callable.
     """
-    unknown = set(options) - set(Policy.option_names())
-    if unknown:
-        raise TypeError(f"idempotent() got unknown options: {', '.join(sorted(unknown))}")
-    policy = Policy(**options)
+    policy = policy_from(options)
     if view is not None:
         if not callable(view):
             raise ImproperlyApplied(f"@idempotent needs a view callable, got {view!r}")
@@ -333,5 +345,6 @@ def idempotency_exempt(view: F) -> F:
             return view(*args, **kwargs)
 
         wrapped = functools.wraps(view)(exempt)
+    _resolve_signature(wrapped, view)
     wrapped.idempotency_exempt = True
     return wrapped  # type: ignore[no-any-return]

@@ -59,6 +59,22 @@ def called_by_ninja(request: Any) -> bool:
     return str(getattr(getattr(match, "func", None), "__module__", "")).startswith("ninja.")
 
 
+def path_view_of(view_func: Any) -> Any:
+    """The Ninja ``PathView`` behind a URL pattern's view, or None for any other view
+    (Ninja 1.6+ closes over it; earlier versions hand out its bound method)."""
+    if not loaded() or not str(getattr(view_func, "__module__", "")).startswith("ninja."):
+        return None
+    from ninja.operation import PathView
+
+    owner = getattr(view_func, "__self__", None)
+    if isinstance(owner, PathView):
+        return owner
+    for cell in getattr(view_func, "__closure__", None) or ():
+        if isinstance(cell.cell_contents, PathView):
+            return cell.cell_contents
+    return None
+
+
 def _bound_run(operation: Any, run: Callable[..., Any]) -> Callable[..., Any]:
     """``run`` that leaves ``operation`` on each request before running it."""
     if inspect.iscoroutinefunction(run):

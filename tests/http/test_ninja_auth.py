@@ -152,3 +152,36 @@ def test_a_drf_request_is_scoped_to_its_user_not_its_token(user: Any) -> None:
     request.user  # noqa: B018 - authenticates, setting request._request.auth
     assert vars(django_request)["auth"] == token
     assert principal_of(request) == user
+
+
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "idempotency.IdempotencyMiddleware",
+]
+
+
+@pytest.mark.parametrize("token", ["token-a", "user-token-alice"])
+def test_the_middleware_lets_ninja_authenticate_first(
+    user: Any, wallet: Wallet, execution_log: Path, token: str
+) -> None:
+    """Under IdempotencyMiddleware a Ninja operation takes its key after Ninja's own
+    authentication (before, an HttpBearer caller got 403 on every keyed request)."""
+    key = str(uuid.uuid4())
+    with override_settings(MIDDLEWARE=MIDDLEWARE):
+        first, again = (post(bearer(token), "/n/under-middleware/", key) for _ in range(2))
+        refused = post(bearer("wrong"), "/n/under-middleware/", key)
+    assert first.status_code == 201
+    assert (again.content, again["Idempotent-Replayed"]) == (first.content, "true")
+    assert refused.status_code == 401
+    assert executions(execution_log)[key] == 1
+
+
+def test_without_the_middleware_an_undecorated_operation_is_untouched(
+    wallet: Wallet, execution_log: Path
+) -> None:
+    key = str(uuid.uuid4())
+    answers = [post(bearer("token-a"), "/n/plain/", key) for _ in range(2)]
+    assert [a.status_code for a in answers] == [201, 201]
+    assert executions(execution_log)[key] == 2

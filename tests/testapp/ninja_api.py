@@ -13,7 +13,8 @@ from ninja.errors import HttpError
 from ninja.responses import Status
 from ninja.security import HttpBearer, django_auth
 
-from idempotency import idempotent
+from idempotency import idempotency_exempt, idempotent
+from idempotency.ninja import protect
 from tests.testapp import views
 
 #: Bearer tokens of the token principals (a string principal: Ninja's ``request.auth``).
@@ -140,6 +141,19 @@ def pay_nameless(request: HttpRequest, payload: PayIn) -> Status:
     return Status(201, _paid(request))
 
 
+@api.post("/plain/", response={201: PayOut})
+def pay_plain(request: HttpRequest, payload: PayIn) -> Status:
+    """Not decorated: protected only where IdempotencyMiddleware is installed."""
+    return Status(201, _paid(request))
+
+
+@api.post("/under-middleware/", response={201: PayOut})
+def pay_under_middleware(request: HttpRequest, payload: PayIn) -> Status:
+    """Not decorated, for the middleware's tests only: the middleware protects it in
+    place the first time it routes an unsafe request to it."""
+    return Status(201, _paid(request))
+
+
 @api.get("/dict/")
 @idempotent
 def read(request: HttpRequest) -> dict[str, bool]:
@@ -148,7 +162,7 @@ def read(request: HttpRequest) -> dict[str, bool]:
     return {"read": True}
 
 
-#: One option for a whole router: every unsafe operation of it (see idempotency.ninja).
+#: One option for a whole router: every unsafe operation of it (``protect`` below).
 protected = Router()
 
 
@@ -171,3 +185,38 @@ async def create_order_async(request: HttpRequest, payload: PayIn) -> Status:
 def list_orders(request: HttpRequest) -> list[int]:
     views.record_execution("list")
     return []
+
+
+@protected.post("/exempt/", response={201: PayOut})
+@idempotency_exempt
+def exempt_order(request: HttpRequest, payload: PayIn) -> Status:
+    return Status(201, _paid(request))
+
+
+@protected.post("/own/", response={201: PayOut})
+@idempotent(required=False, ttl=30)
+def own_options(request: HttpRequest, payload: PayIn) -> Status:
+    """Decorated itself: keeps its own options under a protected router."""
+    return Status(201, _paid(request))
+
+
+protect(protected)
+api.add_router("/p/", protected)
+
+#: A whole API under one option, protected before its operations and routers exist.
+whole = protect(NinjaAPI(urls_namespace="ninja-whole", auth=StringBearer()), required=True)
+later = Router()
+
+
+@whole.post("/pay/", response={201: PayOut})
+def whole_pay(request: HttpRequest, payload: PayIn) -> Status:
+    return Status(201, _paid(request))
+
+
+@later.delete("/orders/{order_id}/")
+async def whole_cancel(request: HttpRequest, order_id: int) -> dict[str, int]:
+    await sync_to_async(_paid)(request)
+    return {"cancelled": order_id}
+
+
+whole.add_router("/later/", later)
