@@ -31,6 +31,8 @@ from idempotency.exceptions import ImproperlyApplied
 OPERATION = "_idempotency_ninja_operation"
 #: Marks an operation whose ``run`` already carries the operation to its requests.
 BOUND = "_idempotency_bound"
+#: Marks an operation whose OpenAPI documents the contract.
+DOCUMENTED = "_idempotency_documented"
 
 
 def loaded() -> bool:
@@ -134,6 +136,58 @@ def contribute(operation: Any) -> None:
     """Ninja's hook for what decorates an operation's function: called once per
     operation built from it (``_ninja_contribute_to_operation``)."""
     bind(operation)
+    from idempotency.http.views import policy_of
+
+    policy = policy_of(operation.view_func)
+    if policy is not None:
+        document(operation, policy)
+
+
+def document(operation: Any, policy: Any) -> None:
+    """Document the contract in the operation's OpenAPI (its ``openapi_extra``, which
+    Ninja merges into what it generates): the ``Idempotency-Key`` parameter, the
+    ``Idempotent-Replayed`` header of its success responses and the problem answers.
+    A status the operation declares itself keeps its description."""
+    from idempotency.http.documentation import (
+        PROBLEM_SCHEMA,
+        REPLAYED_HEADER,
+        key_parameter,
+        problem_answers,
+    )
+    from idempotency.http.flow import UNSAFE_METHODS
+    from idempotency.problems import PROBLEM_CONTENT_TYPE
+
+    if getattr(operation, DOCUMENTED, False):
+        return
+    if not UNSAFE_METHODS.intersection(method.upper() for method in operation.methods):
+        return
+    declared = {status for status in operation.response_models if isinstance(status, int)}
+    responses: dict[int, dict[str, Any]] = {
+        status: {"headers": dict(REPLAYED_HEADER)} for status in declared if status // 100 == 2
+    }
+    for status, description, headers in problem_answers(policy):
+        answer: dict[str, Any] = {"content": {PROBLEM_CONTENT_TYPE: {"schema": PROBLEM_SCHEMA}}}
+        if status not in declared:
+            answer["description"] = description
+        if headers:
+            answer["headers"] = dict(headers)
+        responses[status] = answer
+    extra = dict(operation.openapi_extra or {})
+    merge(extra, {"parameters": [key_parameter(policy)], "responses": responses})
+    operation.openapi_extra = extra
+    setattr(operation, DOCUMENTED, True)
+
+
+def merge(into: dict[Any, Any], extra: dict[Any, Any]) -> None:
+    """Merge ``extra`` into ``into``: dictionaries key by key, lists appended."""
+    for key, value in extra.items():
+        mine = into.get(key)
+        if isinstance(mine, dict) and isinstance(value, dict):
+            merge(mine, value)
+        elif isinstance(mine, list) and isinstance(value, list):
+            into[key] = [*mine, *value]
+        else:
+            into[key] = value
 
 
 def _temporal_response(operation: Any, request: HttpRequest, kwargs: dict[str, Any]) -> Any:
