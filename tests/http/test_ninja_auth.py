@@ -3,13 +3,15 @@ authenticated the caller, and scoped to Ninja's principal (``request.auth``)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.test import Client, override_settings
+from asgiref.sync import async_to_sync
+from django.test import AsyncClient, Client, override_settings
 
 from idempotency.models import IdempotencyRecord
 from idempotency.scopes import principal_of, principal_scope
@@ -185,3 +187,35 @@ def test_without_the_middleware_an_undecorated_operation_is_untouched(
     answers = [post(bearer("token-a"), "/n/plain/", key) for _ in range(2)]
     assert [a.status_code for a in answers] == [201, 201]
     assert executions(execution_log)[key] == 2
+
+
+@pytest.mark.parametrize("url", ["/n/async/", "/n/status/"])
+def test_under_asgi_concurrent_duplicates_run_once_and_replay(
+    wallet: Wallet, execution_log: Path, url: str
+) -> None:
+    """Django's ASGI handler (``AsyncClient``, in process): an async operation on the
+    event loop, a sync one in Ninja's worker thread; five duplicates at once, then a
+    retry, all with one bearer token and one key."""
+    key = str(uuid.uuid4())
+    client = AsyncClient()
+
+    async def send() -> Any:
+        return await client.post(
+            url + "?sleep=0.05",
+            data=json.dumps({"amount": 2}),
+            content_type="application/json",
+            headers={"Authorization": "Bearer token-a", "Idempotency-Key": key},
+        )
+
+    async def storm() -> list[Any]:
+        return list(await asyncio.gather(*(send() for _ in range(5))))
+
+    with override_settings(IDEMPOTENCY={"MODE": "lease"}):
+        answers = async_to_sync(storm)()
+        retry = async_to_sync(send)()
+    done = [a for a in answers if a.status_code == 201]
+    assert {a.status_code for a in answers} <= {201, 409}
+    assert len([a for a in done if "Idempotent-Replayed" not in a]) == 1
+    assert (retry.status_code, retry["Idempotent-Replayed"]) == (201, "true")
+    assert all(a.content == retry.content for a in done)
+    assert executions(execution_log)[key] == 1
