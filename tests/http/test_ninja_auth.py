@@ -69,7 +69,7 @@ def test_a_user_principal_is_the_users_scope_whichever_way_it_authenticated(
     caller: the same key replays across them, and nobody else's does."""
     key = str(uuid.uuid4())
     first = post(bearer("user-token-alice"), "/n/status/", key)
-    assert IdempotencyRecord.objects.get(key=key).scope == f"user:{user.pk}"
+    assert IdempotencyRecord.objects.get(key=key).scope == principal_scope(user)
     by_session = post(client_a, "/n/status/", key)
     assert (by_session.content, by_session["Idempotent-Replayed"]) == (first.content, "true")
     assert executions(execution_log)[key] == 1
