@@ -149,6 +149,23 @@ def test_an_unhandled_exception_releases_the_key(
     assert Effect.objects.count() == 0  # atomic mode rolled each attempt back
 
 
+@pytest.mark.parametrize("mode", ["atomic", "lease"])
+def test_a_result_ninja_cannot_answer_releases_the_key(
+    client_a: Client, wallet: Wallet, execution_log: Path, mode: str
+) -> None:
+    """A result that cannot become a response (a status the operation does not declare)
+    is only seen after the body ran: Ninja's ConfigError, a 500, and the key left free
+    (atomic mode: the body's writes rolled back with the claim)."""
+    client_a.raise_request_exception = False
+    key = str(uuid.uuid4())
+    with override_settings(IDEMPOTENCY={"MODE": mode}):
+        assert post(client_a, "/n/undeclared-status/", key).status_code == 500
+        assert not IdempotencyRecord.objects.filter(key=key).exists()
+        assert post(client_a, "/n/undeclared-status/", key).status_code == 500
+    assert executions(execution_log)[key] == 2
+    assert Effect.objects.count() == (0 if mode == "atomic" else 2)
+
+
 def test_invalid_input_is_ninjas_422_before_any_claim(
     client_a: Client, wallet: Wallet, execution_log: Path
 ) -> None:

@@ -104,6 +104,14 @@ def crash(request: HttpRequest, payload: PayIn) -> dict[str, int]:
     raise RuntimeError("boom")
 
 
+@api.post("/undeclared-status/", response={201: PayOut})
+@idempotent
+def undeclared_status(request: HttpRequest, payload: PayIn) -> Status:
+    """Answers a status its ``response=`` does not declare: Ninja cannot turn the result
+    into a response (a ConfigError), after the body ran."""
+    return Status(202, _paid(request))
+
+
 @api.post("/async/", response={201: PayOut})
 @idempotent
 async def pay_async(request: HttpRequest, payload: PayIn) -> Status:
