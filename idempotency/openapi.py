@@ -35,8 +35,15 @@ from drf_spectacular.plumbing import ComponentRegistry, ResolvedComponent
 from rest_framework.views import APIView
 from rest_framework.viewsets import ViewSetMixin
 
-from idempotency.conf import MAX_KEY_LENGTH, idempotency_settings
+from idempotency.conf import idempotency_settings
 from idempotency.http.discovery import functions_of
+from idempotency.http.documentation import (
+    KEY_PATTERNS,
+    PROBLEM_SCHEMA,
+    REPLAYED_HEADER,
+    key_parameter,
+    problem_answers,
+)
 from idempotency.http.flow import UNSAFE_METHODS
 from idempotency.http.mixins import IdempotentMixin
 from idempotency.http.policy import Policy
@@ -49,32 +56,6 @@ MIDDLEWARE_PATHS = frozenset(
     {"idempotency.IdempotencyMiddleware", "idempotency.http.middleware.IdempotencyMiddleware"}
 )
 PROBLEM_COMPONENT = "IdempotencyProblem"
-PRINTABLE_ASCII = "^[\\x20-\\x7E]+$"
-
-# What the server accepts as a key, exactly (see idempotency.http.keys): a bare value of
-# printable ASCII without ", \\, "," or ";" that neither starts nor ends with a space,
-# or an RFC 8941 sf-string whose content is 1 to 255 characters.
-_BARE = "[!#-+\\--:<-\\[\\]-~]"
-_MIDDLE = "[ !#-+\\--:<-\\[\\]-~]"
-_QUOTED = f'"(?:[ !#-\\[\\]-~]|\\\\["\\\\]){{1,{MAX_KEY_LENGTH}}}"'
-#: The ``pattern`` of the header's schema, by ``KEY_SYNTAX``.
-KEY_PATTERNS = {
-    "lenient": f"^(?:{_BARE}(?:{_MIDDLE}{{0,{MAX_KEY_LENGTH - 2}}}{_BARE})?|{_QUOTED})$",
-    "strict": f"^{_QUOTED}$",
-}
-
-PROBLEM_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "An RFC 9457 problem details document.",
-    "properties": {
-        "type": {"type": "string", "format": "uri"},
-        "title": {"type": "string"},
-        "status": {"type": "integer"},
-        "detail": {"type": "string"},
-        "code": {"type": "string", "description": "Stable code of the error."},
-    },
-    "required": ["type", "title", "status", "detail", "code"],
-}
 
 
 def _handler(view: APIView, method: str) -> Any:
@@ -175,82 +156,12 @@ def document_idempotency(
     operation: dict[str, Any], policy: Policy, registry: ComponentRegistry
 ) -> None:
     """Add the ``Idempotency-Key`` contract to one operation."""
-    header = str(idempotency_settings.HEADER)
-    required = policy.get_required()
-    strict = idempotency_settings.KEY_SYNTAX == "strict"
-    form = 'an RFC 8941 string: "abc"' if strict else 'bare, or as an RFC 8941 string: "abc"'
-    _add_header(
-        operation,
-        {
-            "in": "header",
-            "name": header,
-            "required": required,
-            "description": (
-                f"{'Required' if required else 'Optional'}: a unique key per logical "
-                f"operation, 1 to {MAX_KEY_LENGTH} printable ASCII characters ({form}; a "
-                'key containing ";" or "," is quoted). A retry with the same key and '
-                "request replays the first response instead of running it again."
-            ),
-            "schema": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 2 + 2 * MAX_KEY_LENGTH,
-                "pattern": KEY_PATTERNS["strict" if strict else "lenient"],
-            },
-        },
-    )
+    _add_header(operation, key_parameter(policy))
     for status, response in operation.get("responses", {}).items():
         if str(status).startswith("2"):
-            response.setdefault("headers", {})["Idempotent-Replayed"] = {
-                "description": "`true` when this is the stored response of an earlier request.",
-                "schema": {"type": "string", "enum": ["true"]},
-            }
+            response.setdefault("headers", {}).update(REPLAYED_HEADER)
     ref = _problem_ref(registry)
-    retry_after = {
-        "Retry-After": {
-            "description": "Seconds to wait before retrying with the same key.",
-            "schema": {"type": "integer", "minimum": 1},
-        }
-    }
-    for status, description, headers in (
-        (
-            400,
-            f"The {header} header is malformed (idempotency-key-invalid)"
-            + (" or missing (idempotency-key-required)." if required else "."),
-            None,
-        ),
-        (
-            403,
-            "A key from an anonymous caller, where keys are only accepted from "
-            "authenticated ones (idempotency-anonymous-not-allowed).",
-            None,
-        ),
-        (
-            409,
-            "A request with this key is still in progress (idempotency-request-in-progress).",
-            retry_after,
-        ),
-        (
-            410,
-            "The request with this key completed, but its response was too large to store, "
-            "so it cannot be replayed; it will not run again (idempotency-response-not-stored).",
-            None,
-        ),
-        (413, "The request body is larger than the server accepts (payload-too-large).", None),
-        (
-            422,
-            "The key was already used with a different request (idempotency-key-mismatch).",
-            None,
-        ),
-        (
-            503,
-            "The idempotency store is unreachable, or its write could not be replicated in "
-            "time, so the request did not run (idempotency-store-unavailable, "
-            "idempotency-store-not-durable); or the store is misconfigured "
-            "(idempotency-store-misconfigured).",
-            retry_after,
-        ),
-    ):
+    for status, description, headers in problem_answers(policy):
         _add_problem(operation, status, description, ref, headers=headers)
 
 
@@ -308,6 +219,7 @@ class AutoSchema(IdempotencySchemaMixin, SpectacularAutoSchema):
 
 
 __all__ = [
+    "KEY_PATTERNS",
     "AutoSchema",
     "IdempotencySchemaMixin",
     "document_idempotency",

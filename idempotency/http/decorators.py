@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
+import typing
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
@@ -20,7 +22,7 @@ from django.http import HttpResponseBase
 from rest_framework.views import APIView
 
 from idempotency.exceptions import ImproperlyApplied
-from idempotency.http import handling
+from idempotency.http import handling, ninja
 from idempotency.http.drf import hooks, view_of
 from idempotency.http.mixins import IdempotentMixin
 from idempotency.http.policy import Policy
@@ -29,7 +31,129 @@ from idempotency.http.views import MARKER, in_flow, split_view_args
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _wrap(func: Callable[..., Any], policy: Policy) -> Callable[..., Any]:
+def _positional_slots(func: Callable[..., Any]) -> int | None:
+    """How many positional arguments ``func`` takes (None: any number, or unknown)."""
+    try:
+        parameters = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return None
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
+
+
+def _declared_non_response(func: Callable[..., Any]) -> Any:
+    """The return annotation of ``func`` when it names something that is not a response
+    (``-> dict``, ``-> MySchema``, ``-> None``), else None (a response, or not declared).
+
+    A Django view must return one; a Ninja operation may return anything Ninja can turn
+    into one, so the flow only holds it against a view that is not a Ninja operation."""
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception:  # an annotation that does not resolve: nothing declared we can read
+        return None
+    if "return" not in hints:
+        return None
+    declared = hints["return"]
+    members = typing.get_args(declared) if _is_union(declared) else (declared,)
+    for member in members:
+        origin = typing.get_origin(member) or member
+        if member is Any or member is object:
+            return None
+        if isinstance(origin, type) and issubclass(origin, HttpResponseBase):
+            return None
+        if isinstance(origin, type) and issubclass(HttpResponseBase, origin):
+            return None  # a base of the responses (object aside, handled above)
+        if member is not type(None) and not isinstance(origin, type):
+            return None  # a TypeVar, a Protocol alias, a forward string: not ours to judge
+    return declared
+
+
+def _is_union(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
+
+
+def _refuse_unwrappable(func: Callable[..., Any], policy: Policy, *, built: bool) -> None:
+    """What ``@idempotent`` can tell it cannot wrap from the callable alone: refused now,
+    before any body can run."""
+    name = getattr(func, "__qualname__", repr(func))
+    if ninja.is_operation_run(func):
+        raise ImproperlyApplied(
+            "@idempotent was applied to a Ninja operation's run (decorate_view, or "
+            'add_decorator(..., mode="view")): it would claim the key before Ninja '
+            "authenticates the caller. Put @idempotent directly below the route decorator "
+            "(@api.post(...)), or use idempotency.ninja.protect(api_or_router)."
+        )
+    if not built and getattr(func, "_ninja_operation", None) is not None:
+        raise ImproperlyApplied(
+            f"@idempotent was applied to {name} after Django Ninja built its operation (above "
+            "the route decorator, or through Router/NinjaAPI.add_decorator): the flow could "
+            "not reach the operation. Put @idempotent directly below @api.post(...), or use "
+            "idempotency.ninja.protect(api_or_router) for a whole router."
+        )
+    if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+        raise ImproperlyApplied(
+            f"@idempotent cannot wrap the generator {name}: its items are produced after it "
+            "returns, so there is no response to store. Return a (streaming) response instead."
+        )
+    if _positional_slots(func) == 0:
+        raise ImproperlyApplied(
+            f"@idempotent decorates views: {name} takes no positional argument, so it cannot "
+            "be called with a request."
+        )
+    if iscoroutinefunction(func) and policy.mode == "atomic":
+        raise ImproperlyApplied(
+            f"@idempotent(mode='atomic') on the async {name}: a transaction cannot span an "
+            "await; async views run in lease mode."
+        )
+
+
+def _refuse_non_response(func: Callable[..., Any], declared: Any) -> None:
+    """A view that is not a Ninja operation declares a result that is not a response."""
+    raise ImproperlyApplied(
+        f"@idempotent on {getattr(func, '__qualname__', func)!r}, a view that is not a Django "
+        f"Ninja operation, declares it returns {declared!r}: a view must return an "
+        "HttpResponse. (Under Ninja, put @idempotent directly below the route decorator.)"
+    )
+
+
+def _refuse_unbound(func: Callable[..., Any]) -> None:
+    raise ImproperlyApplied(
+        f"@idempotent on {getattr(func, '__qualname__', func)!r} runs inside a Django Ninja "
+        "operation it was not bound to (Router.add_decorator or a wrapper around the route): "
+        "it cannot turn the result into Ninja's response. Put @idempotent directly below the "
+        "route decorator, or use idempotency.ninja.protect(api_or_router)."
+    )
+
+
+def _checked(func: Callable[..., Any], result: Any) -> HttpResponseBase:
+    """The view's result, which must be a response: anything else is refused (the flow
+    then releases the key, as for any exception of the view)."""
+    if not isinstance(result, HttpResponseBase):
+        raise ImproperlyApplied(
+            f"@idempotent on {getattr(func, '__qualname__', func)!r}: the view returned "
+            f"{type(result).__name__}, not an HttpResponse; nothing was stored and the key was "
+            "released. Return a response (under Django Ninja, put @idempotent directly below "
+            "the route decorator)."
+        )
+    return result
+
+
+def _resolve_signature(wrapped: Callable[..., Any], func: Callable[..., Any]) -> None:
+    """Give ``wrapped`` the signature of ``func`` with its annotations resolved where
+    ``func`` was written. Django Ninja reads an operation's parameters from the function
+    it is given and resolves string annotations (``from __future__ import annotations``)
+    in that function's module: without this, in ours."""
+    try:
+        signature = inspect.signature(func, eval_str=True)
+    except Exception:  # a name only imported for type checkers: nobody can resolve it
+        return
+    wrapped.__signature__ = signature  # type: ignore[attr-defined]
+
+
+def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> Callable[..., Any]:
+    """``func`` under ``policy``; ``built``: the function of a Ninja operation already
+    built, which :func:`idempotency.ninja.protect` wraps in place."""
     if isinstance(func, type):
         if issubclass(func, APIView):
             return type(
@@ -54,39 +178,80 @@ def _wrap(func: Callable[..., Any], policy: Policy) -> Callable[..., Any]:
         )
     if not callable(func):
         raise ImproperlyApplied(f"@idempotent needs a view callable, got {func!r}")
+    _refuse_unwrappable(func, policy, built=built)
+    declared = _declared_non_response(func)
 
     if iscoroutinefunction(func):
 
-        async def async_wrapper(*args: Any, **kwargs: Any) -> HttpResponseBase:
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
             _view, request = split_view_args(args, decorator="@idempotent")
             if in_flow(request):
-                return await func(*args, **kwargs)  # type: ignore[no-any-return]
-            return await handling.run_async(request, lambda: func(*args, **kwargs), policy)
+                return await func(*args, **kwargs)
+            operation = ninja.operation_of(request) if ninja.loaded() else None
+            if operation is not None:
+                return await ninja.call_async(
+                    operation, request, lambda: func(*args, **kwargs), policy, kwargs
+                )
+            if ninja.loaded() and ninja.called_by_ninja(request):
+                _refuse_unbound(func)
+            if declared is not None:
+                _refuse_non_response(func, declared)
+
+            async def call() -> HttpResponseBase:
+                return _checked(func, await func(*args, **kwargs))
+
+            return await handling.run_async(request, call, policy)
 
         wrapped: Callable[..., Any] = functools.wraps(func)(async_wrapper)
         markcoroutinefunction(wrapped)
     else:
 
-        def wrapper(*args: Any, **kwargs: Any) -> HttpResponseBase:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             view, request = split_view_args(args, decorator="@idempotent")
             if in_flow(request):
-                return func(*args, **kwargs)  # type: ignore[no-any-return]
+                return func(*args, **kwargs)
+            operation = ninja.operation_of(request) if ninja.loaded() else None
+            if operation is not None:
+                return ninja.call_sync(
+                    operation, request, lambda: func(*args, **kwargs), policy, kwargs
+                )
+            if ninja.loaded() and ninja.called_by_ninja(request):
+                _refuse_unbound(func)
+            if declared is not None:
+                _refuse_non_response(func, declared)
             if not isinstance(view, APIView):
                 view = view_of(request)
             if view is not None:
                 convert, finalize = hooks(view, request)
                 return handling.run(
                     request,
-                    lambda: func(*args, **kwargs),
+                    lambda: _checked(func, func(*args, **kwargs)),
                     policy,
                     convert=convert,
                     finalize=finalize,
                 )
-            return handling.run(request, lambda: func(*args, **kwargs), policy)
+            return handling.run(request, lambda: _checked(func, func(*args, **kwargs)), policy)
 
         wrapped = functools.wraps(func)(wrapper)
     setattr(wrapped, MARKER, policy)
+    _resolve_signature(wrapped, func)
+    # Django Ninja builds an operation from the function: it calls this hook with it
+    callbacks = list(getattr(func, "_ninja_contribute_to_operation", []))
+    wrapped._ninja_contribute_to_operation = [ninja.contribute, *callbacks]  # type: ignore[attr-defined]
     return wrapped
+
+
+def policy_from(options: dict[str, Any], name: str = "idempotent") -> Policy:
+    """The policy of ``@idempotent``'s keyword options (TypeError for an unknown one)."""
+    unknown = set(options) - set(Policy.option_names())
+    if unknown:
+        raise TypeError(f"{name}() got unknown options: {', '.join(sorted(unknown))}")
+    return Policy(**options)
+
+
+def wrap_operation(func: Callable[..., Any], policy: Policy) -> Callable[..., Any]:
+    """The function of a Ninja operation already built, under ``policy``."""
+    return _wrap(func, policy, built=True)
 
 
 @overload
@@ -150,10 +315,7 @@ def idempotent(view: Any = None, /, **options: Any) -> Any:
         ImproperlyApplied: Where it cannot work: on the result of ``as_view()``,
             above ``@api_view``, on a Django ``View`` class, on a non-view callable.
     """
-    unknown = set(options) - set(Policy.option_names())
-    if unknown:
-        raise TypeError(f"idempotent() got unknown options: {', '.join(sorted(unknown))}")
-    policy = Policy(**options)
+    policy = policy_from(options)
     if view is not None:
         if not callable(view):
             raise ImproperlyApplied(f"@idempotent needs a view callable, got {view!r}")
@@ -183,5 +345,6 @@ def idempotency_exempt(view: F) -> F:
             return view(*args, **kwargs)
 
         wrapped = functools.wraps(view)(exempt)
+    _resolve_signature(wrapped, view)
     wrapped.idempotency_exempt = True
     return wrapped  # type: ignore[no-any-return]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from idempotency.http import ninja
 from idempotency.http.views import policy_of
 
 if TYPE_CHECKING:
@@ -49,6 +50,11 @@ def view_policies(callback: Any) -> Iterator[Policy]:
     policy = policy_of(callback)
     if policy is not None:
         yield policy
+    path_view = ninja.path_view_of(callback)
+    if path_view is not None:  # a Django Ninja path: its operations' own policies
+        for operation in path_view.operations:
+            yield from _handler_policies(operation.view_func)
+        return
     cls = getattr(callback, "cls", None) or getattr(callback, "view_class", None)
     if not isinstance(cls, type):
         return

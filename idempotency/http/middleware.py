@@ -15,7 +15,7 @@ from django.urls import get_resolver
 from rest_framework.views import APIView
 
 from idempotency.conf import idempotency_settings
-from idempotency.http import flow, handling
+from idempotency.http import flow, handling, ninja
 from idempotency.http.keys import header_value
 from idempotency.http.mixins import IdempotentMixin
 from idempotency.http.policy import Policy
@@ -91,6 +91,15 @@ def plan_for(view_func: Callable[..., Any], method: str) -> Plan:
     cls = _view_class(view_func)
     if getattr(view_func, "idempotency_exempt", False) or getattr(cls, "idempotency_exempt", False):
         return SKIP
+    path_view = ninja.path_view_of(view_func)
+    if path_view is not None:
+        # Ninja authenticates inside the view: its operations take the key themselves,
+        # after authentication (decorated ones with their own options)
+        from idempotency.ninja import protect_operation
+
+        for operation in path_view.operations:
+            protect_operation(operation, Policy())
+        return SKIP
     if _handles_keys_itself(view_func, cls, method):
         return SKIP
     if isinstance(cls, type) and issubclass(cls, APIView):
@@ -111,7 +120,10 @@ class IdempotencyMiddleware:
     handle keys themselves (``@idempotent``, :class:`~idempotency.IdempotentMixin`)
     keep their own policy. DRF views run with the mixin mixed in, so their keys are
     handled after DRF's authentication, permissions and throttles. The options are
-    the ``IDEMPOTENCY`` settings. Sync and async (WSGI and ASGI); it wraps the rest of
+    the ``IDEMPOTENCY`` settings. Django Ninja operations take their keys themselves,
+    after Ninja's authentication (the middleware puts them under
+    :func:`idempotency.ninja.protect`'s wrapping the first time it routes to them).
+    Sync and async (WSGI and ASGI); it wraps the rest of
     the request, so ``ATOMIC_REQUESTS``, other middleware, template responses and
     streaming work as usual.
     """

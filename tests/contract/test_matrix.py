@@ -1,9 +1,10 @@
 """The interface matrix: every view kind under every interface, sync and async, WSGI and ASGI.
 
 Cells (``tests/testapp/matrix_views.py``): ``<interface>/<kind>`` for the
-interfaces ``decorator``, ``mixin`` (DRF views) and ``middleware``, and the
-kinds function view, Django CBV method, ``FormView``, ``CreateView``, DRF
-``APIView``, ``@api_view``, viewset action, async function view and async CBV.
+interfaces ``decorator``, ``mixin`` (DRF views), ``protect`` (Django Ninja's
+``idempotency.ninja.protect``) and ``middleware``, and the kinds function view, Django
+CBV method, ``FormView``, ``CreateView``, DRF ``APIView``, ``@api_view``, viewset action,
+async function view, async CBV, and a Django Ninja operation, sync and async.
 
 Each cell is checked in atomic and lease mode for: the first request, its
 byte-identical replay, a mismatch (422), unkeyed requests (unaffected), and

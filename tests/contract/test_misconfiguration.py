@@ -122,6 +122,12 @@ def test_e013_for_a_view_store_that_is_no_store() -> None:
     assert "'not-a-store'" in text
 
 
+def test_e013_for_the_store_of_a_ninja_operation() -> None:
+    """The checks read the policies of Django Ninja operations behind their URL paths."""
+    (text,) = by_id(messages(views.NinjaNotAStoreViews), "E013")
+    assert "ninja-not-a-store" in text
+
+
 def test_the_check_command_fails_on_a_views_store() -> None:
     with (
         override_settings(ROOT_URLCONF=views.RedisViews, CACHES=LOCMEM),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import uuid
+from collections.abc import AsyncIterator, Iterator
 from importlib import import_module
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,9 @@ from rest_framework.views import APIView
 
 import idempotency
 from idempotency import IdempotentMixin, ImproperlyApplied, idempotent
+from idempotency.models import IdempotencyRecord
 from tests.testapp import views
+from tests.testapp.executions import executions, record_execution
 from tests.testapp.models import Effect, Wallet
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -90,6 +93,72 @@ def test_calling_a_decorated_non_view_fails_loudly() -> None:
 
     with pytest.raises(ImproperlyApplied, match="request"):
         not_a_view(1)
+
+
+def test_a_callable_that_cannot_take_a_request_is_refused_at_decoration() -> None:
+    with pytest.raises(ImproperlyApplied, match="no positional argument"):
+        idempotent(lambda: HttpResponse())
+    with pytest.raises(ImproperlyApplied, match="no positional argument"):
+
+        @idempotent(required=True)
+        def keyword_only(*, request: HttpRequest) -> HttpResponse:
+            raise AssertionError("never runs")
+
+
+def test_a_generator_is_refused_at_decoration() -> None:
+    def chunks(request: HttpRequest) -> Iterator[bytes]:
+        yield b"never"
+
+    async def achunks(request: HttpRequest) -> AsyncIterator[bytes]:
+        yield b"never"
+
+    for func in (chunks, achunks):
+        with pytest.raises(ImproperlyApplied, match="generator"):
+            idempotent(func)
+
+
+def keyed_request(user: Any, key: str) -> HttpRequest:
+    request = RequestFactory().post(
+        "/", data=b"{}", content_type="application/json", HTTP_IDEMPOTENCY_KEY=key
+    )
+    request.user = user
+    return request
+
+
+def test_a_view_declaring_a_non_response_is_refused_before_its_body(
+    user: Any, execution_log: Path
+) -> None:
+    """Outside Django Ninja a view must return a response: one that declares ``-> dict``
+    is refused on its first call, before its body runs."""
+
+    @idempotent
+    def view(request: HttpRequest) -> dict[str, int]:
+        record_execution("declared")
+        return {"paid": 1}
+
+    request = keyed_request(user, "declared")
+    with pytest.raises(ImproperlyApplied, match="declares it returns"):
+        view(request)
+    assert executions(execution_log)["declared"] == 0
+
+
+@pytest.mark.parametrize("mode", ["atomic", "lease"])
+def test_a_view_returning_a_non_response_is_refused_and_leaves_its_key_free(
+    user: Any, execution_log: Path, mode: str
+) -> None:
+    """Undeclared, it can only be seen once the body returned: a clear ImproperlyApplied
+    (not an AttributeError deep in the flow), and the key is released for a retry."""
+
+    @idempotent(mode=mode)
+    def view(request: HttpRequest):  # type: ignore[no-untyped-def]  # noqa: ANN202
+        record_execution("undeclared")
+        return {"paid": 1}
+
+    request = keyed_request(user, "undeclared")
+    with pytest.raises(ImproperlyApplied, match="returned dict"):
+        view(request)
+    assert not IdempotencyRecord.objects.filter(key="undeclared").exists()
+    assert executions(execution_log)["undeclared"] == 1
 
 
 def test_unknown_and_invalid_options_are_refused() -> None:

@@ -1,4 +1,5 @@
-"""One view per (interface, view kind) of the interface matrix (tests/contract/test_matrix.py).
+"""One view per (interface, view kind) of the interface matrix (tests/contract/test_matrix.py),
+Django Ninja operations included (``decorator``, ``protect`` and ``middleware``).
 
 Every view body appends one line to an O_APPEND file (``MATRIX_COUNTER_FILE``)
 before anything else: a rollback cannot undo it, so the tests count executions
@@ -22,6 +23,9 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import View
 from django.views.generic import CreateView, FormView
+from ninja import NinjaAPI, Router
+from ninja.responses import Status
+from ninja.security import HttpBearer, django_auth
 from rest_framework import viewsets
 from rest_framework.decorators import action, api_view
 from rest_framework.request import Request
@@ -29,6 +33,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from idempotency import IdempotentMixin, idempotent
+from idempotency.ninja import protect
 from tests.testapp.models import Effect
 
 COUNTER_ENV = "MATRIX_COUNTER_FILE"
@@ -211,6 +216,49 @@ class DecAsyncCbv(View):
         return created(await awork(request))
 
 
+# -- Django Ninja's cells: one API per cell, its one operation at the cell's path ----------
+
+
+class DrfToken(HttpBearer):
+    """The matrix callers' ``Authorization: Token <key>`` as Ninja auth: ``request.auth``
+    is the token's user (the same caller, and scope, as under DRF); the ASGI caller's
+    session (``django_auth``) where its token header is not sent."""
+
+    openapi_scheme = "token"
+
+    def authenticate(self, request: HttpRequest, token: str) -> Any:
+        from rest_framework.authtoken.models import Token
+
+        found = Token.objects.select_related("user").filter(key=token).first()
+        return found.user if found is not None else None
+
+
+def _ninja_sync() -> Callable[..., Any]:
+    def operation(request: HttpRequest) -> Status:
+        return Status(201, work(request))
+
+    return operation
+
+
+def _ninja_async() -> Callable[..., Any]:
+    async def operation(request: HttpRequest) -> Status:
+        return Status(201, await awork(request))
+
+    return operation
+
+
+def ninja_view(name: str, func: Callable[..., Any], *, protected: bool = False) -> Any:
+    """The view Django routes to for a Ninja API of one POST operation ``func``."""
+    api = NinjaAPI(urls_namespace=f"matrix-{name}", auth=[DrfToken(), django_auth])
+    router = Router()
+    router.add_api_operation("/", ["POST"], func, response={201: dict[str, Any]})
+    if protected:
+        protect(router)
+    api.add_router("", router)
+    (view,) = [p.callback for p in api.urls[0] if p.callback.__module__.startswith("ninja.")]
+    return view
+
+
 # -- the mixin's cells (DRF only) -----------------------------------------------------------
 
 
@@ -248,6 +296,17 @@ def _cells() -> dict[str, Cell]:
     for kind, (plain, decorated, body, is_async) in kinds.items():
         cells[f"middleware/{kind}"] = (plain, body, is_async)
         cells[f"decorator/{kind}"] = (decorated, body, is_async)
+    for kind, make, is_async in (
+        ("ninja", _ninja_sync, False),
+        ("ninja-async", _ninja_async, True),
+    ):
+        cells[f"middleware/{kind}"] = (ninja_view(f"mw-{kind}", make()), "json", is_async)
+        cells[f"decorator/{kind}"] = (ninja_view(kind, idempotent(make())), "json", is_async)
+        cells[f"protect/{kind}"] = (
+            ninja_view(f"protect-{kind}", make(), protected=True),
+            "json",
+            is_async,
+        )
     cells["mixin/apiview"] = (MixinApi.as_view(), "json", False)
     cells["mixin/viewset-action"] = (MixinActions.as_view({"post": "run"}), "json", False)
     return cells

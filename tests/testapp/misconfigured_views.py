@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import path
+from ninja import NinjaAPI
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -55,6 +56,15 @@ def not_a_store(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"ran": True}, status=201)
 
 
+ninja_api = NinjaAPI(urls_namespace="misconfigured-ninja")
+
+
+@ninja_api.post("/not-a-store/", url_name="ninja-not-a-store")
+@idempotent(store="collections.OrderedDict")
+def ninja_not_a_store(request: HttpRequest) -> dict[str, bool]:
+    return {"ran": True}
+
+
 class RedisViews:
     urlpatterns = [
         path("redis/", redis_function, name="redis-function"),
@@ -73,3 +83,7 @@ class AtomicViews:
 
 class NotAStoreViews:
     urlpatterns = [path("not-a-store/", not_a_store, name="not-a-store")]
+
+
+class NinjaNotAStoreViews:
+    urlpatterns = [path("api/", ninja_api.urls)]
