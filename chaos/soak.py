@@ -17,8 +17,13 @@ report (``soak.md``, ``soak.svg``, ``soak.json``) goes to ``--output``.
     python -m chaos.soak --minutes 2               # the smoke
     python -m chaos.soak --minutes 30 --variant redis --output docs/soak
 
-Not measured: keep-alive renewal lateness (the sample's views end long before the first
-renewal, a third of the lease, so no renewal happens under this load).
+Keep-alive renewals (lease mode: the ``redis`` variant, the default) are timed in the
+workers (:mod:`chaos.soak_gunicorn`): how late each successful one started past its due
+time (the library's scheduling under load) and how late it ended (the store's answer
+included: a frozen Redis holds it), as histograms in fractions of the lease, and how many
+failed (the store frozen or down: retried on the next tick) or were refused. Renewals run
+only for requests longer than a third of the lease: under this load, those caught by a
+fault (Redis frozen, restarted).
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from chaos.app import ROOT, VARIANTS, ChaosUser, SampleServer
 from chaos.client import Outcome
 from chaos.invariants import Checker
 from chaos.services import PrivatePostgres, PrivateRedis
-from chaos.soak_report import Bucket, criteria, write
+from chaos.soak_report import Bucket, criteria, renewal_histogram, write
 from idempotency.client import DeadlineExceeded, IdempotentClient, RetryEvent, RetryPolicy
 from tests.support.proxy import FaultProxy
 
@@ -73,6 +78,8 @@ class Soak:
             log_dir=Path(tempfile.mkdtemp(prefix="idem-soak-logs-")),
         )
         self.ttl = options.ttl
+        self.renewals = self.server.log_dir / "renewals"
+        self.server.lease = options.lease
         self._sample_env = self.server.env
         self.server.env = self.env  # type: ignore[method-assign]
         self.run = Run()
@@ -87,8 +94,28 @@ class Soak:
         )
 
     def env(self) -> dict[str, str]:
-        """The sample's environment, with the soak's short TTL."""
-        return {**self._sample_env(), "IDEMPOTENCY_TTL": str(self.ttl)}
+        """The sample's environment, with the soak's short TTL and its workers' timing of
+        keep-alive renewals (:mod:`chaos.soak_gunicorn`)."""
+        return {
+            **self._sample_env(),
+            "IDEMPOTENCY_TTL": str(self.ttl),
+            "GUNICORN_CMD_ARGS": "--config python:chaos.soak_gunicorn",
+            "SOAK_RENEWALS": str(self.renewals),
+        }
+
+    def lateness(
+        self, outcome: str = "renewed", *, ended: bool = False
+    ) -> list[tuple[float, float]]:
+        """The renewals so far that ended with ``outcome``: how late each one started past
+        its due time (``ended``: how late it ended, the store's answer included), and its
+        lease."""
+        found = []
+        for path in self.renewals.parent.glob(f"{self.renewals.name}.*"):
+            for line in path.read_text().splitlines():
+                parts = line.split()
+                if len(parts) == 4 and parts[3] == outcome:
+                    found.append((float(parts[1 if ended else 0]), float(parts[2])))
+        return found
 
     # -- load ------------------------------------------------------------------------
 
@@ -249,6 +276,7 @@ class Soak:
             statuses = Counter(str(s) for at, s in self.run.statuses if start <= at < end)
         rss, largest, threads, sockets = self.workers()
         records, in_progress, keys = self.stored()
+        late = [started for started, _lease in self.lateness()]
         cuts = statistics.quantiles(times, n=100) if len(times) >= 2 else [0.0] * 99
         return Bucket(
             start=start,
@@ -264,6 +292,8 @@ class Soak:
             in_progress=in_progress,
             redis_keys=keys,
             faults=[name for at, name in self.faults if start <= at < end],
+            renewals=len(late),
+            renewal_late_max_ms=max(late, default=0.0) * 1000,
         )
 
     # -- the run ---------------------------------------------------------------------
@@ -336,6 +366,10 @@ class Soak:
             "stuck in progress": verdict.stuck,
             "gave up": verdict.failed,
             "abandoned, retried": len(abandoned),
+            "renewals": renewal_histogram(self.lateness()),
+            "renewals, by how late they ended": renewal_histogram(self.lateness(ended=True)),
+            "renewals that failed (store unreachable; retried)": len(self.lateness("failed")),
+            "renewals refused (the key was taken over)": len(self.lateness("lost")),
             "proxy fates": {
                 f"{fate} {status}": n
                 for (fate, status), n in sorted(self.proxy.fates().items(), key=str)
@@ -349,6 +383,7 @@ def _row(b: Bucket) -> str:
         f"p99 {b.p99_ms:.0f} ms | RSS {b.rss_mib:.0f} MiB (max {b.worker_rss_max_mib:.0f}) "
         f"| threads {b.threads} | sockets {b.sockets} | records {b.records} "
         f"({b.in_progress} in progress) | redis keys {b.redis_keys} | statuses {b.statuses} "
+        f"| renewals {b.renewals} (latest started {b.renewal_late_max_ms:.0f} ms late) "
         f"| faults {', '.join(b.faults) or '-'}"
     )
 
@@ -356,11 +391,13 @@ def _row(b: Bucket) -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m chaos.soak", description=__doc__)
     parser.add_argument("--minutes", type=float, default=2.0, help="length of the load")
-    parser.add_argument("--variant", default="db-cache", choices=sorted(VARIANTS))
+    # redis: lease mode, where the keep-alive renews (atomic mode's claim needs none)
+    parser.add_argument("--variant", default="redis", choices=sorted(VARIANTS))
     parser.add_argument("--bucket", type=float, default=60.0, help="seconds per report row")
     parser.add_argument("--threads", type=int, default=6, help="client threads")
     parser.add_argument("--fault-every", type=float, default=10.0, help="seconds between faults")
     parser.add_argument("--ttl", type=float, default=60.0, help="the records' TTL, seconds")
+    parser.add_argument("--lease", type=float, default=4.0, help="the lease, seconds")
     parser.add_argument("--output", default="soak-report", help="directory of the report")
     options = parser.parse_args(argv)
     started = time.monotonic()
@@ -371,8 +408,8 @@ def main(argv: list[str]) -> int:
     head = (
         f"Soak of {stamp}: store variant {options.variant}, {options.minutes:g} min of load "
         f"({time.monotonic() - started:.0f} s in all), {options.threads} client threads, "
-        f"gunicorn with 4 sync workers, lease 4 s, TTL {options.ttl:g} s, a fault every "
-        f"{options.fault_every:g} s ({', '.join(FAULTS)}), the purge every 30 s."
+        f"gunicorn with 4 sync workers, lease {options.lease:g} s, TTL {options.ttl:g} s, "
+        f"a fault every {options.fault_every:g} s ({', '.join(FAULTS)}), the purge every 30 s."
     )
     write(Path(options.output), buckets, end, judged, head)
     print((Path(options.output) / "soak.md").read_text())

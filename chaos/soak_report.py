@@ -28,6 +28,23 @@ class Bucket:
     in_progress: int = 0
     redis_keys: int = 0
     faults: list[str] = field(default_factory=list)
+    renewals: int = 0  # keep-alive renewals so far
+    renewal_late_max_ms: float = 0.0  # the latest of them: how long past its due time it started
+
+
+#: Upper bounds of the renewal-lateness histogram, in fractions of the lease.
+LATENESS = (0.01, 0.05, 0.1, 1 / 6, 1 / 3, 2 / 3, 1.0)
+
+
+def renewal_histogram(renewals: Sequence[tuple[float, float]]) -> dict[str, int]:
+    """How many renewals ended how late past their due time, in fractions of the lease."""
+    counts = dict.fromkeys([f"<= {bound:.2f} lease" for bound in LATENESS] + ["> lease"], 0)
+    for late, lease in renewals:
+        label = next(
+            (f"<= {bound:.2f} lease" for bound in LATENESS if late <= bound * lease), "> lease"
+        )
+        counts[label] += 1
+    return counts
 
 
 def criteria(
@@ -63,16 +80,26 @@ def criteria(
     )
     window = ttl + PURGE_EVERY + bucket  # a record lives its TTL, then waits for a purge
     recent = sum(b.operations for b in buckets[-max(1, int(window // bucket) + 1) :])
-    records = buckets[-1].records
+    # the database's records (DatabaseStore), or Redis' keys (RedisStore, the cache)
+    records = max(buckets[-1].records, buckets[-1].redis_keys)
     rows.append(
         (
             "records bounded by TTL and purge",
             0 <= records <= recent,
-            f"{records} records at the end; {recent} operations in the last {window:.0f} s",
+            f"{records} records or Redis keys at the end; {recent} operations in the last "
+            f"{window:.0f} s",
         )
     )
+    histogram: dict[str, int] = end["renewals"]
+    renewals = sum(histogram.values())
+    late = sum(n for label, n in histogram.items() if label in ("<= 0.67 lease",
+               "<= 1.00 lease", "> lease"))  # fmt: skip
     rows.append(
-        ("no renewal later than a third of the lease", None, "not measured (no renewal ran)")
+        (
+            "no renewal started later than a third of the lease",
+            None if renewals == 0 else late == 0,
+            f"{late} of {renewals} renewals" if renewals else "not measured (none renewed)",
+        )
     )
     return rows
 
@@ -85,15 +112,17 @@ def markdown(buckets: Sequence[Bucket], end: dict[str, Any], judged: list[Any], 
     lines += [
         "",
         "| min | operations | p50 ms | p99 ms | workers' RSS MiB (largest) | threads | "
-        "sockets | records (in progress) | Redis keys | answers by status | faults |",
-        "|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|",
+        "sockets | records (in progress) | Redis keys | renewals (latest, ms late) | "
+        "answers by status | faults |",
+        "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|",
     ]
     for b in buckets:
         statuses = ", ".join(f"{s or 'conn'}: {n}" for s, n in b.statuses.items())
         lines.append(
             f"| {b.start / 60:.1f} | {b.operations} | {b.p50_ms:.0f} | {b.p99_ms:.0f} | "
             f"{b.rss_mib:.0f} ({b.worker_rss_max_mib:.0f}) | {b.threads} | {b.sockets} | "
-            f"{b.records} ({b.in_progress}) | {b.redis_keys} | {statuses} | "
+            f"{b.records} ({b.in_progress}) | {b.redis_keys} | "
+            f"{b.renewals} ({b.renewal_late_max_ms:.0f}) | {statuses} | "
             f"{', '.join(b.faults) or '–'} |"
         )
     lines += ["", "End of the run:", ""]

@@ -72,6 +72,16 @@ LEASE_FAULTS = Config(
     "anywhere, the store goes away anywhere",
 )
 LEASE_NO_A1 = Config("lease-no-a1", ("ASSUME_COMPLETES",), "lease mode under A2 only")
+CACHE = Config(
+    "cache-store",
+    ("STORE_CACHE", "ASSUME_RENEWED", "ASSUME_COMPLETES"),
+    "CacheStore's read-then-write completion, lease mode under A1 and A2",
+)
+CACHE_FAULTS = Config(
+    "cache-store-faults",
+    ("STORE_CACHE",),
+    "CacheStore's read-then-write completion, lease mode without assumptions",
+)
 LEASE_NO_A2 = Config("lease-no-a2", ("ASSUME_RENEWED",), "lease mode under A1 only")
 
 
@@ -150,6 +160,15 @@ CHECKS: tuple[Check, ...] = (
         ("P5",),
         "fails",
         "a completion the store could not take (outage) still answers the view's success",
+    ),
+    # CacheStore's documented weakness: its completion reads, then writes
+    _clean(CACHE, SAFETY, "CacheStore keeps every safety property under A1 and A2"),
+    Check(
+        "design-cache-store-overwrite",
+        CACHE_FAULTS,
+        ("P3",),
+        "fails",
+        "without A1, a stale owner's completion read before a takeover overwrites the record",
     ),
     # the mutants: each plausible bug is caught
     _mutant(

@@ -62,6 +62,9 @@
  *      not crash or fail between the two, and the store is reachable for the completion.
  * Atomic mode needs neither: its properties hold under every fault.
  *
+ * Store variant -DSTORE_CACHE: CacheStore's completion, a read then a write (its
+ * documented weakness): safe under A1, a stale owner's overwrite without it.
+ *
  * Mutants (-DMUTANT_<NAME>): one plausible bug each; tests/model/test_spin.py shows SPIN
  * finding a counterexample for each (model/check.py lists which property each breaks).
  */
@@ -271,6 +274,35 @@ inline claim(i, res, resp) {
 #define OWNS_FOR_RENEW(i) (rec_state == INPROG && rec_fence == i)
 #endif
 
+#ifdef ASSUME_COMPLETES
+#define COMPLETED_EFFECT pending--       /* every owner that completes ran its effect first */
+#else
+#define COMPLETED_EFFECT skip
+#endif
+
+#ifdef STORE_CACHE
+/* CacheStore: the completion reads the record (cache.get), checks the token, then writes
+   the record back completed (cache.set): two steps, and a takeover can come between them
+   (its documented weakness). The owner's hold ends with the write. */
+inline complete(i, res) {
+	atomic {
+		if
+		:: !up -> res = R_DOWN
+		:: up && OWNS_FOR_COMPLETE(i) -> res = R_OK
+		:: up && !OWNS_FOR_COMPLETE(i) -> res = R_REFUSED
+		fi
+	};
+	atomic {
+		holding[i] = 0;
+		if
+		:: res == R_OK && !up -> res = R_DOWN
+		:: res == R_OK && up -> P3(cur_owner == i); accepted_completion(i)
+		:: res != R_OK -> skip
+		fi;
+		COMPLETED_EFFECT
+	}
+}
+#else
 /* complete: fenced; the owner's hold ends with the call, whatever it answers */
 inline complete(i, res) {
 	atomic {
@@ -283,13 +315,10 @@ inline complete(i, res) {
 			res = R_OK
 		:: up && !OWNS_FOR_COMPLETE(i) -> res = R_REFUSED
 		fi;
-#ifdef ASSUME_COMPLETES
-		pending--              /* every owner that completes ran its effect first */
-#else
-		skip
-#endif
+		COMPLETED_EFFECT
 	}
 }
+#endif
 
 /* release: fenced; a view's error frees the key so the client's retry runs afresh */
 inline release(i, res) {
