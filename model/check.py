@@ -333,7 +333,28 @@ def trail(check: Check) -> str:
         _run(args, work)
         if not (work / f"{MODEL.name}.trail").exists():
             return "no counterexample"
-        return _run(["spin", "-t", "-p", "-g", "-l", *check.defines(), MODEL.name], work)
+        replay = _run(["spin", "-t", "-p", *check.defines(), MODEL.name], work)
+        return f"{check.name}: {check.why}\n\n{steps(replay)}"
+
+
+#: A step of ``spin -t -p``: its number, the process (name and pid) and the statement.
+_STEP = re.compile(r"^\s*(\d+):\s+proc\s+(\d+) \((\w+):\d+\) \S+ \(state \d+\)\s+\[(.*)\]$")
+
+
+def steps(replay: str) -> str:
+    """A counterexample as one line per step of the model's processes (the start-up steps
+    of ``init`` left out): ``step  process  statement``, then SPIN's verdict."""
+    lines = []
+    for line in replay.splitlines():
+        found = _STEP.match(line)
+        if found:
+            number, pid, name, statement = found.groups()
+            if name != ":init:":
+                who = f"request {pid}" if name == "Request" else name.lower()
+                lines.append(f"{number:>4}  {who:<10} {statement}")
+        elif "assertion violated" in line or "CYCLE" in line or "<<<<<" in line:
+            lines.append(line.strip())
+    return "\n".join(lines)
 
 
 def select(names: Iterable[str]) -> list[Check]:

@@ -90,3 +90,16 @@ def test_the_docs_list_every_check() -> None:
     assert [name for name in CHECKS if f"`{name}`" not in page] == []
     for mutant in {c.mutant for c in spin.CHECKS if c.mutant}:
         assert f"`MUTANT_{mutant}`" in page, mutant
+
+
+def test_a_counterexample_reads_as_steps_of_the_requests() -> None:
+    problem = spin.spin_available()
+    if problem:
+        missing(f"SPIN cannot run ({problem})")
+    text = spin.trail(CHECKS["mutant-no-fence-on-complete"])
+    steps = text.splitlines()
+    # two requests own the key in turn: the second takes the first's lapsed lease over
+    owners = [line.split()[1:3] for line in steps if line.endswith("cur_owner = i")]
+    assert len(owners) == 2 and owners[0] != owners[1], text
+    # and the first, stale, completes: SPIN stops at the violated fence check
+    assert "assertion violated" in text and steps[-1].endswith("assert((cur_owner==i))"), text
