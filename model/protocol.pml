@@ -23,14 +23,18 @@
  *
  * Model action -> code (docs/explanation/model.md has the same table):
  *   peek            BaseStore.lookup / peek, before the claim (DatabaseStore.lookup_before_claim)
- *   claim           BaseStore.claim: DatabaseStore INSERT ... ON CONFLICT (statements.py),
- *                   RedisStore CLAIM script, CacheStore cache.add + takeover marker
- *   renew           BaseStore.extend, called by keepalive.KeepAlive every third of the lease
+ *   claim, own      BaseStore.claim: DatabaseStore INSERT ... ON CONFLICT (statements.py),
+ *                   RedisStore CLAIM script, CacheStore cache.add + takeover marker;
+ *                   own() is a claim that wins, a takeover when the lease had run out
+ *   RENEW           BaseStore.extend, called by keepalive.KeepAlive every third of the
+ *                   lease (Watchdog: keepalive.Watchdog and its renewal threads)
  *   complete        BaseStore.complete (fenced UPDATE / COMPLETE script)
  *   release         BaseStore.release (fenced DELETE / RELEASE script), on a view's error
- *   tick            the store's clock: PostgreSQL statement_timestamp(), Redis TIME
- *   tx_claim/commit atomic mode: DatabaseStore.claim inside transaction.atomic(), the
- *                   view's writes, DatabaseStore.complete, and the COMMIT
+ *   Clock           the store's clock: PostgreSQL statement_timestamp(), Redis TIME
+ *   Outage          StoreUnavailable from every store call while it lasts (outages.py)
+ *   atomic mode     http/atomic.py run_atomic: the look-up, then in transaction.atomic()
+ *                   DatabaseStore.claim, the view's writes, DatabaseStore.complete;
+ *                   commit() is the COMMIT, rollback() its end without one
  *
  * Abstractions (what the model leaves out, and why that loses nothing it checks):
  *   - one key, one fingerprint: mismatches (422) answer at once and change nothing;
