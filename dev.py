@@ -12,7 +12,9 @@ or a free port when that one is taken), ``demo`` (the double-charge story, live:
 ``manage.py retry_storm``), ``schemathesis`` (every schemathesis check against the
 sample's own OpenAPI schema and server, ``--max-time`` seconds; CI runs it), ``lint``
 (ruff check + ruff format --check, pinned; what CI runs), ``typecheck``, ``bench``,
-``bench-smoke``, ``chaos`` and ``chaos-smoke`` (the sample under faults), ``install``
+``bench-smoke``, ``chaos`` and ``chaos-smoke`` (the sample under faults), ``soak``
+(``--minutes N`` of load under scheduled faults, with a report), ``model`` (the
+protocol's Promela model checked by SPIN: ``python3 -m model.check``), ``install``
 (the virtualenv alone, then the versions it holds); ``--help`` prints this. The
 virtualenv lives in ``.venv`` and is (re)installed whenever ``pyproject.toml`` changes.
 
@@ -262,6 +264,11 @@ def main(argv: list[str]) -> None:
     elif command in ("chaos", "chaos-smoke"):
         install()
         sh(PYTHON, "-m", "chaos", *(["--smoke"] if command == "chaos-smoke" else []), *rest)
+    elif command == "soak":  # minutes of load under scheduled faults, with a report
+        install()
+        sh(PYTHON, "-m", "chaos.soak", *rest)
+    elif command == "model":  # the protocol's Promela model, checked by SPIN
+        sh(sys.executable, "-m", "model.check", *rest)
     elif command in ("bench", "bench-smoke"):
         install("dev,bench")
         sh(PYTHON, "-m", "bench", *(["--smoke"] if command == "bench-smoke" else []), *rest)

@@ -245,6 +245,8 @@ if os.environ.get("IDEMPOTENCY_RESPONSE_CACHE"):
     IDEMPOTENCY["RESPONSE_CACHE"] = os.environ["IDEMPOTENCY_RESPONSE_CACHE"]
 if os.environ.get("IDEMPOTENCY_LEASE"):  # seconds; the chaos suite shortens it
     IDEMPOTENCY["LEASE"] = float(os.environ["IDEMPOTENCY_LEASE"])
+if os.environ.get("IDEMPOTENCY_TTL"):  # seconds; the soak shortens it to see the purge work
+    IDEMPOTENCY["TTL"] = float(os.environ["IDEMPOTENCY_TTL"])
 # Distributed locks (the scheduled jobs): Redis when there is one, else PostgreSQL
 # advisory locks. With neither (the embedded default: SQLite, no Redis) the setting is
 # left unset and the sample's jobs lock with a host-local file lock, which is enough

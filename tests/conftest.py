@@ -49,7 +49,10 @@ from tests.testapp.models import Wallet
 ALL_TIERS = os.environ.get("IDEMPOTENCY_TEST_ALL") == "1"
 
 #: Markers of the tiers a plain run leaves out (they start processes or take seconds each).
-SLOW_TIERS = ("browser", "celery_worker", "chaos", "cluster", "docs", "servers")
+SLOW_TIERS = ("browser", "celery_worker", "chaos", "cluster", "docs", "model", "servers")
+#: Of those, the tiers that ``--all`` leaves out too: CI runs them in a step of their own
+#: (``model``: the SPIN model checks, minutes of CPU and no service, ``.ci/model-tier``).
+OWN_STEP_TIERS = ("model",)
 
 #: Tiers of whole files (or ``file::test``), marked here so the list is in one place.
 TIER_OF = {
@@ -67,6 +70,7 @@ TIER_OF = {
     "tests/scale/test_redis_cluster.py": "cluster",
     "tests/docs/test_site.py": "docs",
     "tests/docs/test_snippets.py": "docs",
+    "tests/model/test_spin.py": "model",
 }
 
 #: The tests that route to the test app's views (``tests/urls.py``), by folder or file;
@@ -97,13 +101,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(getattr(pytest.mark, tier))
         if where.startswith(TESTAPP_URLS):
             item.add_marker(pytest.mark.urls("tests.urls"))
-    if ALL_TIERS or config.getoption("markexpr"):
+    if config.getoption("markexpr"):
         return
     named = {Path(arg.split("::")[0]).resolve() for arg in config.args}
+    left_out = OWN_STEP_TIERS if ALL_TIERS else SLOW_TIERS
     slow = [
         item
         for item in items
-        if item.path not in named and any(item.get_closest_marker(m) for m in SLOW_TIERS)
+        if item.path not in named and any(item.get_closest_marker(m) for m in left_out)
     ]
     if slow:
         config.hook.pytest_deselected(items=slow)
@@ -129,11 +134,16 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Ite
             + "): docs/development.md says how to provide them (DATABASE_URL, REDIS_URL, ...)"
         )
     left_out = config.stash.get(SLOW_LEFT_OUT, 0)
-    if left_out:
+    if left_out and ALL_TIERS:
+        terminalreporter.write_line(
+            f"{left_out} tests of the tiers CI runs in steps of their own "
+            f"({', '.join(OWN_STEP_TIERS)}) were not run: -m <tier>, or name the test file"
+        )
+    elif left_out:
         terminalreporter.write_line(
             f"{left_out} tests of the slow tiers ({', '.join(SLOW_TIERS)}) were not run: "
-            "`python3 dev.py test --all` runs them too, as CI does "
-            "(or -m <tier>, or name the test file)"
+            "`python3 dev.py test --all` runs them too, as CI does, but for "
+            f"{', '.join(OWN_STEP_TIERS)} (or -m <tier>, or name the test file)"
         )
 
 

@@ -21,7 +21,17 @@ def test_importing_the_package_imports_none_of_its_modules() -> None:
 
 
 #: Every Python package of the repository, and its top-level scripts.
-PACKAGES = ("idempotency", "accounts", "orders", "payments", "config", "bench", "chaos", "tests")
+PACKAGES = (
+    "idempotency",
+    "accounts",
+    "orders",
+    "payments",
+    "config",
+    "bench",
+    "chaos",
+    "model",
+    "tests",
+)
 SCRIPTS = ("dev.py", "manage.py")
 
 

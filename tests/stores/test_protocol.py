@@ -1,14 +1,32 @@
 """The store protocol as a whole, as a Hypothesis rule-based state machine over each
-real store (issue 19, item 9): claims, keep-alive renewals, completions, releases, owner
-crashes and clock jumps in any order, with the invariants checked after every step:
+real store (issue 19, item 9; issue 37, item 4): the lease-mode actions of the SPIN model
+(``model/protocol.pml``, docs/explanation/model.md), run on ``DatabaseStore`` (PostgreSQL,
+or SQLite without one), ``RedisStore`` and ``CacheStore`` in any order, with the model's
+invariants checked after every step.
 
-* at most one live owner per key: a claim never owns a key another owner holds live;
-* no completion, release or renewal by a stale fence;
-* a completed record never changes: every read returns its body until it expires;
-* an expired record is absent.
+The rules are the model's actions, each one store method (the same mapping as the
+model's): ``peek`` (``lookup``), ``claim`` (a takeover once the lease ran out),
+``effect`` (the owner's body: external, counted), ``renew`` and ``watchdog``
+(``extend``: one owner's renewal, or every live owner's, in time), ``complete``,
+``release``, ``crash`` (the owner dies: it never calls again, its keep-alive with it) and
+``tick`` (the store's clock moves: leases and expiry age, on the store itself).
 
-Time does not really pass: a clock jump ages the records of the machine's keys (their
-lease and expiry move into the past by the jump), on the store itself.
+The invariants, named as the model names them:
+
+* P1: the effect runs at most once per record, unless lease mode's assumptions were broken
+  for it: a tick ran out the lease of an owner still running (A1), or an owner that ran
+  its effect died or released before completing (A2);
+* P2: no two completions are accepted for one record;
+* P3: a stale owner's completion, release and renewal are refused, a current owner's
+  accepted (checked on every answer);
+* P4 and P5: every read of a completed record returns the response of its one accepted
+  completion, and a claim of it replays that response;
+* reads agree with the model: one live owner at a time (a claim never owns a key whose
+  lease is live), an expired record is absent, a lease reads as live exactly while it is.
+
+Atomic mode is not driven here: its claim lives in an open transaction (one connection per
+owner), which the storms on PostgreSQL exercise with real concurrent duplicates
+(``tests/storms``); the model checks its protocol.
 """
 
 from __future__ import annotations
@@ -18,7 +36,7 @@ import uuid
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -38,7 +56,23 @@ LEASE = 50.0
 TTL = 200.0
 KEYS = ("k0", "k1")
 OWNERS = st.integers(min_value=0, max_value=2)
-JUMPS = st.sampled_from([10.0, 60.0, 250.0])
+#: A keep-alive's period (a third of the lease), a whole lease, past the TTL.
+TICKS = st.sampled_from([LEASE / 3, 60.0, 250.0])
+
+Attempt = tuple[int, str]  # (owner, key)
+
+
+@dataclasses.dataclass
+class Life:
+    """One record's life, from a claim of an absent key until it is absent again (a
+    takeover keeps it): the model's ghosts, judged by P1 and P2."""
+
+    effects: int = 0
+    completions: int = 0
+    #: A1 broken: a tick ran out the lease of an owner still running.
+    lease_ran_out_under_a_live_owner: bool = False
+    #: A2 broken: an owner that ran its effect died or released before completing.
+    effect_without_completion: bool = False
 
 
 @dataclasses.dataclass
@@ -48,9 +82,11 @@ class Record:
 
     state: str
     fence: int
+    owner: int  # whose claim is current: a takeover makes the last owner stale
     lease_left: float
     ttl_low: float
     ttl_high: float
+    life: Life
     body: bytes = b""
 
 
@@ -61,10 +97,43 @@ class StoreProtocol(RuleBasedStateMachine):
         super().__init__()
         self.scope = f"protocol-{uuid.uuid4().hex}"
         self.model: dict[str, Record | None] = dict.fromkeys(KEYS)
-        self.fences: dict[tuple[int, str], int] = {}
+        #: each owner's last token per key (kept after its attempt ended: a stale caller)
+        self.fences: dict[Attempt, int] = {}
+        #: attempts running: claimed, neither completed, released nor crashed
+        self.running: set[Attempt] = set()
+        self.ran_effect: set[Attempt] = set()
+        self.lives: dict[Attempt, Life] = {}
+        self.all_lives: list[Life] = []
         self.serial = 0
 
-    # -- rules -------------------------------------------------------------------------
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _current(self, owner: int, key: str) -> tuple[int, Record | None, bool]:
+        """The owner's token, the model's record, and whether the owner's claim is current
+        (the ghost: a takeover, completion or release since makes it stale)."""
+        fence = self.fences[(owner, key)]
+        record = self.model[key]
+        current = (
+            record is not None
+            and record.state == "in_progress"
+            and record.owner == owner
+            and record.fence == fence
+        )
+        return fence, record, current
+
+    def _end(self, attempt: Attempt, *, completed: bool) -> None:
+        """An attempt ends; one that ran its effect and did not complete breaks A2."""
+        if attempt in self.running and attempt in self.ran_effect and not completed:
+            self.lives[attempt].effect_without_completion = True
+        self.running.discard(attempt)
+        self.ran_effect.discard(attempt)
+
+    # -- the model's actions ------------------------------------------------------------
+
+    @rule(key=st.sampled_from(KEYS))
+    def peek(self, key: str) -> None:
+        """The lookup before a claim: replay, 409, or go on to claim."""
+        self._check_read(key)
 
     @rule(owner=OWNERS, key=st.sampled_from(KEYS))
     def claim(self, owner: int, key: str) -> None:
@@ -73,29 +142,50 @@ class StoreProtocol(RuleBasedStateMachine):
         if record is None or (record.state == "in_progress" and record.lease_left <= 0):
             assert got.status is ClaimStatus.CLAIMED, (record, got)
             assert got.taken_over == (record is not None)
-            low = TTL if record is None else record.ttl_low
-            self.model[key] = Record("in_progress", got.fence, LEASE, low, TTL)
-            self.fences[(owner, key)] = got.fence
-        elif record.state == "completed":
+            if record is None:
+                life, low = Life(), TTL
+                self.all_lives.append(life)
+            else:
+                life, low = record.life, record.ttl_low
+            attempt = (owner, key)
+            self._end(attempt, completed=False)  # a new attempt of the same owner
+            self.model[key] = Record("in_progress", got.fence, owner, LEASE, low, TTL, life)
+            self.fences[attempt] = got.fence
+            self.running.add(attempt)
+            self.lives[attempt] = life
+        elif record.state == "completed":  # P4: the replay returns the completed response
             assert got.status is ClaimStatus.COMPLETED
             assert got.response is not None and got.response.body == record.body
         else:  # a live owner holds it: never a second one
             assert got.status is ClaimStatus.IN_PROGRESS, (record, got)
             assert got.retry_after > 0
 
-    def _owner_op(self, owner: int, key: str) -> tuple[int, Record | None, bool]:
-        fence = self.fences[(owner, key)]
-        record = self.model[key]
-        current = record is not None and record.state == "in_progress" and record.fence == fence
-        return fence, record, current
+    @precondition(lambda self: self.running - self.ran_effect)
+    @rule(data=st.data())
+    def effect(self, data: Any) -> None:
+        """The owner's body runs its effect (external: nothing in the store changes)."""
+        attempt = data.draw(st.sampled_from(sorted(self.running - self.ran_effect)))
+        self.ran_effect.add(attempt)
+        self.lives[attempt].effects += 1
 
     @precondition(lambda self: self.fences)
     @rule(data=st.data())
-    def extend(self, data: Any) -> None:
+    def renew(self, data: Any) -> None:
+        """One renewal by any owner, its claim current or stale (P3)."""
         owner, key = data.draw(st.sampled_from(sorted(self.fences)))
-        fence, record, current = self._owner_op(owner, key)
+        self._renew(owner, key)
+
+    @precondition(lambda self: self.running)
+    @rule()
+    def watchdog(self) -> None:
+        """The keep-alive of every running owner renews, in time."""
+        for owner, key in sorted(self.running):
+            self._renew(owner, key)
+
+    def _renew(self, owner: int, key: str) -> None:
+        fence, record, current = self._current(owner, key)
         renewed = self.store.extend(self.scope, key, fence=fence, lease=LEASE)
-        assert renewed == current, (record, fence)
+        assert renewed == current, (record, fence)  # P3
         if current and record is not None:
             record.lease_left = LEASE
             record.ttl_low, record.ttl_high = (
@@ -107,7 +197,7 @@ class StoreProtocol(RuleBasedStateMachine):
     @rule(data=st.data())
     def complete(self, data: Any) -> None:
         owner, key = data.draw(st.sampled_from(sorted(self.fences)))
-        fence, record, current = self._owner_op(owner, key)
+        fence, record, current = self._current(owner, key)
         self.serial += 1
         body = f"owner {owner}, completion {self.serial}".encode()
         done = self.store.complete(
@@ -118,35 +208,45 @@ class StoreProtocol(RuleBasedStateMachine):
             # its own owner, never taken over, may still complete it (nobody else ran)
             assert isinstance(self.store, DatabaseStore)
             current = True
-        assert done == current, (record, fence)
+        assert done == current, (record, fence)  # P3
         if done:
-            self.model[key] = Record("completed", fence, 0, TTL, TTL, body)
+            life = self.lives[(owner, key)]
+            assert life.completions == 0  # P2
+            life.completions += 1
+            self.model[key] = Record("completed", fence, owner, 0, TTL, TTL, life, body)
+        self._end((owner, key), completed=done)
 
     @precondition(lambda self: self.fences)
     @rule(data=st.data())
     def release(self, data: Any) -> None:
+        """A view's error frees the key (P3: only its current owner's release)."""
         owner, key = data.draw(st.sampled_from(sorted(self.fences)))
-        fence, record, current = self._owner_op(owner, key)
+        fence, record, current = self._current(owner, key)
         released = self.store.release(self.scope, key, fence=fence)
         if record is None and released:
             assert isinstance(self.store, DatabaseStore)  # as for complete
             current = True
-        assert released == current, (record, fence)
+        assert released == current, (record, fence)  # P3
         if released:
             self.model[key] = None
+        self._end((owner, key), completed=False)
 
     @precondition(lambda self: self.fences)
     @rule(owner=OWNERS)
     def crash(self, owner: int) -> None:
         """The owner dies: it never renews, completes or releases again."""
         for held in [held for held in self.fences if held[0] == owner]:
+            self._end(held, completed=False)
             del self.fences[held]
 
-    @rule(seconds=JUMPS)
-    def clock_jump(self, seconds: float) -> None:
+    @rule(seconds=TICKS)
+    def tick(self, seconds: float) -> None:
         for key, record in self.model.items():
             if record is None:
                 continue
+            live = record.state == "in_progress" and record.lease_left > 0
+            if live and record.lease_left <= seconds and (record.owner, key) in self.running:
+                record.life.lease_ran_out_under_a_live_owner = True  # A1 broken
             age(self.store, self.scope, key, seconds)
             record.lease_left -= seconds
             record.ttl_low -= seconds
@@ -162,18 +262,34 @@ class StoreProtocol(RuleBasedStateMachine):
 
     # -- invariants ----------------------------------------------------------------------
 
+    def _check_read(self, key: str) -> None:
+        record = self.model[key]
+        seen = self.store.lookup(self.scope, key, fingerprint="fp")
+        if record is None:
+            assert seen is None, (key, seen)  # an expired record is absent
+        elif record.state == "completed":  # P4, P5: its one completion's response
+            assert seen is not None and seen.status is ClaimStatus.COMPLETED
+            assert seen.response is not None and seen.response.body == record.body
+        else:
+            assert seen is not None and seen.status is ClaimStatus.IN_PROGRESS, seen
+            assert (seen.retry_after > 0) == (record.lease_left > 0), (record, seen)
+
     @invariant()
     def reads_agree_with_the_model(self) -> None:
-        for key, record in self.model.items():
-            seen = self.store.lookup(self.scope, key, fingerprint="fp")
-            if record is None:
-                assert seen is None, (key, seen)  # an expired record is absent
-            elif record.state == "completed":
-                assert seen is not None and seen.status is ClaimStatus.COMPLETED
-                assert seen.response is not None and seen.response.body == record.body
-            else:
-                assert seen is not None and seen.status is ClaimStatus.IN_PROGRESS, seen
-                assert (seen.retry_after > 0) == (record.lease_left > 0), (record, seen)
+        for key in KEYS:
+            self._check_read(key)
+
+    @invariant()
+    def p1_the_effect_runs_once_unless_an_assumption_broke(self) -> None:
+        for life in self.all_lives:
+            assumptions_held = not (
+                life.lease_ran_out_under_a_live_owner or life.effect_without_completion
+            )
+            assert life.effects <= 1 or not assumptions_held, life
+
+    @invariant()
+    def p2_one_completion_per_record(self) -> None:
+        assert all(life.completions <= 1 for life in self.all_lives)
 
 
 @pytest.fixture(
@@ -184,17 +300,51 @@ class StoreProtocol(RuleBasedStateMachine):
     ]
 )
 def protocol_store(request: pytest.FixtureRequest, db: Any) -> BaseStore:
-    return {"database": DatabaseStore, "redis": RedisStore, "cache": CacheStore}[request.param]()
+    stores: dict[str, type[BaseStore]] = {
+        "database": DatabaseStore,
+        "redis": RedisStore,
+        "cache": CacheStore,
+    }
+    return stores[request.param]()
+
+
+def run_machine(store: BaseStore, examples: int, **extra: Any) -> None:
+    """Run :class:`StoreProtocol` over ``store``: ``examples`` runs of up to 40 steps."""
+    machine = type("Protocol", (StoreProtocol,), {"store": store})
+    options = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], **extra}
+    run_state_machine_as_test(
+        machine, settings=settings(max_examples=examples, stateful_step_count=40, **options)
+    )
 
 
 def test_the_store_protocol_holds_under_any_sequence(protocol_store: BaseStore) -> None:
-    machine = type("Protocol", (StoreProtocol,), {"store": protocol_store})
-    run_state_machine_as_test(
-        machine,
-        settings=settings(
-            max_examples=40,
-            stateful_step_count=30,
-            deadline=None,
-            suppress_health_check=[HealthCheck.too_slow],
-        ),
-    )
+    run_machine(protocol_store, 50)
+
+
+class FenceBlindStore(CacheStore):
+    """A mutant: completion, release and renewal check the state but not the token."""
+
+    def _owned(self, scope: str, key: str, fence: int) -> dict[str, Any] | None:
+        record = self.cache.get(self.record_key(scope, key))
+        if record is None or record["state"] != "in_progress":
+            return None
+        return record  # type: ignore[no-any-return]
+
+
+class LiveLeaseTakerStore(CacheStore):
+    """A mutant: a claim that meets an in-progress record takes it over, lease or not."""
+
+    def claim(self, scope: str, key: str, **kwargs: Any) -> Any:
+        record = self.cache.get(self.record_key(scope, key))
+        if record is not None and record["state"] == "in_progress":
+            self.cache.delete(self.record_key(scope, key))
+        return super().claim(scope, key, **kwargs)
+
+
+@pytest.mark.parametrize("mutant", [FenceBlindStore, LiveLeaseTakerStore])
+def test_the_machine_catches_a_broken_store(mutant: type[BaseStore], db: Any) -> None:
+    with pytest.raises(AssertionError):
+        # a failure is all this asks: no shrinking
+        run_machine(
+            mutant(), 200, print_blob=False, report_multiple_bugs=False, phases=[Phase.generate]
+        )
