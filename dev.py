@@ -130,8 +130,10 @@ def select(python: str | None, constraints: str | None) -> None:
 def options(argv: list[str]) -> list[str]:
     """Takes ``--python X.Y`` and ``--constraints FILE`` (or ``$DEV_PYTHON``,
     ``$DEV_CONSTRAINTS``) out of ``argv``, selects them, and returns the rest."""
-    found = {"--python": os.environ.get("DEV_PYTHON"), "--constraints": None}
-    found["--constraints"] = os.environ.get("DEV_CONSTRAINTS")
+    found = {
+        "--python": os.environ.get("DEV_PYTHON"),
+        "--constraints": os.environ.get("DEV_CONSTRAINTS"),
+    }
     rest: list[str] = []
     words = iter(argv)
     for word in words:
