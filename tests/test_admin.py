@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission
-from django.core.cache import caches
 from django.test import Client, override_settings
 from django.urls import reverse
 
@@ -194,16 +193,15 @@ def test_release_action_forgets_the_cached_response(
     obj = make_record(key="cached-key")
     store = DatabaseStore()
     cache_key = store._cache_key(obj.scope, obj.key)
-    caches["default"].set(
-        cache_key, {"fingerprint": obj.fingerprint, "status": 201, "headers": [], "body": b"{}"}
-    )
+    store._cache_response(obj.scope, obj.key, obj.fingerprint, StoredResponse(201, [], b"{}"), 60)
+    assert store._raw_response_cache().get(cache_key) is not None  # type: ignore[union-attr]
     assert store.lookup(obj.scope, obj.key, fingerprint=obj.fingerprint) is not None
 
     admin_client.post(
         CHANGELIST, {"action": "release_records", "_selected_action": [obj.pk], "index": "0"}
     )
 
-    assert caches["default"].get(cache_key) is None
+    assert store._raw_response_cache().get(cache_key) is None  # type: ignore[union-attr]
     assert store.lookup(obj.scope, obj.key, fingerprint=obj.fingerprint) is None
 
 
