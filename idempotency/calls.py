@@ -106,6 +106,9 @@ class KeyedCall:
     #: The owner-only fingerprint (:func:`fingerprint_of`): records stored with it, before
     #: arguments were fingerprinted, are this callable's own
     legacy: str = ""
+    #: The fingerprint under older secrets, or unkeyed (rotation; records stored before
+    #: fingerprints were keyed): records stored with one of them are this call's own
+    older: Callable[[], list[str]] | None = None
     #: Atomic mode, ``store_errors``: the exception to store once its transaction rolled back
     failed: Exception | None = None
 
@@ -128,10 +131,14 @@ class KeyedCall:
         return InProgress(self.scope, self.key)
 
     def adopts(self, claim: Claim) -> bool:
-        """A MISMATCH that is this callable's own record after all: one stored without
-        the arguments' hash (or with it, where this call leaves arguments out). The call
-        takes that record's fingerprint and claims again."""
+        """A MISMATCH that is this callable's own record after all: one stored under an
+        older secret or unkeyed (:attr:`older`), or without the arguments' hash (or with
+        it, where this call leaves arguments out). The call takes that record's
+        fingerprint and claims again."""
         stored, legacy = claim.fingerprint, self.legacy
+        if stored and self.older is not None and stored in self.older():
+            self.fingerprint = stored
+            return True
         if not stored or not legacy or stored[:32] != legacy[:32]:
             return False
         if stored == legacy or self.fingerprint == legacy:

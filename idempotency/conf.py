@@ -208,7 +208,8 @@ SETTINGS: dict[str, Setting] = {
     ),
     "FINGERPRINT": Setting(
         "idempotency.http.fingerprints.request_fingerprint",
-        "Dotted path of fingerprint(request, headers) -> str (SHA-256 hex).",
+        "Dotted path of fingerprint(request, headers) -> str (the default: a keyed "
+        "HMAC-SHA256 hex, see FINGERPRINT_SECRETS).",
         "path",
     ),
     "RESULT_TYPES": Setting(
