@@ -36,6 +36,7 @@ from idempotency.calls import (
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import IdempotencyKeyMissing, ImproperlyApplied, StoreUnavailable
 from idempotency.keepalive import keep_call_alive
+from idempotency.keyed import log_ref
 from idempotency.policy import CallPolicy
 from idempotency.redelivery import Redelivery
 from idempotency.results import ResultCodec, return_annotation
@@ -234,10 +235,9 @@ class IdempotentTask(Redelivery):
             self._retry_unavailable(call, exc, args, kwargs)
         if claim.status is ClaimStatus.COMPLETED:
             logger.info(
-                "idempotency: task %s[%s] is a duplicate of key %s; acknowledged and skipped",
+                "idempotency: task %s is a duplicate of key %s; acknowledged and skipped",
                 self.name,
-                self.request.id,
-                call.key,
+                log_ref(call.scope, call.key),
             )
             return replayed(call, claim)
         if claim.status is not ClaimStatus.CLAIMED:
