@@ -196,7 +196,8 @@ SETTINGS: dict[str, Setting] = {
     ),
     "SCOPE": Setting(
         "idempotency.scopes.user_scope",
-        'Dotted path of scope(request) -> str | None; None means "anonymous".',
+        'Dotted path of scope(request) -> str | None; None or "" means "anonymous". The '
+        "default names the principal's model: auth.user:<pk>.",
         "path",
     ),
     "ANONYMOUS": Setting(

@@ -83,7 +83,7 @@ def test_a_foreign_value_under_a_redis_record_answers_a_problem_and_runs_nothing
     from idempotency.stores.redis import RedisStore
 
     key = str(uuid.uuid4())
-    scope = f"user:{user.pk}"
+    scope = f"auth.user:{user.pk}"
     with override_settings(IDEMPOTENCY={**STORE_VARIANTS["redis"]}):
         name = RedisStore().record_key(scope, key)
         get_redis_connection("default").set(name, "foreign")
