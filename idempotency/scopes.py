@@ -41,11 +41,13 @@ def shared(name: str) -> SharedScope:
 def principal_label(principal: Any) -> str:
     """The kind of an authenticated principal: its model's ``app_label.model_name``
     (``auth.user``), or the lower-cased dotted path of its class where it is no model."""
-    meta = getattr(type(principal), "_meta", None)
+    # through the instance, not type(): request.user is a SimpleLazyObject under
+    # Django's authentication middleware, which passes both through to the user
+    meta = getattr(principal, "_meta", None)
     label = getattr(meta, "label_lower", None)
     if isinstance(label, str) and label:
         return label
-    cls = type(principal)
+    cls = principal.__class__
     return f"{cls.__module__}.{cls.__qualname__}".lower()
 
 

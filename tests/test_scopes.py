@@ -15,6 +15,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.core.management import call_command
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.test import RequestFactory, override_settings
+from django.utils.functional import SimpleLazyObject
 
 from idempotency import idempotent, shared
 from idempotency.models import IdempotencyRecord
@@ -63,6 +64,9 @@ def test_the_default_scope_names_the_principals_model(user: Any) -> None:
     assert user_scope(request) == f"tests.test_scopes.apiclient:{user.pk}"
     request.user = AnonymousUser()
     assert user_scope(request) is None
+    # as Django's authentication middleware sets it: a lazy object around the user
+    request.user = SimpleLazyObject(lambda: user)
+    assert user_scope(request) == f"auth.user:{user.pk}"
 
 
 def test_a_principal_of_another_kind_with_the_same_pk_never_replays_a_users_record(
