@@ -11,6 +11,7 @@ from asgiref.sync import async_to_sync
 from idempotency import idempotent_function
 from idempotency.calls import FunctionKeyMismatch
 from idempotency.exceptions import IdempotencyKeyMismatch, InProgress
+from idempotency.keyed import log_ref
 from idempotency.stores import get_store
 from tests.support.counting import Counter, unique
 from tests.support.stores import ALL_STORES, DB_STORE
@@ -89,7 +90,9 @@ def test_same_key_used_by_two_functions_is_a_mismatch(store: str) -> None:
         refund(7)
     assert isinstance(caught.value, ValueError)
     assert isinstance(caught.value, IdempotencyKeyMismatch)
-    assert "order:7" in str(caught.value) and "refund" in str(caught.value)
+    # the message names the record by its keyed hash (it ends up in logs), never raw
+    assert caught.value.key == "order:7" and "order:7" not in str(caught.value)
+    assert log_ref("functions", "order:7") in str(caught.value) and "refund" in str(caught.value)
     # another scope keeps them apart
     other_scope = idempotent_function(key="order:{order_id}", scope="refunds", store=store)(
         lambda order_id: "refunded"
