@@ -19,6 +19,7 @@ _EXPORTS: dict[str, str] = {
     "idempotency_exempt": "idempotency.http.decorators",
     "IdempotentMixin": "idempotency.http.mixins",
     "IdempotencyMiddleware": "idempotency.http.middleware",
+    "shared": "idempotency.scopes",
     "recovery_point": "idempotency.recovery",
     "get_recovery_point": "idempotency.recovery",
     # beyond HTTP
@@ -134,6 +135,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.purge import purge_expired_records as purge_expired_records
     from idempotency.recovery import get_recovery_point as get_recovery_point
     from idempotency.recovery import recovery_point as recovery_point
+    from idempotency.scopes import shared as shared
     from idempotency.stores import get_store as get_store
     from idempotency.stores.cache import CacheStore as CacheStore
     from idempotency.stores.database import DatabaseStore as DatabaseStore

@@ -7,7 +7,11 @@ response is forgotten too) and purge the expired ones. Subclass
 
     admin.site.unregister(IdempotencyRecord)
 
-    @admin.register(IdempotencyRecord)
+    #: The admin log's message for a released record.
+RELEASE_MESSAGE = "Released: the record was deleted, so its key may run again."
+
+
+@admin.register(IdempotencyRecord)
     class MyRecordAdmin(IdempotencyRecordAdmin):
         preview_limit = 16384
 """
@@ -17,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
@@ -100,6 +104,10 @@ def _is_text(text: str) -> bool:
     return all(char.isprintable() or char in "\t\n\r" for char in text[:4096])
 
 
+#: The admin log's message for a released record.
+RELEASE_MESSAGE = "Released: the record was deleted, so its key may run again."
+
+
 @admin.register(IdempotencyRecord)
 class IdempotencyRecordAdmin(_ModelAdmin):
     """Read-only view of idempotency records; subclass it to customise."""
@@ -129,10 +137,15 @@ class IdempotencyRecordAdmin(_ModelAdmin):
     # the table can hold millions of rows: never count them all on every page view
     show_full_result_count = False
     actions = ("release_records", "purge_expired")
+    #: The permission that shows stored bodies, headers and recovery data (``Meta.permissions``).
+    body_permission = "idempotency.view_idempotencyrecord_body"
+    #: What only :attr:`body_permission` shows: what the callers were sent.
+    body_fields = ("headers_table", "response_preview", "recovery_data")
+    # the fingerprint is never shown: keyed as it is, it still says nothing an operator needs
     fieldsets = (
         (
             None,
-            {"fields": ("scope", "key", "state", "expired", "method", "route", "fingerprint")},
+            {"fields": ("scope", "key", "state", "expired", "method", "route")},
         ),
         (
             _("Response"),
@@ -153,6 +166,28 @@ class IdempotencyRecordAdmin(_ModelAdmin):
     readonly_fields = flatten_fieldsets(fieldsets)  # every field shown, none editable
 
     # -- permissions: view for staff with the view permission, release for superusers --
+
+    def has_body_permission(self, request: HttpRequest) -> bool:
+        """Whether ``request.user`` may read stored bodies (:attr:`body_permission`)."""
+        return bool(request.user.has_perm(self.body_permission))
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        fieldsets = super().get_fieldsets(request, obj)
+        if self.has_body_permission(request):
+            return fieldsets
+        hidden = set(self.body_fields)
+        kept = []
+        for name, options in fieldsets:
+            fields = [f for f in options["fields"] if f not in hidden]
+            if fields:
+                kept.append((name, {**options, "fields": fields}))
+        return kept
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = super().get_readonly_fields(request, obj)
+        if self.has_body_permission(request):
+            return fields
+        return [f for f in fields if f not in self.body_fields]
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -218,10 +253,19 @@ class IdempotencyRecordAdmin(_ModelAdmin):
         description=_("Release selected records"),
     )
     def release_records(self, request: HttpRequest, queryset: QuerySet[IdempotencyRecord]) -> None:
+        """Delete the selected records through the store (their keys may run again), each
+        release audited as a deletion in the admin log (``LogEntry``)."""
         store = DatabaseStore(using=queryset.db)
         released = 0
-        for scope, key in queryset.values_list("scope", "key").iterator():
-            released += store.delete(scope, key)
+        batch: list[IdempotencyRecord] = []
+        for record in queryset.only("pk", "scope", "key", "state").iterator(chunk_size=500):
+            if store.delete(record.scope, record.key):
+                released += 1
+                batch.append(record)
+            if len(batch) >= 500:
+                self._audit(request, batch, RELEASE_MESSAGE)
+                batch = []
+        self._audit(request, batch, RELEASE_MESSAGE)
         self.message_user(
             request,
             ngettext("Released %(n)d record.", "Released %(n)d records.", released)
@@ -235,6 +279,18 @@ class IdempotencyRecordAdmin(_ModelAdmin):
     )
     def purge_expired(self, request: HttpRequest, queryset: QuerySet[IdempotencyRecord]) -> None:
         result = purge_expired_records(using=queryset.db)
+        from django.contrib.admin.models import DELETION, LogEntry
+        from django.contrib.contenttypes.models import ContentType
+
+        # one entry for the whole purge: it deletes by expiry, possibly millions of rows
+        LogEntry.objects.create(
+            user_id=cast(int, request.user.pk),
+            content_type=ContentType.objects.get_for_model(IdempotencyRecord),
+            object_id=None,
+            object_repr=gettext("expired idempotency records"),
+            action_flag=DELETION,
+            change_message=gettext("Purged %(n)d expired records.") % {"n": result.deleted},
+        )
         self.message_user(
             request,
             ngettext(
@@ -244,6 +300,20 @@ class IdempotencyRecordAdmin(_ModelAdmin):
             )
             % {"n": result.deleted, "s": result.seconds},
             messages.SUCCESS,
+        )
+
+    def _audit(self, request: HttpRequest, records: list[IdempotencyRecord], message: str) -> None:
+        """One deletion ``LogEntry`` per record (``LogEntry.objects.log_actions``: Django
+        5.1+, where ``log_deletion`` is deprecated, and removed in 6.0)."""
+        if not records:
+            return
+        from django.contrib.admin.models import DELETION, LogEntry
+
+        LogEntry.objects.log_actions(
+            user_id=cast(int, request.user.pk),
+            queryset=records,
+            action_flag=DELETION,
+            change_message=message,
         )
 
     def changelist_view(

@@ -27,6 +27,7 @@ from typing import Any
 
 from idempotency.conf import MAX_KEY_LENGTH
 from idempotency.exceptions import IdempotencyKeyMissing
+from idempotency.keyed import fingerprint_hex, older_fingerprints
 
 #: A key: a format string of the call's arguments, a callable of them, or a PayloadKey.
 KeySpec = Any
@@ -56,7 +57,7 @@ class CallArguments:
 #: A call's key from its arguments (see :func:`key_builder`).
 Builder = Callable[[CallArguments], str]
 #: The hash of what a call's fingerprint takes from its arguments (see :func:`arguments_hasher`).
-Hasher = Callable[[CallArguments], str]
+Hasher = Callable[[CallArguments], bytes]
 
 
 def qualified_name(func: Callable[..., Any]) -> str:
@@ -294,10 +295,21 @@ def fingerprint_of(kind: str, name: str) -> str:
     return hashlib.sha256(f"{kind}:{name}".encode()).hexdigest()
 
 
-def call_fingerprint(kind: str, name: str, arguments: str | None) -> str:
-    """A call's fingerprint: 32 hex digits of its owner, 32 of its ``arguments`` hash."""
+def call_fingerprint(kind: str, name: str, arguments: bytes | None) -> str:
+    """A call's fingerprint: 32 hex digits of its owner, 32 of the keyed hash of its
+    arguments' digest (``arguments``, see :func:`arguments_digest`): a stored record
+    gives no brute-force oracle on the arguments (issue 36, finding 5)."""
     owner = fingerprint_of(kind, name)
-    return owner if arguments is None else owner[:32] + arguments[:32]
+    return owner if arguments is None else owner[:32] + fingerprint_hex(arguments)[:32]
+
+
+def older_call_fingerprints(kind: str, name: str, arguments: bytes | None) -> list[str]:
+    """What the call's fingerprint was under older secrets (rotation) and, while
+    ``FINGERPRINT_ACCEPT_UNKEYED`` is on, before fingerprints were keyed."""
+    if arguments is None:
+        return []
+    owner = fingerprint_of(kind, name)[:32]
+    return [owner + older[:32] for older in older_fingerprints(arguments)]
 
 
 # -- canonical hashing -------------------------------------------------------------------
@@ -358,8 +370,14 @@ def _json(value: Any) -> str:
 
 
 def digest(value: Any) -> str:
-    """SHA-256 hex of ``value``'s canonical JSON."""
-    return hashlib.sha256(_json(canonical(value)).encode()).hexdigest()
+    """SHA-256 hex of ``value``'s canonical JSON (keys built from a payload)."""
+    return arguments_digest(value).hex()
+
+
+def arguments_digest(value: Any) -> bytes:
+    """The SHA-256 digest of ``value``'s canonical JSON: never stored as it is (see
+    :func:`call_fingerprint`)."""
+    return hashlib.sha256(_json(canonical(value)).encode()).digest()
 
 
 def arguments_hasher(
@@ -375,7 +393,7 @@ def arguments_hasher(
     if callable(spec):
         select = spec
 
-        def of_callable(call: CallArguments) -> str:
+        def of_callable(call: CallArguments) -> bytes:
             return _hash_or_fail(select(*call.args, **call.kwargs), owner, "fingerprint(...)")
 
         return of_callable
@@ -389,7 +407,7 @@ def arguments_hasher(
         names = tuple(spec)
         _check_names(names, signature, f"fingerprint= of {owner}")
 
-    def of_arguments(call: CallArguments) -> str:
+    def of_arguments(call: CallArguments) -> bytes:
         values = call.by_name(signature, owner=owner)
         chosen = {
             name: value
@@ -401,9 +419,9 @@ def arguments_hasher(
     return of_arguments
 
 
-def _hash_or_fail(value: Any, owner: str, what: str) -> str:
+def _hash_or_fail(value: Any, owner: str, what: str) -> bytes:
     try:
-        return digest(value)
+        return arguments_digest(value)
     except TypeError as exc:
         raise TypeError(
             f"{owner}: {what} cannot be fingerprinted ({exc}). Name the arguments that "

@@ -47,9 +47,10 @@ from idempotency.exceptions import (
     StoreUnavailable,
 )
 from idempotency.keepalive import keep_call_alive
+from idempotency.keyed import log_ref
 from idempotency.policy import lease_over
-from idempotency.results import ResultCodec, storable_error
-from idempotency.stores.base import BaseStore, Claim, ClaimStatus
+from idempotency.results import ResultCodec, UnreadableResult, storable_error
+from idempotency.stores.base import BaseStore, Claim, ClaimStatus, unreadable_record
 
 __all__ = [
     "ArgumentsMismatch",
@@ -105,6 +106,9 @@ class KeyedCall:
     #: The owner-only fingerprint (:func:`fingerprint_of`): records stored with it, before
     #: arguments were fingerprinted, are this callable's own
     legacy: str = ""
+    #: The fingerprint under older secrets, or unkeyed (rotation; records stored before
+    #: fingerprints were keyed): records stored with one of them are this call's own
+    older: Callable[[], list[str]] | None = None
     #: Atomic mode, ``store_errors``: the exception to store once its transaction rolled back
     failed: Exception | None = None
 
@@ -127,10 +131,14 @@ class KeyedCall:
         return InProgress(self.scope, self.key)
 
     def adopts(self, claim: Claim) -> bool:
-        """A MISMATCH that is this callable's own record after all: one stored without
-        the arguments' hash (or with it, where this call leaves arguments out). The call
-        takes that record's fingerprint and claims again."""
+        """A MISMATCH that is this callable's own record after all: one stored under an
+        older secret or unkeyed (:attr:`older`), or without the arguments' hash (or with
+        it, where this call leaves arguments out). The call takes that record's
+        fingerprint and claims again."""
         stored, legacy = claim.fingerprint, self.legacy
+        if stored and self.older is not None and stored in self.older():
+            self.fingerprint = stored
+            return True
         if not stored or not legacy or stored[:32] != legacy[:32]:
             return False
         if stored == legacy or self.fingerprint == legacy:
@@ -158,9 +166,8 @@ class KeyedCall:
             # the call ran: return its result. Its claim ends with its lease (a repeat
             # after that runs it again; atomic mode's commit fails with the store instead).
             logger.warning(
-                "idempotency: %s/%s ran but its result could not be stored (store unreachable)",
-                self.scope,
-                self.key,
+                "idempotency: %s ran but its result could not be stored (store unreachable)",
+                log_ref(self.scope, self.key),
             )
             return False
         if not done:
@@ -178,7 +185,7 @@ class KeyedCall:
             released = self.store.release(self.scope, self.key, fence=claim.fence)
         except Exception:
             # the caller re-raises its own error; a store outage must not hide it
-            logger.exception("idempotency: could not release %s/%s", self.scope, self.key)
+            logger.exception("idempotency: could not release %s", log_ref(self.scope, self.key))
             return False
         if released:
             self.released(reason)
@@ -193,12 +200,11 @@ class KeyedCall:
 
     def stale(self, claim: Claim, what: str) -> None:
         logger.warning(
-            "idempotency: the %s of %s/%s by %s was refused: its lease ran out and another "
+            "idempotency: the %s of %s by %s was refused: its lease ran out and another "
             "caller took the key over (fence %s). Raise the lease above the work's longest "
             "run time.",
             what,
-            self.scope,
-            self.key,
+            log_ref(self.scope, self.key),
             self.owner,
             claim.fence,
         )
@@ -284,10 +290,16 @@ def replayed(call: KeyedCall, claim: Claim) -> Any:
             record=record,
             expires_at=record.expires_at,
         )
-    logger.debug(
-        "idempotency: %s/%s already done; returning its stored result", call.scope, call.key
-    )
-    result = call.codec.decode(claim.response)
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug(
+            "idempotency: %s already done; returning its stored result",
+            log_ref(call.scope, call.key),
+        )
+    try:
+        result = call.codec.decode(claim.response)
+    except UnreadableResult as exc:
+        # forged or damaged: never rebuilt into an undeclared class, never run again
+        raise unreadable_record(type(call.store).__name__, call.scope, call.key, str(exc)) from exc
     if call.on_replay is not None:
         result = call.on_replay(result, record)
     return result
@@ -334,7 +346,7 @@ def store_failure(call: KeyedCall) -> None:
         route=call.owner,
     )
     if not inserted:
-        logger.warning("idempotency: %s/%s: its error was not stored", call.scope, call.key)
+        logger.warning("idempotency: %s: its error was not stored", log_ref(call.scope, call.key))
 
 
 def run(call: KeyedCall, body: Callable[[], Any]) -> Any:

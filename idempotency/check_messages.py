@@ -91,6 +91,13 @@ MESSAGES: dict[str, _Message] = {
         "'ignore').",
         "Move {idempotency!r} below {authentication!r} (last in MIDDLEWARE is safest).",
     ),
+    "E020": _Message(
+        "{what} keeps records in the cache {alias!r}, whose backend {backend} unpickles "
+        "what it reads: anyone who can write to that cache could run code in this process.",
+        "Point it at a Redis cache (django_redis or Django's RedisCache: records are read "
+        "as raw bytes, never unpickled) or a LocMemCache (one process), or use "
+        "DatabaseStore or RedisStore.",
+    ),
     "W001": _Message(
         "{what} is a CacheStore on the cache {alias!r}, a LocMemCache: each process has "
         "its own, so a key is only deduplicated within one process.",

@@ -159,6 +159,15 @@ def _backend_is(backend: str | None, path: str) -> bool:
     return isinstance(cls, type) and isinstance(base, type) and issubclass(cls, base)
 
 
+def _unpickles(backend: str) -> bool:
+    """Whether records in a cache of ``backend`` could only be read through its
+    unpickling serializer (:mod:`idempotency.stores.raw_cache` reads the others raw)."""
+    from idempotency.stores.raw_cache import DJANGO_BUILTIN_REDIS, DJANGO_REDIS, IN_PROCESS
+
+    readable = (DJANGO_REDIS, DJANGO_BUILTIN_REDIS, *IN_PROCESS)
+    return not any(_backend_is(backend, path) for path in readable)
+
+
 def _no_cache(what: str, alias: Any) -> checks.CheckMessage:
     """E008: ``what`` names a cache that is not in CACHES."""
     aliases = ", ".join(sorted(getattr(settings, "CACHES", {}) or {})) or "(none)"
@@ -224,6 +233,8 @@ def _check_stores(
             errors.append(_no_cache(where, alias))
         elif _backend_is(backend, _DUMMY):
             errors.append(_message("E012", what=_cap(what), alias=alias))
+        elif _unpickles(backend):
+            errors.append(_message("E020", what=_cap(what), alias=alias, backend=backend))
         elif _backend_is(backend, _LOCMEM):
             errors.append(_message("W001", what=_cap(what), alias=alias))
     configured = _store_class(values["STORE"])
@@ -301,6 +312,9 @@ def _check_aliases(values: dict[str, Any]) -> list[checks.CheckMessage]:
             errors.append(_no_cache("IDEMPOTENCY['RESPONSE_CACHE']", response_cache))
         elif _backend_is(backend, _LOCMEM):
             errors.append(_message("W003", alias=response_cache))
+        elif _unpickles(backend):
+            what = "IDEMPOTENCY['RESPONSE_CACHE']"
+            errors.append(_message("E020", what=what, alias=response_cache, backend=backend))
     alias = values["DATABASE_ALIAS"]
     databases = getattr(settings, "DATABASES", {}) or {}
     known = ", ".join(sorted(databases)) or "(none)"

@@ -196,7 +196,8 @@ SETTINGS: dict[str, Setting] = {
     ),
     "SCOPE": Setting(
         "idempotency.scopes.user_scope",
-        'Dotted path of scope(request) -> str | None; None means "anonymous".',
+        'Dotted path of scope(request) -> str | None; None or "" means "anonymous". The '
+        "default names the principal's model: auth.user:<pk>.",
         "path",
     ),
     "ANONYMOUS": Setting(
@@ -208,8 +209,29 @@ SETTINGS: dict[str, Setting] = {
     ),
     "FINGERPRINT": Setting(
         "idempotency.http.fingerprints.request_fingerprint",
-        "Dotted path of fingerprint(request, headers) -> str (SHA-256 hex).",
+        "Dotted path of fingerprint(request, headers) -> str (the default: a keyed "
+        "HMAC-SHA256 hex, see FINGERPRINT_SECRETS).",
         "path",
+    ),
+    "RESULT_TYPES": Setting(
+        [],
+        "Dotted paths of classes (results, and exceptions stored with store_errors=True) "
+        "that function and task results may be rebuilt into besides those their return "
+        "annotations name. A stored record naming any other class is refused as corrupt.",
+        "names",
+    ),
+    "FINGERPRINT_SECRETS": Setting(
+        [],
+        "Secrets of the keyed request and argument fingerprints (HMAC-SHA256), the "
+        "current one first, then older ones still accepted (rotation). Empty: derived "
+        "from SECRET_KEY, with SECRET_KEY_FALLBACKS as the older ones.",
+        "names",
+    ),
+    "FINGERPRINT_ACCEPT_UNKEYED": Setting(
+        True,
+        "Whether a record stored before fingerprints were keyed (an unkeyed SHA-256) "
+        "still matches its retry. Turn it off once one TTL has passed since the upgrade.",
+        "bool",
     ),
     "FINGERPRINT_HEADERS": Setting(
         [], "Request headers (names) that also go into the fingerprint.", "headers"
@@ -380,7 +402,7 @@ def on_reload(func: Callable[[], None]) -> Callable[[], None]:
 
 
 def _settings_changed(*, setting: str, **kwargs: Any) -> None:
-    if setting in {"IDEMPOTENCY", "CACHES", "DATABASES"}:
+    if setting in {"IDEMPOTENCY", "CACHES", "DATABASES", "SECRET_KEY", "SECRET_KEY_FALLBACKS"}:
         idempotency_settings.reload()
         for hook in _reload_hooks:
             hook()

@@ -224,11 +224,20 @@ class StaleOwner(Exception):
     nothing: the store refuses it and the ``stale_owner`` signal reports it."""
 
 
+def _ref(scope: str, key: str) -> str:
+    """A record as messages name it (``scope_hash/key_hash``): exception messages end up
+    in logs (Celery's, the caller's), which never carry raw keys or scopes."""
+    from idempotency.keyed import log_ref
+
+    return log_ref(scope, key)
+
+
 class InProgress(Exception):
     """A non-HTTP idempotent call (function, task) is already running under this key."""
 
     def __init__(self, scope: str, key: str) -> None:
-        super().__init__(f"Idempotent call {scope}/{key} is already in progress")
+        # the message names the record by its keyed hash: Celery and callers log it
+        super().__init__(f"Idempotent call {_ref(scope, key)} is already in progress")
         self.scope = scope
         self.key = key
 
@@ -299,7 +308,7 @@ class FunctionKeyMismatch(IdempotencyKeyMismatch, ValueError):
 
     def __init__(self, scope: str, key: str, name: str) -> None:
         super().__init__(
-            f"Idempotency key {key!r} in scope {scope!r} is already used by another "
+            f"Idempotency key {_ref(scope, key)} is already used by another "
             f"function or task than {name}; give each one keys of its own."
         )
         self.scope = scope
@@ -324,7 +333,7 @@ class ArgumentsMismatch(IdempotencyKeyMismatch, ValueError):
 
     def __init__(self, scope: str, key: str, name: str) -> None:
         super().__init__(
-            f"Idempotency key {key!r} in scope {scope!r} was used by {name} with other "
+            f"Idempotency key {_ref(scope, key)} was used by {name} with other "
             "arguments; a repeat must pass the same ones (see fingerprint=)."
         )
         self.scope = scope

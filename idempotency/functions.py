@@ -15,6 +15,7 @@ from idempotency.arguments import (
     FingerprintSpec,
     arguments_hasher,
     key_builder,
+    older_call_fingerprints,
     qualified_name,
 )
 from idempotency.calls import (
@@ -180,6 +181,9 @@ def idempotent_function(
                 key=call_key,
                 fingerprint=call_fingerprint("function", owner, hashed),
                 legacy=legacy,
+                older=None
+                if hashed is None
+                else functools.partial(older_call_fingerprints, "function", owner, hashed),
                 owner=owner,
                 lease=policy.get_lease(),
                 ttl=policy.get_ttl(),

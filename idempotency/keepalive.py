@@ -36,6 +36,7 @@ from typing import Any
 from django.db import connections
 
 from idempotency import signals
+from idempotency.keyed import log_ref
 from idempotency.outages import bursts
 from idempotency.stores.base import BaseStore
 
@@ -121,10 +122,9 @@ class KeepAlive:
             self.failures += 1
             bursts.log(
                 "keepalive",
-                "idempotency: the keep-alive of %s/%s could not renew its lease (%s: %s); "
+                "idempotency: the keep-alive of %s could not renew its lease (%s: %s); "
                 "retrying in %.1f s",
-                self.scope,
-                self.key,
+                log_ref(self.scope, self.key),
                 type(exc).__name__,
                 exc,
                 self.interval,
@@ -137,11 +137,10 @@ class KeepAlive:
             return False  # the body ended meanwhile: its completion answers for it
         self.lost = True
         logger.warning(
-            "idempotency: %s lost the lease of %s/%s while running (fence %s): the key was "
+            "idempotency: %s lost the lease of %s while running (fence %s): the key was "
             "taken over, completed, deleted or expired; its result will not be stored",
             self.owner,
-            self.scope,
-            self.key,
+            log_ref(self.scope, self.key),
             self.fence,
         )
         signals.stale_owner.send(

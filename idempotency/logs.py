@@ -2,11 +2,12 @@
 
 Replays, conflicts, mismatches, releases, stale owners, reused submit tokens, locks
 not acquired and unreachable stores each log one record whose ``extra`` fields are
-``outcome``, ``scope``, ``key_hash`` (see :func:`key_hash`), ``route`` (the URL
-pattern), ``store`` and ``claim_seconds``, plus ``status`` or ``error`` (an
-exception's class name) where they apply. Request and response bodies, tokens and
-raw keys are never logged. Turn it off with ``IDEMPOTENCY = {"LOG_OUTCOMES": False}``
-or with the logger's level.
+``outcome``, ``scope_hash`` and ``key_hash`` (see :func:`key_hash`), ``route`` (the
+URL pattern), ``store`` and ``claim_seconds``, plus ``status`` or ``error`` (an
+exception's class name) where they apply. Request and response bodies, tokens, raw
+keys and raw scopes are never logged: every log line of the library names a record by
+these keyed hashes (:func:`idempotency.keyed.log_ref`). Turn it off with
+``IDEMPOTENCY = {"LOG_OUTCOMES": False}`` or with the logger's level.
 
 :class:`JsonFormatter` renders records as one JSON object per line with nothing
 but the standard ``logging`` configuration (see docs/howto/production.md).
@@ -14,7 +15,6 @@ but the standard ``logging`` configuration (see docs/howto/production.md).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Callable
@@ -23,6 +23,7 @@ from typing import Any
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
+from idempotency.keyed import log_hash
 
 logger = logging.getLogger("idempotency.outcomes")
 
@@ -42,11 +43,13 @@ _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime
 
 
 def key_hash(key: str) -> str:
-    """The key as it appears in logs: the first 16 hex digits of its SHA-256.
+    """A key (or a scope) as it appears in logs: 16 hex digits of its HMAC-SHA256 under
+    a secret derived from ``SECRET_KEY``, so a log gives no oracle on a guessable key.
 
-    To find a key's records, search for ``key_hash("the-key")``.
+    To find a key's records, search for ``key_hash("the-key")`` (in ``manage.py shell``);
+    a free-text line names a record as ``key_hash(scope)/key_hash(key)``.
     """
-    return hashlib.sha256(key.encode()).hexdigest()[:16]
+    return log_hash(key)
 
 
 def store_name(sender: Any, kwargs: dict[str, Any]) -> str:
@@ -59,10 +62,10 @@ def store_name(sender: Any, kwargs: dict[str, Any]) -> str:
 
 def fields(outcome: str, sender: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     """The ``extra`` fields of one outcome: identifiers and numbers, never content."""
-    key = kwargs.get("key")
+    key, scope = kwargs.get("key"), kwargs.get("scope")
     extra: dict[str, Any] = {
         "outcome": outcome,
-        "scope": kwargs.get("scope"),
+        "scope_hash": key_hash(scope) if isinstance(scope, str) else None,
         "key_hash": key_hash(key) if isinstance(key, str) else None,
         "route": kwargs.get("route") or "-",
         "store": store_name(sender, kwargs),
@@ -102,9 +105,9 @@ def _receiver(outcome: str, level: int) -> Callable[..., None]:
         extra = fields(outcome, sender, kwargs)
         logger.log(
             level,
-            "idempotency %s: scope=%s key_hash=%s route=%s store=%s",
+            "idempotency %s: scope_hash=%s key_hash=%s route=%s store=%s",
             outcome,
-            extra["scope"],
+            extra["scope_hash"],
             extra["key_hash"],
             extra["route"],
             extra["store"],

@@ -44,6 +44,11 @@ class IdempotencyRecord(models.Model):
     class Meta:
         verbose_name = _("idempotency record")
         verbose_name_plural = _("idempotency records")
+        # the stored responses hold what the callers were sent (card data, IBANs, e-mail):
+        # the view permission alone shows a record's metadata, never its body
+        permissions = [
+            ("view_idempotencyrecord_body", _("Can view the stored bodies of idempotency records")),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["scope", "key"], name="idempotency_record_scope_key"),
         ]

@@ -14,6 +14,7 @@ from celery.exceptions import Reject, Retry
 from idempotency import signals
 from idempotency.calls import KeyedCall
 from idempotency.exceptions import StoreUnavailable
+from idempotency.keyed import log_ref
 from idempotency.stores.base import Claim
 
 logger = logging.getLogger("idempotency")
@@ -59,13 +60,13 @@ class Redelivery(BaseTask):
             raise exc
         countdown = max(float(exc.retry_after), MIN_DEFER_SECONDS)
         logger.warning(
-            "idempotency: task %s[%s] key %s: the store is unreachable; deferred %.1f s",
+            "idempotency: task %s key %s: the store is unreachable; deferred %.1f s",
             self.name,
-            request.id,
-            call.key,
+            log_ref(call.scope, call.key),
             countdown,
         )
-        self._republish(args, kwargs, countdown, f"store unreachable for key {call.key}", exc)
+        reason = f"store unreachable for key {log_ref(call.scope, call.key)}"
+        self._republish(args, kwargs, countdown, reason, exc)
 
     def _defer(
         self, call: KeyedCall, claim: Claim, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -83,13 +84,13 @@ class Redelivery(BaseTask):
         signals.conflict.send(sender=type(call.store), request=None, scope=call.scope, key=call.key)
         countdown = max(float(claim.retry_after), MIN_DEFER_SECONDS)
         logger.info(
-            "idempotency: task %s[%s] key %s is in progress elsewhere; deferred %.1f s",
+            "idempotency: task %s key %s is in progress elsewhere; deferred %.1f s",
             self.name,
-            request.id,
-            call.key,
+            log_ref(call.scope, call.key),
             countdown,
         )
-        self._republish(args, kwargs, countdown, f"key {call.key} is in progress elsewhere")
+        reason = f"key {log_ref(call.scope, call.key)} is in progress elsewhere"
+        self._republish(args, kwargs, countdown, reason)
 
     def _republish(
         self,

@@ -5,22 +5,33 @@ Results are stored as tagged JSON: plain JSON data as is, and ``Decimal`` (exact
 never comes back as a float), ``datetime``/``date``/``time``/``timedelta``, ``UUID``,
 ``bytes``, tuples, sets, dicts with non-string keys, enums, dataclasses, pydantic models
 and objects with ``to_dict()`` and a ``from_dict()`` classmethod tagged with their type.
-A class is found again through the function's return annotation first, then by its
-import path (so it must be importable, or named in the annotation). ``serializer=``
-(an object with ``dumps(value)`` and ``loads(data)``, such as ``pickle``) replaces
-all of that for one function.
+
+A store is storage, not code: a record never chooses which class is built. A tagged
+value is rebuilt only into a class the function *declared*: one its return annotation
+names (nested too: ``list[X]``, ``dict[str, X]``, ``X | None``, the field types of a
+dataclass or pydantic model it names), or one listed in the ``RESULT_TYPES`` setting.
+Nothing is imported by a name read from the store. A record naming any other class is
+a forged or corrupt record: :class:`~idempotency.exceptions.StoreCorrupted` is raised
+(and logged with the key's hash), and the body does not run again. A value of a class
+the function did not declare is refused before it is stored (``TypeError``), so a
+replay can always rebuild what the first call stored. ``serializer=`` (an object with
+``dumps(value)`` and ``loads(data)``) replaces all of that for one function; whatever
+it reads back is its own responsibility (``pickle`` runs what a writer of the store
+put there).
 
 Records stored before typed results (content type ``application/json``) are read as
 plain JSON, as they were written.
 
 With ``store_errors=True`` an exception is stored too (status 500): a replay raises an
-exception of the same type with the same message, or :class:`StoredError` carrying them
-where the type cannot be rebuilt from its arguments.
+exception of the same type with the same message when that type is a built-in exception
+or listed in ``RESULT_TYPES`` (and can be rebuilt from its arguments), else
+:class:`StoredError` carrying its name and message.
 """
 
 from __future__ import annotations
 
 import base64
+import builtins
 import dataclasses
 import datetime
 import decimal
@@ -29,9 +40,9 @@ import json
 import typing
 import uuid
 from collections.abc import Callable, Iterator
-from importlib import import_module
 from typing import Any, Protocol
 
+from idempotency.conf import idempotency_settings, on_reload
 from idempotency.exceptions import StoredError
 from idempotency.stores.base import StoredResponse
 
@@ -60,11 +71,64 @@ def class_path(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _annotation_classes(annotation: Any) -> Iterator[type]:
-    if isinstance(annotation, type):
-        yield annotation
-    for argument in typing.get_args(annotation):
-        yield from _annotation_classes(argument)
+class UnreadableResult(ValueError):
+    """A stored result its function cannot read back: it names a class the function does
+    not declare, or it is not the JSON it should be. A forged or corrupt record
+    (:func:`idempotency.calls.replayed` raises ``StoreCorrupted`` for it)."""
+
+
+def _field_types(cls: type) -> list[Any]:
+    """The annotated field types of a dataclass or pydantic model (what it nests)."""
+    if dataclasses.is_dataclass(cls):
+        try:
+            hints = typing.get_type_hints(cls)
+        except Exception:  # noqa: BLE001 - a forward reference that does not resolve
+            return []
+        return [hints.get(f.name) for f in dataclasses.fields(cls)]
+    fields = getattr(cls, "model_fields", None)
+    if isinstance(fields, dict):
+        return [getattr(info, "annotation", None) for info in fields.values()]
+    return []
+
+
+def declared_classes(annotation: Any) -> Iterator[type]:
+    """Every class ``annotation`` names: its arguments (``list[X]``, ``dict[str, X]``,
+    ``X | None``) and, for dataclasses and pydantic models, their fields' types."""
+    seen: set[int] = set()
+    pending = [annotation]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if typing.get_origin(current) is None and isinstance(current, type):
+            yield current
+            pending.extend(_field_types(current))
+        pending.extend(typing.get_args(current))
+
+
+_registered: dict[str, type] | None = None
+
+
+def registered_classes() -> dict[str, type]:
+    """The classes of the ``RESULT_TYPES`` setting, by :func:`class_path`."""
+    global _registered
+    if _registered is None:
+        from django.utils.module_loading import import_string
+
+        found: dict[str, type] = {}
+        for path in idempotency_settings.RESULT_TYPES:
+            cls = import_string(path) if isinstance(path, str) else path
+            for each in declared_classes(cls):
+                found[class_path(each)] = each
+        _registered = found
+    return _registered
+
+
+@on_reload
+def _forget_registered() -> None:
+    global _registered
+    _registered = None
 
 
 def return_annotation(func: Callable[..., Any]) -> Any:
@@ -87,7 +151,8 @@ class ResultCodec:
     ) -> None:
         self.owner = owner
         self.serializer = serializer
-        self.known = {class_path(cls): cls for cls in _annotation_classes(annotation)}
+        #: The classes the return annotation declares, by :func:`class_path`
+        self.known = {class_path(cls): cls for cls in declared_classes(annotation)}
 
     # -- results ---------------------------------------------------------------------
 
@@ -120,7 +185,10 @@ class ResultCodec:
             return self.serializer.loads(response.body)
         if not response.body:
             return None
-        data = json.loads(response.body)
+        try:
+            data = json.loads(response.body)
+        except ValueError as exc:
+            raise UnreadableResult(f"{self.owner}: the stored result is not JSON") from exc
         if content_type != RESULT_CONTENT_TYPE:
             return data  # stored before typed results: plain JSON
         if response.status == ERROR_STATUS:
@@ -168,12 +236,15 @@ class ResultCodec:
     def _tagged(self, tag: str, value: Any, data: Any) -> dict[str, Any]:
         cls = type(value)
         path = class_path(cls)
-        if self.known.get(path) is not cls and self._import(path) is not cls:
+        if self._declared(path) is not cls:
             raise TypeError(
-                f"{cls.__qualname__} can be found again neither by its import path nor in "
-                "the return annotation"
+                f"{cls.__qualname__} is not declared: name it in the return annotation "
+                "(or list it in the RESULT_TYPES setting) so a replay may rebuild it"
             )
         return {TAG: tag, "cls": path, "v": data}
+
+    def _declared(self, path: str) -> type | None:
+        return self.known.get(path) or registered_classes().get(path)
 
     def unpack(self, data: Any) -> Any:
         if isinstance(data, list):
@@ -187,33 +258,25 @@ class ResultCodec:
         simple = _SIMPLE.get(tag)
         if simple is not None:
             return simple(self, value)
-        cls = self._class(data.get("cls", ""))
-        if tag == "enum":
+        cls = self._class(data.get("cls"))
+        if tag == "enum" and issubclass(cls, enum.Enum):
             return cls(self.unpack(value))
-        if tag == "dataclass":
+        if tag == "dataclass" and dataclasses.is_dataclass(cls) and isinstance(value, dict):
             return cls(**{k: self.unpack(v) for k, v in value.items()})
-        if tag == "pydantic":
+        if tag == "pydantic" and callable(getattr(cls, "model_validate", None)):
             return cls.model_validate(value)  # type: ignore[attr-defined]
-        if tag == "object":
+        if tag == "object" and _from_dict_class(cls):
             return cls.from_dict(self.unpack(value))  # type: ignore[attr-defined]
-        raise ValueError(f"{self.owner}: unknown stored type {tag!r}")
+        raise UnreadableResult(f"{self.owner}: the stored type {str(tag)[:50]!r} does not fit")
 
-    def _class(self, path: str) -> type:
-        cls = self.known.get(path) or self._import(path)
+    def _class(self, path: Any) -> type:
+        cls = self._declared(path) if isinstance(path, str) else None
         if cls is None:
-            raise TypeError(f"{self.owner}: the stored result's class {path} cannot be found")
+            raise UnreadableResult(
+                f"{self.owner}: the stored result names the class {str(path)[:200]!r}, "
+                "which the function does not declare (return annotation, RESULT_TYPES)"
+            )
         return cls
-
-    @staticmethod
-    def _import(path: str) -> type | None:
-        module_name, _, qualname = path.partition(":")
-        try:
-            found: Any = import_module(module_name)
-            for part in qualname.split("."):
-                found = getattr(found, part)
-        except (ImportError, AttributeError, ValueError):
-            return None
-        return found if isinstance(found, type) else None
 
     # -- errors (store_errors=True) --------------------------------------------------
 
@@ -228,16 +291,29 @@ class ResultCodec:
         return StoredResponse(ERROR_STATUS, [("Content-Type", RESULT_CONTENT_TYPE)], data)
 
     def _error(self, data: dict[str, Any]) -> BaseException:
+        """The stored exception: rebuilt when its type is a built-in exception or
+        declared (``RESULT_TYPES``), else :class:`StoredError` with its name and message."""
         path, message = str(data.get("type", "")), str(data.get("message", ""))
-        cls = self._import(path)
-        if cls is not None and issubclass(cls, Exception) and data.get("args") is not None:
+        cls = self._exception_class(path)
+        if cls is not None and data.get("args") is not None:
+            arguments = self.unpack(data["args"])
             try:
-                rebuilt = cls(*self.unpack(data["args"]))
+                rebuilt = cls(*arguments) if isinstance(arguments, list) else None
             except Exception:  # noqa: BLE001 - a constructor with other arguments
                 rebuilt = None
             if rebuilt is not None and str(rebuilt) == message:
                 return rebuilt
         return StoredError(path.replace(":", "."), message)
+
+    def _exception_class(self, path: str) -> type[Exception] | None:
+        module, _, name = path.partition(":")
+        if module == "builtins":
+            found = getattr(builtins, name, None)
+        else:
+            found = registered_classes().get(path)
+        if isinstance(found, type) and issubclass(found, Exception):
+            return found
+        return None
 
 
 def storable_error(exc: BaseException) -> bool:

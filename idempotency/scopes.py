@@ -1,4 +1,17 @@
-"""Scopes: whose keys are these? A key is only ever looked up inside its scope."""
+"""Scopes: whose keys are these? A key is only ever looked up inside its scope.
+
+The default scope names the principal's kind and its primary key: ``auth.user:1``
+(the model's ``app_label.model_name``, lower-cased), so principals of two kinds with one
+primary key (a user and an API client of a custom DRF authentication) never share
+records. An anonymous caller has no scope: the ``ANONYMOUS`` setting decides (403, or no
+idempotency).
+
+A plain string given as a view's scope (``@idempotent(scope="shop")``) names a part of
+each caller's records, never records shared by every caller: it is combined with the
+caller's own scope, and an anonymous caller falls under ``ANONYMOUS``. A scope function
+that returns ``""`` means anonymous too. Records shared by every caller of a view are
+only ever explicit: ``scope=shared("shop")``.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +19,37 @@ from typing import Any
 
 from django.http import HttpRequest
 from django.utils.crypto import salted_hmac
+
+
+class SharedScope(str):
+    """A scope every caller of a view shares, anonymous callers included (:func:`shared`)."""
+
+    __slots__ = ()
+
+
+def shared(name: str) -> SharedScope:
+    """Mark ``name`` as a scope shared by every caller: ``@idempotent(scope=shared("shop"))``.
+
+    Any caller's key then replays any other caller's stored response under that key,
+    anonymous callers included. Use it only where the response holds nothing of the
+    caller's own (a public catalogue import), never for payments or personal data.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError("shared() takes a non-empty scope name")
+    return SharedScope(name)
+
+
+def principal_label(principal: Any) -> str:
+    """The kind of an authenticated principal: its model's ``app_label.model_name``
+    (``auth.user``), or the lower-cased dotted path of its class where it is no model."""
+    # through the instance, not type(): request.user is a SimpleLazyObject under
+    # Django's authentication middleware, which passes both through to the user
+    meta = getattr(principal, "_meta", None)
+    label = getattr(meta, "label_lower", None)
+    if isinstance(label, str) and label:
+        return label
+    cls = principal.__class__
+    return f"{cls.__module__}.{cls.__qualname__}".lower()
 
 
 def principal_of(request: Any) -> Any:
@@ -30,18 +74,17 @@ def principal_of(request: Any) -> Any:
 def principal_scope(principal: Any) -> str | None:
     """The scope of one principal, never shared between principals of different kinds.
 
-    A user: ``user:<pk>``. Another model instance (an API key, a client application):
-    ``<app_label>.<model>:<pk>``. A token string (or bytes): ``token:`` and an HMAC of it
-    keyed with ``SECRET_KEY``, so the store never holds the token itself (a new
-    ``SECRET_KEY`` starts new scopes). Anything else has no stable identity we can
+    A user or another model instance (an API key, a client application):
+    ``<app_label>.<model_name>:<pk>`` (``auth.user:1``, see :func:`principal_label`). A
+    token string (or bytes), such as Django Ninja's ``HttpBearer`` returns: ``token:`` and
+    an HMAC of it keyed with ``SECRET_KEY``, so the store never holds the token itself (a
+    new ``SECRET_KEY`` starts new scopes). Anything else has no stable identity we can
     name: None, treated as anonymous (give the view a ``scope=`` for it).
     """
-    is_user = getattr(principal, "is_authenticated", False) is True
-    if is_user and getattr(principal, "pk", None) is not None:
-        return f"user:{principal.pk}"
-    meta = getattr(principal, "_meta", None)
-    if meta is not None and getattr(principal, "pk", None) is not None:
-        return f"{meta.label_lower}:{principal.pk}"
+    pk = getattr(principal, "pk", None)
+    named = getattr(principal, "is_authenticated", False) is True or hasattr(principal, "_meta")
+    if named and pk is not None:
+        return f"{principal_label(principal)}:{pk}"
     if isinstance(principal, str | bytes) and principal:
         digest = salted_hmac("idempotency.scopes.token", principal, algorithm="sha256")
         return f"token:{digest.hexdigest()}"
@@ -49,9 +92,62 @@ def principal_scope(principal: Any) -> str | None:
 
 
 def user_scope(request: HttpRequest) -> str | None:
-    """The caller's scope (the default): ``user:<pk>`` for an authenticated user,
-    :func:`principal_scope` for a Django Ninja principal, None for an anonymous caller."""
+    """The caller's scope (the default): ``<app_label>.<model_name>:<pk>``
+    (``auth.user:1``) for an authenticated user or another model principal, the
+    :func:`principal_scope` of a Django Ninja principal, None for an anonymous caller."""
     principal = principal_of(request)
     if principal is None:
         return None
     return principal_scope(principal)
+
+
+def legacy_user_scope(request: HttpRequest) -> str | None:
+    """The default scope before principals were named (``user:<pk>``), for
+    ``manage.py idempotency_rename_scopes``: never set it as ``SCOPE`` (a principal of
+    another kind with the same primary key would share the user's records)."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return None
+    return f"user:{user.pk}"
+
+
+def rename_legacy_scopes(
+    *, using: str | None = None, dry_run: bool = False, batch_size: int = 1000
+) -> tuple[int, int]:
+    """Rename the database store's records of ``user:<pk>`` scopes (versions before
+    principals were named) to ``<AUTH_USER_MODEL label>:<pk>``, in batches, each record
+    in its own short transaction. Returns (renamed, skipped): a record whose new name is
+    already taken is left as it is. ``dry_run`` counts without writing."""
+    from django.contrib.auth import get_user_model
+    from django.db import IntegrityError, transaction
+
+    from idempotency.conf import idempotency_settings
+    from idempotency.models import IdempotencyRecord
+
+    label = get_user_model()._meta.label_lower
+    alias = using or str(idempotency_settings.DATABASE_ALIAS)
+    records = IdempotencyRecord.objects.using(alias)
+    renamed = skipped = 0
+    last = 0
+    while True:
+        batch = list(
+            records.filter(scope__startswith="user:", pk__gt=last)
+            .order_by("pk")
+            .values_list("pk", "scope", "key")[:batch_size]
+        )
+        if not batch:
+            return renamed, skipped
+        last = batch[-1][0]
+        for pk, scope, key in batch:
+            new = f"{label}:{scope.removeprefix('user:')}"
+            if records.filter(scope=new, key=key).exists():
+                skipped += 1
+                continue
+            if not dry_run:
+                try:
+                    with transaction.atomic(using=alias):
+                        records.filter(pk=pk, scope=scope).update(scope=new)
+                except IntegrityError:  # taken meanwhile by a new request
+                    skipped += 1
+                    continue
+            renamed += 1

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 import logging
 from collections.abc import Callable
@@ -13,7 +14,12 @@ from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from celery import Celery, Task, shared_task
 
-from idempotency.arguments import CallArguments, FingerprintSpec, arguments_hasher
+from idempotency.arguments import (
+    CallArguments,
+    FingerprintSpec,
+    arguments_hasher,
+    older_call_fingerprints,
+)
 from idempotency.beat import purge_expired_records_task, purge_expired_submit_tokens_task
 from idempotency.calls import (
     KeyedCall,
@@ -30,6 +36,7 @@ from idempotency.calls import (
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import IdempotencyKeyMissing, ImproperlyApplied, StoreUnavailable
 from idempotency.keepalive import keep_call_alive
+from idempotency.keyed import log_ref
 from idempotency.policy import CallPolicy
 from idempotency.redelivery import Redelivery
 from idempotency.results import ResultCodec, return_annotation
@@ -132,13 +139,28 @@ class IdempotentTask(Redelivery):
             return None
 
     def get_idempotency_fingerprint(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-        """This delivery's fingerprint: the task's name, and the hash of its arguments."""
+        """This delivery's fingerprint: the task's name, and the keyed hash of its arguments."""
+        return call_fingerprint("task", self.name, self._arguments_digest(args, kwargs))
+
+    def _arguments_digest(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes | None:
         spec = self._option("idempotency_fingerprint")
         hasher = self._derived(
             "hasher", lambda: arguments_hasher(spec, self.run, owner=f"task {self.name}")
         )
-        hashed = None if hasher is None else hasher(CallArguments(args, kwargs))
-        return call_fingerprint("task", self.name, hashed)
+        return None if hasher is None else hasher(CallArguments(args, kwargs))
+
+    def _fingerprints(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[str, Callable[[], list[str]] | None]:
+        """The fingerprint, and the older ones still accepted (unless a subclass
+        fingerprints deliveries its own way)."""
+        if type(self).get_idempotency_fingerprint is not IdempotentTask.get_idempotency_fingerprint:
+            return self.get_idempotency_fingerprint(args, kwargs), None
+        hashed = self._arguments_digest(args, kwargs)
+        if hashed is None:
+            return call_fingerprint("task", self.name, None), None
+        older = functools.partial(older_call_fingerprints, "task", self.name, hashed)
+        return call_fingerprint("task", self.name, hashed), older
 
     def get_idempotency_lease(self) -> float:
         if self.idempotency_lease is not None:
@@ -175,11 +197,13 @@ class IdempotentTask(Redelivery):
                 serializer=self._option("idempotency_serializer"),
             ),
         )
+        fingerprint, older = self._fingerprints(args, kwargs)
         return KeyedCall(
             store=store,
             scope=self.idempotency_scope,
             key=key,
-            fingerprint=self.get_idempotency_fingerprint(args, kwargs),
+            fingerprint=fingerprint,
+            older=older,
             legacy=fingerprint_of("task", self.name),
             owner=self.name,
             lease=policy.get_lease(),
@@ -211,10 +235,9 @@ class IdempotentTask(Redelivery):
             self._retry_unavailable(call, exc, args, kwargs)
         if claim.status is ClaimStatus.COMPLETED:
             logger.info(
-                "idempotency: task %s[%s] is a duplicate of key %s; acknowledged and skipped",
+                "idempotency: task %s is a duplicate of key %s; acknowledged and skipped",
                 self.name,
-                self.request.id,
-                call.key,
+                log_ref(call.scope, call.key),
             )
             return replayed(call, claim)
         if claim.status is not ClaimStatus.CLAIMED:

@@ -35,6 +35,7 @@ from django.test import Client, override_settings
 from idempotency import signals
 from idempotency.models import IdempotencyRecord
 from tests.scale.servers import RedisClusterServer
+from tests.support import log_leaks
 from tests.support.clusters import REDIS_STORE, cluster_caches, start_cluster
 from tests.support.counting import received, unique
 from tests.support.records import MakeRecord, record
@@ -162,6 +163,18 @@ def _clear_caches() -> Iterator[None]:
     for alias in settings.CACHES:
         caches[alias].clear()
     yield
+
+
+@pytest.fixture(autouse=True)
+def _no_raw_keys_in_logs() -> Iterator[None]:
+    """Issue 36, finding 11: no log record of the library carries a raw key or scope
+    that this test used (``tests/support/log_leaks.py``)."""
+    watch = log_leaks.install()
+    watch.reset()
+    yield
+    leaks = watch.reset()
+    if leaks:
+        pytest.fail("raw keys or scopes in the library's logs:\n" + "\n".join(leaks[:5]))
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission
-from django.core.cache import caches
 from django.test import Client, override_settings
 from django.urls import reverse
 
@@ -194,16 +193,15 @@ def test_release_action_forgets_the_cached_response(
     obj = make_record(key="cached-key")
     store = DatabaseStore()
     cache_key = store._cache_key(obj.scope, obj.key)
-    caches["default"].set(
-        cache_key, {"fingerprint": obj.fingerprint, "status": 201, "headers": [], "body": b"{}"}
-    )
+    store._cache_response(obj.scope, obj.key, obj.fingerprint, StoredResponse(201, [], b"{}"), 60)
+    assert store._raw_response_cache().get(cache_key) is not None  # type: ignore[union-attr]
     assert store.lookup(obj.scope, obj.key, fingerprint=obj.fingerprint) is not None
 
     admin_client.post(
         CHANGELIST, {"action": "release_records", "_selected_action": [obj.pk], "index": "0"}
     )
 
-    assert caches["default"].get(cache_key) is None
+    assert store._raw_response_cache().get(cache_key) is None  # type: ignore[union-attr]
     assert store.lookup(obj.scope, obj.key, fingerprint=obj.fingerprint) is None
 
 
@@ -306,3 +304,69 @@ def test_submit_token_admin_is_read_only(admin_client: Any) -> None:
     assert listing.status_code == 200
     assert b"order-form" in listing.content
     assert admin_client.get("/admin/idempotency/submittoken/add/").status_code == 403
+
+
+# -- issue 36, finding 7: bodies behind their own permission, audited releases --------------
+
+
+def _staff(django_user_model: Any, name: str, *codenames: str) -> Any:
+    staff = django_user_model.objects.create_user(username=name, password="pw", is_staff=True)
+    for codename in codenames:
+        staff.user_permissions.add(Permission.objects.get(codename=codename))
+    return staff
+
+
+def test_a_view_only_staff_member_sees_no_body_and_nobody_sees_the_fingerprint(
+    client: Client, django_user_model: Any, make_record: MakeRecord
+) -> None:
+    """A staff member with only the view permission read every user's bodies."""
+    body = json.dumps({"iban": "DE89370400440532013000", "email": "alice@example.com"})
+    obj = make_record(
+        key="pay-1",
+        body=body.encode(),
+        headers=[["Location", "/api/payments/7/"]],
+        recovery_data={"card": "4111111111111111"},
+    )
+    IdempotencyRecord.objects.filter(pk=obj.pk).update(fingerprint="a1b2c3" * 10 + "d4e5")
+    viewer = _staff(django_user_model, "viewer", "view_idempotencyrecord")
+    reader = _staff(
+        django_user_model, "reader", "view_idempotencyrecord", "view_idempotencyrecord_body"
+    )
+    pages = {}
+    for staff in (viewer, reader):
+        client.force_login(staff)
+        response = client.get(change_url(obj))
+        assert response.status_code == 200
+        pages[staff.username] = html(response)
+    assert "pay-1" in pages["viewer"]  # the record's metadata stays visible
+    for secret in ("DE89370400440532013000", "alice@example.com", "/api/payments/7/", "4111"):
+        assert secret not in pages["viewer"]
+        assert secret in pages["reader"]
+    for page in pages.values():
+        assert "a1b2c3a1b2c3" not in page and "fingerprint" not in page.lower()
+
+
+def test_release_and_purge_write_admin_log_entries(
+    admin_client: Client, admin_user: Any, make_record: MakeRecord
+) -> None:
+    from django.contrib.admin.models import DELETION, LogEntry
+
+    chosen = [make_record(key=f"paid-{n}") for n in range(3)]
+    make_record(key="old-1", expired=True)
+    make_record(key="old-2", expired=True)
+    admin_client.post(
+        CHANGELIST,
+        {
+            "action": "release_records",
+            "_selected_action": [r.pk for r in chosen],
+            "index": "0",
+        },
+    )
+    released = LogEntry.objects.filter(action_flag=DELETION, object_id__isnull=False)
+    assert sorted(released.values_list("object_id", flat=True)) == sorted(str(r.pk) for r in chosen)
+    assert {e.user_id for e in released} == {admin_user.pk}
+    assert all("may run again" in e.change_message for e in released)
+
+    admin_client.post(CHANGELIST, {"action": "purge_expired", "index": "0"})
+    (purge,) = LogEntry.objects.filter(action_flag=DELETION, object_id__isnull=True)
+    assert purge.user_id == admin_user.pk and "Purged 2 expired records" in purge.change_message

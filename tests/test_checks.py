@@ -243,6 +243,29 @@ def test_e012_cache_store_on_dummy_cache() -> None:
     only("E012", IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=DUMMY)
 
 
+FILE_CACHE = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+        "LOCATION": "/tmp/idempotency-e020",
+    }
+}
+BUILTIN_REDIS = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": "redis://127.0.0.1:6379/15",
+    }
+}
+
+
+def test_e020_records_in_a_cache_that_unpickles() -> None:
+    """Issue 36, finding 2: a cache read only through pickle is refused for records."""
+    only("E020", IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=FILE_CACHE)
+    only("E020", IDEMPOTENCY={"RESPONSE_CACHE": "default"}, CACHES=FILE_CACHE)
+    # the caches read raw (Redis) or in-process are fine
+    assert ids(IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=REDIS) == []
+    assert ids(IDEMPOTENCY={"RESPONSE_CACHE": "default"}, CACHES=BUILTIN_REDIS) == []
+
+
 def test_e013_store_is_not_a_store_class() -> None:
     only("E013", IDEMPOTENCY={"STORE": "collections.OrderedDict"})
 

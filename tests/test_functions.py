@@ -11,6 +11,7 @@ from asgiref.sync import async_to_sync
 from idempotency import idempotent_function
 from idempotency.calls import FunctionKeyMismatch
 from idempotency.exceptions import IdempotencyKeyMismatch, InProgress
+from idempotency.keyed import log_ref
 from idempotency.stores import get_store
 from tests.support.counting import Counter, unique
 from tests.support.stores import ALL_STORES, DB_STORE
@@ -89,7 +90,9 @@ def test_same_key_used_by_two_functions_is_a_mismatch(store: str) -> None:
         refund(7)
     assert isinstance(caught.value, ValueError)
     assert isinstance(caught.value, IdempotencyKeyMismatch)
-    assert "order:7" in str(caught.value) and "refund" in str(caught.value)
+    # the message names the record by its keyed hash (it ends up in logs), never raw
+    assert caught.value.key == "order:7" and "order:7" not in str(caught.value)
+    assert log_ref("functions", "order:7") in str(caught.value) and "refund" in str(caught.value)
     # another scope keeps them apart
     other_scope = idempotent_function(key="order:{order_id}", scope="refunds", store=store)(
         lambda order_id: "refunded"
@@ -264,3 +267,50 @@ def test_atomic_mode_needs_a_store_that_supports_it() -> None:
 
         @idempotent_function(key="k", mode="atomic")
         async def later() -> None: ...
+
+
+# -- issue 36, finding 5: argument fingerprints are keyed ---------------------------------
+
+
+def test_an_argument_fingerprint_is_keyed_and_an_unkeyed_record_still_replays() -> None:
+    import hashlib
+
+    from django.test import override_settings
+
+    from idempotency.arguments import arguments_digest, fingerprint_of, qualified_name
+    from idempotency.calls import ArgumentsMismatch
+    from idempotency.models import IdempotencyRecord
+    from idempotency.stores.base import StoredResponse
+
+    runs = Counter()
+
+    def body(card: str, cvv: str) -> str:
+        runs()
+        return "charged"
+
+    charge = idempotent_function(key="charge:{card}", store=DB_STORE)(body)
+    card = unique("4111")
+    assert charge(card, "737") == "charged"
+    stored = IdempotencyRecord.objects.get(key=f"charge:{card}").fingerprint
+    owner = fingerprint_of("function", qualified_name(body))[:32]
+    unkeyed = hashlib.sha256(b'{"card":"%s","cvv":"737"}' % card.encode()).hexdigest()
+    assert stored[:32] == owner and stored[32:] != unkeyed[:32]  # no oracle on the cvv
+    assert stored[32:] != arguments_digest({"card": card, "cvv": "737"}).hex()[:32]
+
+    # a record stored before the upgrade, unkeyed: still this call's own while accepted
+    store = get_store(DB_STORE)
+    for accept in (True, False):
+        other = unique("4111")
+        legacy = owner + arguments_digest({"card": other, "cvv": "123"}).hex()[:32]
+        claim = store.claim("functions", f"charge:{other}", fingerprint=legacy, lease=30, ttl=60)
+        done = StoredResponse(200, [("Content-Type", "application/json")], b'"before"')
+        assert store.complete(
+            "functions", f"charge:{other}", fence=claim.fence, response=done, ttl=60
+        )
+        with override_settings(IDEMPOTENCY={"FINGERPRINT_ACCEPT_UNKEYED": accept}):
+            if accept:
+                assert charge(other, "123") == "before"
+            else:
+                with pytest.raises(ArgumentsMismatch):
+                    charge(other, "123")
+    assert runs.count == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from decimal import Decimal
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -12,13 +13,14 @@ from rest_framework.test import APIClient
 
 from idempotency import JsonFormatter, metrics, signals
 from idempotency.logs import key_hash
+from idempotency.scopes import user_scope
 from idempotency.stores.database import DatabaseStore
 from tests.support.factories import OrderFactory, UserFactory, funded_account
 
 pytestmark = pytest.mark.django_db
 
 LOGGER = "idempotency.outcomes"
-FIELDS = {"outcome", "scope", "key_hash", "route", "store", "claim_seconds"}
+FIELDS = {"outcome", "scope_hash", "key_hash", "route", "store", "claim_seconds"}
 SECRET = "body-secret-4711"  # in every request body; must never reach a log record
 KEY = "log-key-0815"
 
@@ -71,8 +73,10 @@ def test_replay_and_mismatch_each_log_one_record(
         fields = {name: getattr(record, name) for name in FIELDS}
         assert fields["outcome"] == outcome
         assert record.levelno == level
-        assert fields["scope"] == f"user:{client.user.pk}"  # type: ignore[attr-defined]
+        scope = user_scope(SimpleNamespace(user=client.user))  # type: ignore[attr-defined,arg-type]
+        assert fields["scope_hash"] == key_hash(str(scope))
         assert fields["key_hash"] == key_hash(KEY)
+        assert KEY not in record.getMessage() and str(scope) not in record.getMessage()
         assert fields["route"] == "api/orders/"
         assert fields["store"] == "DatabaseStore"
         assert isinstance(fields["claim_seconds"], float) and fields["claim_seconds"] >= 0

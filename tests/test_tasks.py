@@ -313,3 +313,27 @@ class TestIdempotentTaskMode:
     def test_atomic_mode_needs_the_database_store(self) -> None:
         with pytest.raises(ImproperlyConfigured, match="cannot run atomic mode"):
             atomic_writer.apply((uuid.uuid4().hex, False)).get()
+
+
+def test_a_task_record_stored_with_an_unkeyed_fingerprint_still_replays() -> None:
+    """Issue 36, finding 5: a delivery enqueued before the upgrade, redelivered after it,
+    finds its record (stored with the unkeyed argument hash) and does not run again."""
+    from idempotency.arguments import arguments_digest
+
+    runs: list[str] = []
+
+    @idempotent_task(app=app, name="keyed.settle", key="settle:{ref}")
+    def settle(ref: str) -> str:
+        runs.append(ref)
+        return "now"
+
+    ref = str(uuid.uuid4())
+    legacy = fingerprint_of("task", "keyed.settle")[:32] + arguments_digest({"ref": ref}).hex()[:32]
+    assert settle.get_idempotency_fingerprint((ref,), {}) != legacy
+    with override_settings(IDEMPOTENCY={"STORE": DB_STORE}):
+        store = get_store()
+        claim = store.claim("tasks", f"settle:{ref}", fingerprint=legacy, lease=30, ttl=60)
+        done = StoredResponse(200, [("Content-Type", "application/json")], b'"before"')
+        assert store.complete("tasks", f"settle:{ref}", fence=claim.fence, response=done, ttl=60)
+        assert settle.apply((ref,)).get() == "before"
+    assert runs == []

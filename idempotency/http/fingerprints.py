@@ -1,8 +1,13 @@
 """Request fingerprints: what makes two requests with one key "the same request".
 
-The fingerprint is a SHA-256 over the method, the path, the query string, the media
-type (without parameters), the canonical body and any configured headers. A key
-reused with a different fingerprint is refused with 422.
+The fingerprint is an HMAC-SHA256, under a server secret (:mod:`idempotency.keyed`), of
+the SHA-256 digest of the method, the path, the query string, the media type (without
+parameters), the canonical body and any configured headers. A key reused with a
+different fingerprint is refused with 422. Keyed, a stored fingerprint gives no
+brute-force oracle on the body (an unkeyed one of ``{"pan": ..., "cvv": "737"}`` gave
+the CVV back in 0.07 s). A record stored under an older secret, or unkeyed before this
+version (``FINGERPRINT_ACCEPT_UNKEYED``), still matches its retry
+(:func:`older_request_fingerprints`).
 
 Canonical forms keep what distinguishes two requests and drop what only spells one
 differently:
@@ -12,7 +17,10 @@ differently:
   ``item=2&item=1``), as do several files under one name;
 * JSON objects have sorted keys; numbers are hashed from their exact text
   (``12345678901234567.1`` is not ``.2``, ``1e400`` is not ``2e400``); at most
-  :data:`MAX_JSON_DEPTH` levels deep (deeper bodies hash as raw bytes);
+  :data:`MAX_JSON_DEPTH` levels deep (deeper bodies hash as raw bytes). The canonical
+  form is injective: two different JSON values never share one (a number is written
+  as an object under a key no JSON text can spell once keys are escaped: the object
+  ``{"\u0000number": "1.5"}`` is not the number ``1.5``);
 * multipart bodies are read through Django's upload handlers, so an upload of any size
   is hashed as the handlers write it (to disk past ``FILE_UPLOAD_MAX_MEMORY_SIZE``);
   a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is never held in memory, and the random
@@ -47,6 +55,7 @@ from django.http.request import RawPostDataException
 from idempotency.conf import idempotency_settings, on_reload
 from idempotency.http.keys import header_value
 from idempotency.json_codec import decoder_of, dumps, encoder_of
+from idempotency.keyed import fingerprint_end, fingerprint_start, older_streamed_fingerprints
 
 #: Deepest JSON nesting canonicalised; deeper bodies are fingerprinted as raw bytes.
 MAX_JSON_DEPTH = 200
@@ -93,9 +102,20 @@ def _forget_excluded() -> None:
     _excluded = None
 
 
+#: The key a JSON number is written under in the canonical form (see :func:`_exact`).
+NUMBER_KEY = "\x00number"
+
+
 def _exact(number: Decimal) -> dict[str, str]:
     # a JSON number, as the exact text it was sent as (a float would round it)
-    return {"\x00number": str(number)}
+    return {NUMBER_KEY: str(number)}
+
+
+def _escaped_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys starting with NUL get one more: no key of the body can then
+    be :data:`NUMBER_KEY` (which starts with NUL and then not with NUL), and distinct
+    keys stay distinct."""
+    return {("\x00" + k if k[:1] == "\x00" else k): v for k, v in pairs}
 
 
 # built once: json.dumps/json.loads with options build a new encoder/decoder per call
@@ -103,10 +123,13 @@ _ENCODER = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_exact
 )
 _DECODER = json.JSONDecoder(parse_float=Decimal)
+#: Bodies that spell a NUL (``\u0000``): their object keys are escaped (:func:`_escaped_keys`).
+_ESCAPING_DECODER = json.JSONDecoder(parse_float=Decimal, object_pairs_hook=_escaped_keys)
 
 
 _canonical_json = encoder_of(_ENCODER)
 _decode = decoder_of(_DECODER)
+_decode_escaping = decoder_of(_ESCAPING_DECODER)
 #: First bytes after which ``json.detect_encoding`` can only answer UTF-8 (no BOM, and the
 #: second byte, when there is one, is not the zero byte of UTF-16 or UTF-32).
 _UTF8_OPENERS = frozenset(b"{[")
@@ -118,7 +141,9 @@ def _json(body: bytes, drop: frozenset[str]) -> bytes:
         text = body.decode("utf-8", "surrogatepass")
     else:
         text = body.decode(json.detect_encoding(body), "surrogatepass")
-    value = _decode(text)
+    # a NUL can only be spelled \u0000 in JSON text (raw control characters are refused):
+    # without one, no key can start with NUL, and the plain decoder's keys are exact
+    value = _decode_escaping(text) if "\\u0000" in text else _decode(text)
     if isinstance(value, dict) and not drop.isdisjoint(value):
         value = {k: v for k, v in value.items() if k not in drop}
     return _canonical_json(value).encode()
@@ -234,12 +259,31 @@ def canonical_body(request: HttpRequest, content_type: str | None = None) -> byt
 
 
 def request_fingerprint(request: HttpRequest, headers: Iterable[str] = ()) -> str:
-    """SHA-256 hex digest of method + path + query + media type + canonical body
-    (+ the configured headers)."""
+    """The keyed fingerprint (64 hex digits): HMAC-SHA256, under a server secret, of the
+    request's material (:func:`request_digest` is its unkeyed SHA-256)."""
+    return fingerprint_end(_material(request, headers, fingerprint_start()))
+
+
+def older_request_fingerprints(request: HttpRequest, headers: Iterable[str] = ()) -> list[str]:
+    """What :func:`request_fingerprint` was under older secrets (rotation) and, while
+    ``FINGERPRINT_ACCEPT_UNKEYED`` is on, before fingerprints were keyed: a record stored
+    with one of them is this request's own."""
+    return older_streamed_fingerprints(lambda state: _material(request, headers, state))
+
+
+def request_digest(request: HttpRequest, headers: Iterable[str] = ()) -> bytes:
+    """The unkeyed SHA-256 digest of the request's material, as fingerprints were before
+    they were keyed: never stored any more."""
+    return bytes(_material(request, headers, hashlib.sha256()).digest())
+
+
+def _material(request: HttpRequest, headers: Iterable[str], digest: Any) -> Any:
+    """Stream method + path + query + media type + canonical body (+ the configured
+    headers) into the SHA-256 state ``digest``, and return it."""
     plain: HttpRequest = getattr(request, "_request", request)  # DRF's Request wraps it
     content_type = media_type(plain)
     method, path = plain.method, plain.path
-    digest = hashlib.sha256(b"%s\x00%s\x00" % (method.encode() if method else b"", path.encode()))
+    digest.update(b"%s\x00%s\x00" % (method.encode() if method else b"", path.encode()))
     query = plain.META.get("QUERY_STRING", "")
     if query:
         pairs = _pairs(parse_qsl(query, keep_blank_values=True), excluded())
@@ -251,7 +295,7 @@ def request_fingerprint(request: HttpRequest, headers: Iterable[str] = ()) -> st
         digest.update(name.lower().encode())
         digest.update(b":")
         digest.update(str(plain.headers.get(name, "")).encode())
-    return digest.hexdigest()
+    return digest
 
 
 def keep_body(request: HttpRequest) -> None:

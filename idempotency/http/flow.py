@@ -210,11 +210,39 @@ def answer(prepared: Prepared, claim: Claim) -> HttpResponseBase:
         send(signals.replayed, prepared)
         return replay(claim.response)
     if claim.status is ClaimStatus.MISMATCH:
+        own = older_own(prepared, claim)
+        if own is not None:
+            return answer(prepared, own)
         send(signals.mismatch, prepared)
         return IdempotencyKeyMismatch().as_response()
     send(signals.conflict, prepared)
     wait = retry_after(claim.retry_after, prepared.policy.get_lease())
     return IdempotencyRequestInProgress(retry_after=wait).as_response()
+
+
+def older_own(prepared: Prepared, claim: Claim) -> Claim | None:
+    """A MISMATCH whose record is this request's own after all, fingerprinted under an
+    older secret or unkeyed (before fingerprints were keyed): the record as looked up
+    with its own fingerprint. None for a real mismatch, and for fingerprint functions of
+    the project's own (they have no older form)."""
+    from idempotency.http.fingerprints import older_request_fingerprints, request_fingerprint
+
+    stored = claim.fingerprint
+    if not stored:
+        return None
+    policy = prepared.policy
+    if (policy.fingerprint or idempotency_settings.imported("FINGERPRINT")) is not (
+        request_fingerprint
+    ):
+        return None
+    headers = idempotency_settings.FINGERPRINT_HEADERS
+    if stored not in older_request_fingerprints(prepared.request, headers):
+        return None
+    own = prepared.store.lookup(prepared.scope, prepared.key, fingerprint=stored)
+    if own is None or own.status is ClaimStatus.MISMATCH:
+        # released or replaced meanwhile: the client retries
+        return Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0)
+    return own
 
 
 def poll(prepared: Prepared, wait: float) -> Claim | None:

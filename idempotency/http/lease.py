@@ -31,6 +31,7 @@ from idempotency.http.flow import (
 )
 from idempotency.http.responses import acapture, is_storable
 from idempotency.keepalive import kept_alive
+from idempotency.keyed import log_ref
 from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
 
 logger = logging.getLogger("idempotency")
@@ -98,10 +99,9 @@ def record(
             # the view ran: answer what it did. Its claim stays until its lease ends, and
             # a retry after that runs it again (its effects need their own unique keys).
             logger.warning(
-                "idempotency: %s/%s ran but its response could not be stored (store "
+                "idempotency: %s ran but its response could not be stored (store "
                 "unreachable); a retry after the lease runs it again",
-                prepared.scope,
-                prepared.key,
+                log_ref(prepared.scope, prepared.key),
             )
             return response
         if not completed:

@@ -13,6 +13,7 @@ from django.http import HttpRequest
 
 from idempotency.conf import idempotency_settings
 from idempotency.policy import CallPolicy
+from idempotency.scopes import SharedScope
 
 #: What a view does when its store cannot be reached: answer 503, or run unprotected.
 ON_STORE_UNAVAILABLE = ("reject", "run")
@@ -66,12 +67,22 @@ class Policy(CallPolicy):
         return [store_alias, *(alias for alias in extra if alias != store_alias)]
 
     def get_scope(self, request: HttpRequest) -> str | None:
+        """The caller's scope, or None for an anonymous caller (``ANONYMOUS`` decides).
+
+        A plain string names a part of each caller's records (``"shop"`` is
+        ``"shop/auth.user:1"``), never records every caller shares: only
+        :func:`~idempotency.scopes.shared` does that. An empty scope is anonymous."""
         scope = self.scope
         if scope is None:
-            return idempotency_settings.imported("SCOPE")(request)  # type: ignore[no-any-return]
-        if callable(scope):
-            return scope(request)
-        return str(scope)
+            found = idempotency_settings.imported("SCOPE")(request)
+        elif isinstance(scope, SharedScope):
+            return str(scope)
+        elif callable(scope):
+            found = scope(request)
+        else:
+            caller = idempotency_settings.imported("SCOPE")(request)
+            found = f"{scope}/{caller}" if caller else None
+        return str(found) if found else None
 
     def get_fingerprint(self, request: HttpRequest) -> str:
         func = self.fingerprint or idempotency_settings.imported("FINGERPRINT")

@@ -120,24 +120,33 @@ def _unreadable(exc: BaseException) -> bool:
 
 def corrupted(store: object, scope: str, key: str, exc: Exception) -> Exception | None:
     """The :class:`~idempotency.exceptions.StoreCorrupted` to raise for ``exc`` (logged
-    with the key) when it comes from a value under the record's key that is not a
-    record; None for any other error."""
+    with the record's hashed name) when it comes from a value under the record's key
+    that is not a record; None for any other error."""
     # imported here, on the error path: not on every store call
-    from idempotency.exceptions import IdempotencyError, StoreCorrupted
+    from idempotency.exceptions import IdempotencyError
 
     if isinstance(exc, IdempotencyError) or not _unreadable(exc):
         return None
+    return unreadable_record(type(store).__name__, scope, key, f"{type(exc).__name__}: {exc}")
+
+
+def unreadable_record(where: str, scope: str, key: str, reason: str) -> Exception:
+    """A :class:`~idempotency.exceptions.StoreCorrupted` for the record of ``(scope,
+    key)``, logged as an error under its hashed name (:func:`idempotency.keyed.log_ref`):
+    logs never carry a raw key or scope."""
+    from idempotency.exceptions import StoreCorrupted
+    from idempotency.keyed import log_ref
+
+    ref = log_ref(scope, key)
     logger.error(
-        "idempotency: the record of %s/%s in %s is unreadable (%s: %s); nothing ran. "
-        "Delete the value under its key, or use another KEY_PREFIX.",
-        scope,
-        key,
-        type(store).__name__,
-        type(exc).__name__,
-        exc,
+        "idempotency: the record %s in %s is unreadable (%s); nothing ran. Delete the "
+        "value under its key, or use another KEY_PREFIX.",
+        ref,
+        where,
+        reason,
     )
     return StoreCorrupted(
-        f"The idempotency record of key {key!r} is unreadable, so nothing was run.",
+        f"The idempotency record {ref} is unreadable, so nothing was run.",
         scope=scope,
         key=key,
     )

@@ -13,10 +13,15 @@ Weaker guarantees than the other stores, by nature of the cache API:
 Use it for tests and single-process development, or where those limits are
 acceptable. Prefer :class:`~idempotency.stores.DatabaseStore` or
 :class:`~idempotency.stores.RedisStore` in production.
+
+Records are JSON bytes read without the cache's serializer (:mod:`.raw_cache`): a
+pickle written under a record's key is never unpickled.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 from typing import Any, ClassVar
 
@@ -33,6 +38,7 @@ from idempotency.stores.base import (
     guarded,
     new_fence,
 )
+from idempotency.stores.raw_cache import RawCache
 
 
 class CacheStore(BaseStore):
@@ -58,6 +64,18 @@ class CacheStore(BaseStore):
     def cache(self) -> BaseCache:
         return caches[self.alias]
 
+    @property
+    def raw(self) -> RawCache:
+        """The cache, read and written as bytes that are never unpickled."""
+        return RawCache(self.cache, self.alias)
+
+    def _get(self, name: str) -> dict[str, Any] | None:
+        value = self.raw.get(name)
+        return None if value is None else load_record(value)
+
+    def _set(self, name: str, record: dict[str, Any], timeout: float) -> None:
+        self.raw.set(name, dump_record(record), timeout)
+
     def record_key(self, scope: str, key: str) -> str:
         return f"{idempotency_settings.KEY_PREFIX}:rec:{record_digest(scope, key)}"
 
@@ -67,7 +85,9 @@ class CacheStore(BaseStore):
         if record["state"] == "completed":
             return Claim(
                 ClaimStatus.COMPLETED,
-                response=StoredResponse(record["status"], record["headers"], record["body"]),
+                response=StoredResponse.from_parts(
+                    record["status"], record["headers"], record["body"]
+                ),
                 expires_at=float(record["expires"]),
             )
         return Claim(
@@ -104,9 +124,9 @@ class CacheStore(BaseStore):
                 "rp": "",
                 "rd": None,
             }
-            if self.cache.add(name, record, timeout=ttl):
+            if self.raw.add(name, dump_record(record), ttl):
                 return Claim(ClaimStatus.CLAIMED, fence=fence)
-            existing = self.cache.get(name)
+            existing = self._get(name)
             if existing is None:
                 continue  # released or evicted meanwhile: try again
             claim = self._as_claim(existing, fingerprint)
@@ -114,10 +134,10 @@ class CacheStore(BaseStore):
                 return claim
             # the lease is over: one taker wins the marker for this owner's fence
             marker = f"{name}:takeover:{existing['fence']}"
-            if not self.cache.add(marker, 1, timeout=max(1, int(lease))):
+            if not self.raw.add(marker, b"1", max(1, int(lease))):
                 return claim
             taken = {**existing, "fence": fence, "lease": now + lease}
-            self.cache.set(name, taken, timeout=max(1, int(existing["expires"] - now)))
+            self._set(name, taken, max(1, int(existing["expires"] - now)))
             return Claim(
                 ClaimStatus.CLAIMED,
                 fence=fence,
@@ -129,14 +149,14 @@ class CacheStore(BaseStore):
 
     @guarded("cache")
     def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
-        record = self.cache.get(self.record_key(scope, key))
+        record = self._get(self.record_key(scope, key))
         return None if record is None else self._as_claim(record, fingerprint)
 
     def _owned(self, scope: str, key: str, fence: int) -> dict[str, Any] | None:
-        record = self.cache.get(self.record_key(scope, key))
+        record = self._get(self.record_key(scope, key))
         if record is None or record["state"] != "in_progress" or record["fence"] != fence:
             return None
-        return record  # type: ignore[no-any-return]
+        return record
 
     @guarded("cache")
     def complete(
@@ -159,7 +179,7 @@ class CacheStore(BaseStore):
             body=response.body,
             expires=time.time() + ttl,
         )
-        self.cache.set(self.record_key(scope, key), record, timeout=ttl)
+        self._set(self.record_key(scope, key), record, ttl)
         return True
 
     @guarded("cache")
@@ -170,9 +190,9 @@ class CacheStore(BaseStore):
         name = self.record_key(scope, key)
         if record.get("rp"):
             record["lease"] = time.time()
-            self.cache.set(name, record, timeout=max(1, int(record["expires"] - time.time())))
+            self._set(name, record, max(1, int(record["expires"] - time.time())))
         else:
-            self.cache.delete(name)
+            self.raw.delete(name)
         return True
 
     @guarded("cache")
@@ -183,9 +203,7 @@ class CacheStore(BaseStore):
             return False
         now = time.time()
         record.update(lease=now + lease, expires=max(record["expires"], now + lease))
-        self.cache.set(
-            self.record_key(scope, key), record, timeout=max(1, int(record["expires"] - now))
-        )
+        self._set(self.record_key(scope, key), record, max(1, int(record["expires"] - now)))
         return True
 
     @guarded("cache")
@@ -196,13 +214,30 @@ class CacheStore(BaseStore):
         if record is None:
             return False
         record.update(rp=name, rd=data)
-        self.cache.set(
-            self.record_key(scope, key),
-            record,
-            timeout=max(1, int(record["expires"] - time.time())),
-        )
+        self._set(self.record_key(scope, key), record, max(1, int(record["expires"] - time.time())))
         return True
 
     @guard("cache")
     def delete(self, scope: str, key: str) -> bool:
-        return bool(self.cache.delete(self.record_key(scope, key)))
+        return self.raw.delete(self.record_key(scope, key))
+
+
+def dump_record(record: dict[str, Any]) -> bytes:
+    """A record as the JSON bytes kept in the cache (the body in base64)."""
+    body = record.get("body")
+    if body is not None:
+        record = {**record, "body": base64.b64encode(body).decode()}
+    return json.dumps(record, separators=(",", ":")).encode()
+
+
+def load_record(value: Any) -> dict[str, Any]:
+    """The record of :func:`dump_record`'s bytes; ``ValueError`` for anything else (a
+    foreign value: :class:`~idempotency.exceptions.StoreCorrupted`)."""
+    if not isinstance(value, bytes | bytearray):
+        raise ValueError(f"a {type(value).__name__} where a record's bytes should be")
+    record = json.loads(value)
+    if not isinstance(record, dict) or "fp" not in record or "state" not in record:
+        raise ValueError("not a record")
+    if record.get("body") is not None:
+        record["body"] = base64.b64decode(record["body"])
+    return record

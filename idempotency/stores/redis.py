@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import StoreNotDurable
+from idempotency.keyed import log_ref
 from idempotency.outages import guard
 from idempotency.stores import record_digest
 from idempotency.stores.base import (
@@ -305,9 +306,8 @@ class RedisStore(BaseStore):
             # could lose the stored response (the claim, replicated, then blocks retries
             # until its lease ends)
             logger.warning(
-                "completion of %s/%s reached %s of %s replicas within %s s",
-                scope,
-                key,
+                "completion of %s reached %s of %s replicas within %s s",
+                log_ref(scope, key),
                 acknowledged,
                 self.wait_replicas,
                 self.wait_timeout,

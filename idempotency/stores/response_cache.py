@@ -5,9 +5,17 @@ With ``RESPONSE_CACHE`` set to a cache alias (Redis recommended), or a store's o
 it by the first replay that reads them from the database: every later replay costs no
 SQL, and a first request pays no cache write. The cache is never the source of truth:
 any cache error falls back to the database.
+
+A cached response is bytes the library encodes itself (a JSON line of status,
+fingerprint and headers, then the body), read without the cache's serializer
+(:mod:`.raw_cache`): a pickle written under its key is never unpickled. Its key names
+the database alias, so two ``DatabaseStore(using=...)`` sharing one cache never
+answer each other's records.
 """
 
 from __future__ import annotations
+
+import json
 
 from django.core.cache import BaseCache, caches
 
@@ -16,6 +24,7 @@ from idempotency.conf import idempotency_settings
 from idempotency.outages import bursts
 from idempotency.stores import record_digest
 from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
+from idempotency.stores.raw_cache import RawCache
 
 
 class ResponseCache:
@@ -28,11 +37,18 @@ class ResponseCache:
         alias = self._response_cache or idempotency_settings.RESPONSE_CACHE
         return caches[alias] if alias else None
 
+    def _raw_response_cache(self) -> RawCache | None:
+        alias = self._response_cache or idempotency_settings.RESPONSE_CACHE
+        return RawCache(caches[alias], alias) if alias else None
+
     def _cache_key(self, scope: str, key: str) -> str:
-        return f"{idempotency_settings.KEY_PREFIX}:resp:{record_digest(scope, key)}"
+        # the database alias too: two stores on two databases may share one cache
+        using = self.using  # type: ignore[attr-defined]
+        digest = record_digest(f"{using}\x00{scope}", key)
+        return f"{idempotency_settings.KEY_PREFIX}:resp:{digest}"
 
     def forget_cached(self, scope: str, key: str) -> None:
-        cache = self.response_cache
+        cache = self._raw_response_cache()
         if cache is not None:
             try:
                 cache.delete(self._cache_key(scope, key))
@@ -42,43 +58,50 @@ class ResponseCache:
     def _cached_response(self, scope: str, key: str, fingerprint: str) -> Claim | None:
         """The completed record as the response cache holds it, or None (absent, or the
         cache failed: the database answers then; a cache is never the source of truth)."""
-        cache = self.response_cache
+        cache = self._raw_response_cache()
         if cache is None:
             return None
         try:
             cached = cache.get(self._cache_key(scope, key))
+            if cached is None:
+                return None
+            status, stored, response = _loads(cached)
         except Exception as exc:  # noqa: BLE001 - any cache error: fall back to the database
+            # a value that is not ours (a foreign or forged one) too: never unpickled
             _cache_failed(self, "get", exc)
             return None
-        if not isinstance(cached, dict):
-            return None
-        if cached.get("fingerprint") != fingerprint:
-            return Claim(ClaimStatus.MISMATCH, fingerprint=str(cached.get("fingerprint", "")))
-        return Claim(
-            ClaimStatus.COMPLETED,
-            response=StoredResponse(cached["status"], cached["headers"], cached["body"]),
-        )
+        if stored != fingerprint:
+            return Claim(ClaimStatus.MISMATCH, fingerprint=stored)
+        return Claim(ClaimStatus.COMPLETED, response=response)
 
     def _cache_response(
         self, scope: str, key: str, fingerprint: str, response: StoredResponse, ttl: float
     ) -> None:
-        cache = self.response_cache
+        cache = self._raw_response_cache()
         if cache is None or int(ttl) <= 0:
             return
         try:
-            cache.set(
-                self._cache_key(scope, key),
-                {
-                    "fingerprint": fingerprint,
-                    "status": response.status,
-                    "headers": response.headers,
-                    "body": response.body,
-                },
-                timeout=int(ttl),
-            )
+            cache.set(self._cache_key(scope, key), _dumps(fingerprint, response), int(ttl))
         except Exception as exc:  # noqa: BLE001 - the cache only accelerates replays
             # after the commit: the record is in the database, so nothing is lost
             _cache_failed(self, "set", exc)
+
+
+def _dumps(fingerprint: str, response: StoredResponse) -> bytes:
+    """A cached response: a JSON line ``[status, fingerprint, headers]``, then the body."""
+    head = json.dumps([response.status, fingerprint, response.headers], separators=(",", ":"))
+    return head.encode() + b"\n" + response.body
+
+
+def _loads(value: object) -> tuple[int, str, StoredResponse]:
+    """What :func:`_dumps` wrote; ``ValueError`` for anything else."""
+    if not isinstance(value, bytes | bytearray):
+        raise ValueError(f"a {type(value).__name__} where a cached response should be")
+    head, newline, body = bytes(value).partition(b"\n")
+    status, fingerprint, headers = json.loads(head)
+    if not newline or not isinstance(status, int) or not isinstance(fingerprint, str):
+        raise ValueError("not a cached response")
+    return status, fingerprint, StoredResponse.from_parts(status, headers, body)
 
 
 def _cache_failed(store: ResponseCache, operation: str, error: BaseException) -> None:

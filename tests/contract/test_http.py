@@ -224,7 +224,7 @@ def test_exception_releases_and_leaves_no_record(
     first = post(client_a, "/t/outcome/?raise=1", key=key)
     assert first.status_code == 500
     store = get_store()
-    scope = f"user:{client_a.session['_auth_user_id']}"
+    scope = f"auth.user:{client_a.session['_auth_user_id']}"
     assert store.lookup(scope, key, fingerprint="any") is None
     if store_variant in ("db-atomic", "db-cached"):
         assert Effect.objects.count() == 0  # rolled back with the transaction

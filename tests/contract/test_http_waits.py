@@ -53,7 +53,7 @@ def _claim_in_progress(client: Client, url: str, key: str, body: Any, lease: flo
     from idempotency.http.fingerprints import request_fingerprint
 
     request = RequestFactory().post(url, data=json.dumps(body), content_type="application/json")
-    scope = f"user:{client.session['_auth_user_id']}"
+    scope = f"auth.user:{client.session['_auth_user_id']}"
     get_store().claim(scope, key, fingerprint=request_fingerprint(request), lease=lease, ttl=60)
 
 

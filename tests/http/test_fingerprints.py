@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import pytest
-from django.test import RequestFactory
+from django.test import RequestFactory, override_settings
 
-from idempotency.http.fingerprints import request_fingerprint
+from idempotency.http.fingerprints import (
+    canonical_bytes,
+    older_request_fingerprints,
+    request_digest,
+    request_fingerprint,
+)
 
 rf = RequestFactory()
 
@@ -266,5 +272,183 @@ def stable_request(name: str) -> tuple[Any, tuple[str, ...]]:
 
 @pytest.mark.parametrize(("name", "digest"), STABLE)
 def test_fingerprints_are_stable_across_releases(name: str, digest: str) -> None:
+    """The material under the keyed hash is stable (its unkeyed digest, which records
+    before keyed fingerprints stored, is what older_request_fingerprints accepts)."""
     request, headers = stable_request(name)
-    assert fp(request, headers) == digest
+    assert request_digest(request, headers).hex() == digest
+    request, headers = stable_request(name)
+    assert fp(request, headers) != digest
+    request, headers = stable_request(name)
+    assert older_request_fingerprints(request, headers) == [digest]
+
+
+# -- issue 36, findings 5 and 10: keyed fingerprints, an injective canonical form ------------
+
+
+def test_the_number_and_an_object_spelling_it_are_two_requests() -> None:
+    """Finding 10: ``1.5`` and ``{"\\u0000number": "1.5"}`` shared one fingerprint."""
+    number = canonical_bytes(J, b"1.5")
+    spelled = canonical_bytes(J, b'{"\\u0000number": "1.5"}')
+    assert number != spelled
+    nested = canonical_bytes(J, b'{"a": 1.5}')
+    assert nested != canonical_bytes(J, b'{"a": {"\\u0000number": "1.5"}}')
+    # NUL-led keys stay distinct among themselves, and still ignore order and spacing
+    one, two = b'{"\\u0000a": 1, "\\u0000\\u0000a": 2}', b'{"\\u0000\\u0000a":2,"\\u0000a":1}'
+    assert canonical_bytes(J, one) == canonical_bytes(J, two)
+    assert canonical_bytes(J, one) != canonical_bytes(J, b'{"\\u0000a": 2, "\\u0000\\u0000a": 1}')
+
+
+@pytest.mark.django_db
+def test_the_colliding_bodies_are_refused_over_http(client_a: Any, wallet: Any) -> None:
+    key = str(uuid.uuid4())
+    first = client_a.post("/t/function/", data="1.5", content_type=J, HTTP_IDEMPOTENCY_KEY=key)
+    other = client_a.post(
+        "/t/function/",
+        data='{"\\u0000number": "1.5"}',
+        content_type=J,
+        HTTP_IDEMPOTENCY_KEY=key,
+    )
+    assert first.status_code == 201
+    assert other.status_code == 422  # before: the first one's 201, replayed
+
+
+def _json_values() -> Any:
+    from hypothesis import strategies as st
+
+    keys = st.one_of(
+        st.sampled_from(["\x00number", "\x00\x00number", "\x00", "a", "1.5", "$float"]),
+        st.text(max_size=4),
+    )
+    numbers = st.one_of(
+        st.integers(),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.sampled_from([1.5, -0.0, 0.0, 1.0, 1e300]),
+    )
+    strings = st.one_of(st.sampled_from(["1.5", "1", "-0.0", "\x00number"]), st.text(max_size=4))
+    scalars = st.one_of(st.none(), st.booleans(), numbers, strings)
+    return st.recursive(
+        scalars,
+        lambda children: st.one_of(
+            st.lists(children, max_size=3), st.dictionaries(keys, children, max_size=3)
+        ),
+        max_leaves=8,
+    )
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Whether two values are one JSON value (Python's ``1 == 1.0 == True`` is not)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def test_distinct_json_values_never_share_a_canonical_form() -> None:
+    from hypothesis import example, given, settings
+
+    @settings(max_examples=400, deadline=None)
+    @given(a=_json_values(), b=_json_values())
+    @example(a=1.5, b={"\x00number": "1.5"})
+    @example(a={"k": 1.5}, b={"k": {"\x00number": "1.5"}})
+    @example(a={"\x00number": 1}, b={"\x00\x00number": 1})
+    def distinct(a: Any, b: Any) -> None:
+        first = canonical_bytes(J, json.dumps(a).encode())
+        second = canonical_bytes(J, json.dumps(b).encode())
+        assert (first == second) == _same_json(a, b)
+
+    @settings(max_examples=200, deadline=None)
+    @given(a=_json_values())
+    def respelled(a: Any) -> None:
+        # the same value in another spelling (key order, spacing) is the same request
+        compact = json.dumps(a, separators=(",", ":")).encode()
+        spaced = json.dumps(a, indent=2, sort_keys=True).encode()
+        assert canonical_bytes(J, compact) == canonical_bytes(J, spaced)
+
+    distinct()
+    respelled()
+
+
+def test_a_stored_fingerprint_gives_no_oracle_on_the_body() -> None:
+    """Finding 5: from one stored fingerprint of {"pan", "cvv"}, the CVV was recovered by
+    hashing the 1000 candidates the unkeyed way; keyed, no candidate matches."""
+    card = '{"pan": "4111111111111111", "cvv": "%s"}'
+    stored = fp(rf.post("/pay/", data=card % "737", content_type=J))
+    found = [
+        cvv
+        for cvv in (f"{n:03d}" for n in range(1000))
+        if request_digest(rf.post("/pay/", data=card % cvv, content_type=J)).hex() == stored
+    ]
+    assert found == []
+    # and the fingerprint depends on the server secret
+    with override_settings(SECRET_KEY="another-secret-of-fifty-characters-or-more-0123456789"):
+        assert fp(rf.post("/pay/", data=card % "737", content_type=J)) != stored
+
+
+STORES = ["db-atomic", "db-lease", pytest.param("redis", marks=pytest.mark.redis), "cache"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("store", STORES)
+def test_records_under_an_older_secret_still_replay(user: Any, wallet: Any, store: str) -> None:
+    """Rotation (SECRET_KEY_FALLBACKS, FINGERPRINT_SECRETS): the retry of a record made
+    under the secret before replays, not 422; without the old secret it is 422."""
+    from tests.support.stores import STORE_VARIANTS
+    from tests.support.users import token_client
+
+    old, new = "old-secret-" + "o" * 50, "new-secret-" + "n" * 50
+    body = '{"amount": 3}'
+
+    client = token_client(user)  # a token, not a session: sessions are signed with the secret
+
+    def post(key: str) -> Any:
+        return client.post("/t/api-view/", data=body, content_type=J, HTTP_IDEMPOTENCY_KEY=key)
+
+    variants = STORE_VARIANTS[store]
+    for before, after, replays in (
+        ({"SECRET_KEY": old}, {"SECRET_KEY": new, "SECRET_KEY_FALLBACKS": [old]}, True),
+        ({"SECRET_KEY": old}, {"SECRET_KEY": new}, False),
+        (
+            {"IDEMPOTENCY": {**variants, "FINGERPRINT_SECRETS": ["a" * 40]}},
+            {"IDEMPOTENCY": {**variants, "FINGERPRINT_SECRETS": ["b" * 40, "a" * 40]}},
+            True,
+        ),
+    ):
+        key = str(uuid.uuid4())
+        with override_settings(**{"IDEMPOTENCY": variants, **before}):
+            first = post(key)
+        with override_settings(**{"IDEMPOTENCY": variants, **after}):
+            again = post(key)
+        assert first.status_code == 201
+        if replays:
+            assert again.status_code == 201 and again.content == first.content
+            assert again["Idempotent-Replayed"] == "true"
+        else:
+            assert again.status_code == 422
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("store", STORES)
+def test_records_stored_unkeyed_before_the_upgrade_replay_while_accepted(
+    client_a: Any, user: Any, wallet: Any, store: str
+) -> None:
+    from idempotency.conf import idempotency_settings
+    from idempotency.stores import get_store
+    from idempotency.stores.base import StoredResponse
+    from tests.support.stores import STORE_VARIANTS
+
+    body = '{"amount": 4}'
+    request = rf.post("/t/function/", data=body, content_type=J)
+    request.user = user
+    legacy = request_digest(request).hex()  # what the version before stored
+    stored = StoredResponse(201, [("Content-Type", "application/json")], b'{"id": "before"}')
+    for accept, status in ((True, 201), (False, 422)):
+        key = str(uuid.uuid4())
+        settings = {**STORE_VARIANTS[store], "FINGERPRINT_ACCEPT_UNKEYED": accept}
+        with override_settings(IDEMPOTENCY=settings):
+            records = get_store()
+            scope = idempotency_settings.imported("SCOPE")(request)
+            claim = records.claim(scope, key, fingerprint=legacy, lease=30, ttl=300)
+            assert records.complete(scope, key, fence=claim.fence, response=stored, ttl=300)
+            again = client_a.post(
+                "/t/function/", data=body, content_type=J, HTTP_IDEMPOTENCY_KEY=key
+            )
+        assert again.status_code == status
+        if accept:
+            assert again.content == b'{"id": "before"}'

@@ -90,19 +90,19 @@ def test_database_store_lease_adds_claim_and_completion(client_a: Client, wallet
 def test_response_cache_makes_replays_sql_free(
     client_a: Client, wallet: Wallet, mode: str, warming_statements: list[str]
 ) -> None:
-    from django.core.cache import caches
-
     from idempotency.models import IdempotencyRecord
-    from idempotency.stores import record_digest
+    from idempotency.stores import get_store
 
     with override_settings(IDEMPOTENCY={"MODE": mode, "RESPONSE_CACHE": "default"}):
         key = str(uuid.uuid4())
         first = run(client_a, key)
         scope = IdempotencyRecord.objects.get(key=key).scope
-        cache_key = f"idem:resp:{record_digest(scope, key)}"
-        cached_after_first = caches["default"].get(cache_key)
+        store: Any = get_store()
+        cache_key = store._cache_key(scope, key)
+        cache = store._raw_response_cache()
+        cached_after_first = cache.get(cache_key)
         warming = run(client_a, key)
-        cached_after_warming = caches["default"].get(cache_key)
+        cached_after_warming = cache.get(cache_key)
         replay = run(client_a, key)
     # a first request asks the cache (a miss) instead of the database: no SQL lookup,
     # only the claim and the completion, and it writes nothing to the cache

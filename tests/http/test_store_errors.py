@@ -79,15 +79,18 @@ def test_a_foreign_value_under_a_redis_record_answers_a_problem_and_runs_nothing
     """Defect 3 over HTTP: not a raw ``WRONGTYPE`` 500, but the library's problem."""
     from django_redis import get_redis_connection
 
+    from idempotency.keyed import log_ref
     from idempotency.stores.redis import RedisStore
 
     key = str(uuid.uuid4())
+    scope = f"auth.user:{user.pk}"
     with override_settings(IDEMPOTENCY={**STORE_VARIANTS["redis"]}):
-        name = RedisStore().record_key(f"user:{user.pk}", key)
+        name = RedisStore().record_key(scope, key)
         get_redis_connection("default").set(name, "foreign")
         response = post(client_a, "/t/outcome/", key)
     assert response.status_code == 500
     assert response["Content-Type"] == "application/problem+json"
     assert json.loads(response.content)["code"] == "idempotency-record-unreadable"
     assert executions(counted)[key] == 0
-    assert key in caplog.text
+    # logged under its keyed hash, never the raw key (issue 36, finding 11)
+    assert log_ref(scope, key) in caplog.text and key not in caplog.text

@@ -13,7 +13,7 @@ import uuid
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from idempotency import idempotent
+from idempotency import idempotent, shared
 from tests.testapp.models import Effect
 
 #: where executions are appended; set by the test (tests/scale/conftest.py)
@@ -28,7 +28,7 @@ def record_execution(key: str) -> None:
         os.close(fd)
 
 
-@idempotent(scope="scale")
+@idempotent(scope=shared("scale"))
 def charge(request: HttpRequest) -> HttpResponse:
     key = request.headers.get("Idempotency-Key", "")
     record_execution(key)

@@ -8,7 +8,7 @@ from datetime import timedelta
 from django.db.models import F
 
 from idempotency.stores.base import BaseStore
-from idempotency.stores.cache import CacheStore
+from idempotency.stores.cache import CacheStore, dump_record, load_record
 from idempotency.stores.database import DatabaseStore
 from idempotency.stores.redis import RedisStore
 
@@ -40,13 +40,14 @@ def age(store: BaseStore, scope: str, key: str, seconds: float) -> None:
     else:
         assert isinstance(store, CacheStore)
         name = store.record_key(scope, key)
-        record = store.cache.get(name)
-        if record is None:
+        raw = store.raw.get(name)
+        if raw is None:
             return
+        record = load_record(raw)
         record = {**record, "lease": record["lease"] - seconds}
         record["expires"] -= seconds
         left = record["expires"] - time.time()
         if left <= 0:
-            store.cache.delete(name)
+            store.raw.delete(name)
         else:
-            store.cache.set(name, record, timeout=left)
+            store.raw.set(name, dump_record(record), left)

@@ -21,7 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from idempotency import IdempotentMixin, idempotent
+from idempotency import IdempotentMixin, idempotent, shared
 
 RUNS: Counter[str] = Counter()
 _lock = threading.Lock()
@@ -103,12 +103,12 @@ def _sizes(request: Any) -> dict[str, list[int]]:
 
 
 @csrf_exempt  # a real client (the gunicorn memory test) posts no CSRF token
-@idempotent(scope="uploads")
+@idempotent(scope=shared("uploads"))
 def upload_view(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"run": _ran(request), "files": _sizes(request)}, status=201)
 
 
-@idempotent(scope="uploads", mode="lease")
+@idempotent(scope=shared("uploads"), mode="lease")
 async def async_upload_view(request: HttpRequest) -> HttpResponse:
     run = await sync_to_async(_ran)(request)
     return JsonResponse({"run": run, "files": _sizes(request)}, status=201)

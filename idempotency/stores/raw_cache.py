@@ -1,0 +1,104 @@
+"""Bytes in a Django cache, never unpickled: what ``CacheStore`` and the response cache
+keep their records in.
+
+Django's cache API pickles what it stores and unpickles what it reads (django-redis by
+default, Django's own ``RedisCache``, Memcached, the file and database caches): a
+pickle written under a record's key by anyone who can write to that cache would run
+in this process on the next read. So records are written as bytes the library
+encodes itself (JSON), and read back without the cache's serializer:
+
+* on Redis (``django_redis.cache.RedisCache`` or Django's
+  ``django.core.cache.backends.redis.RedisCache``), straight through the cache's own
+  Redis client, under the name the cache itself would give the key;
+* on ``LocMemCache`` (one process: only this process ever wrote what it reads) and
+  ``DummyCache`` (reads nothing), through the cache API;
+* any other backend is refused (:class:`~django.core.exceptions.ImproperlyConfigured`,
+  and the system check ``idempotency.E020`` before the first request).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.cache import BaseCache
+from django.core.exceptions import ImproperlyConfigured
+
+DJANGO_REDIS = "django_redis.cache.RedisCache"
+DJANGO_BUILTIN_REDIS = "django.core.cache.backends.redis.RedisCache"
+#: Backends read through the cache API: in-process, or storing nothing.
+IN_PROCESS = (
+    "django.core.cache.backends.locmem.LocMemCache",
+    "django.core.cache.backends.dummy.DummyCache",
+)
+
+
+def _classes(cache: BaseCache) -> set[str]:
+    return {f"{c.__module__}.{c.__qualname__}" for c in type(cache).__mro__}
+
+
+def raw_kind(cache: BaseCache) -> str:
+    """How ``cache`` is read without unpickling: "django_redis", "redis", "api", or ""
+    (it cannot be)."""
+    classes = _classes(cache)
+    if DJANGO_REDIS in classes:
+        return "django_redis"
+    if DJANGO_BUILTIN_REDIS in classes:
+        return "redis"
+    if classes.intersection(IN_PROCESS):
+        return "api"
+    return ""
+
+
+def _millis(timeout: float) -> int:
+    return max(1, int(timeout * 1000))
+
+
+class RawCache:
+    """``get``/``set``/``add``/``delete`` of bytes in a Django cache, never unpickled."""
+
+    __slots__ = ("alias", "cache", "kind")
+
+    def __init__(self, cache: BaseCache, alias: str = "") -> None:
+        self.cache = cache
+        self.alias = alias
+        self.kind = raw_kind(cache)
+
+    def _client(self, key: str, *, write: bool) -> tuple[Any, Any]:
+        """The Redis client and the key's name in it (the name the cache gives it)."""
+        if self.kind == "django_redis":
+            client = self.cache.client  # type: ignore[attr-defined]
+            return client.get_client(write=write), client.make_key(key)
+        if self.kind == "redis":
+            name = self.cache.make_and_validate_key(key)
+            return self.cache._cache.get_client(name, write=write), name  # type: ignore[attr-defined]
+        raise ImproperlyConfigured(
+            f"The cache {self.alias or type(self.cache).__name__!r} "
+            f"({type(self.cache).__qualname__}) unpickles what it reads: idempotency records "
+            "are kept only in a Redis cache or LocMemCache (system check idempotency.E020)."
+        )
+
+    def get(self, key: str) -> Any:
+        """The bytes under ``key`` (or, through the cache API, whatever is there), or None."""
+        if self.kind == "api":
+            return self.cache.get(key)
+        client, name = self._client(key, write=False)
+        return client.get(name)
+
+    def set(self, key: str, value: bytes, timeout: float) -> None:
+        if self.kind == "api":
+            self.cache.set(key, value, timeout=timeout)
+            return
+        client, name = self._client(key, write=True)
+        client.set(name, value, px=_millis(timeout))
+
+    def add(self, key: str, value: bytes, timeout: float) -> bool:
+        if self.kind == "api":
+            return bool(self.cache.add(key, value, timeout=timeout))
+        client, name = self._client(key, write=True)
+        return bool(client.set(name, value, px=_millis(timeout), nx=True))
+
+    def delete(self, key: str) -> bool:
+        if self.kind == "api":
+            return bool(self.cache.delete(key))
+        client, name = self._client(key, write=True)
+        return bool(client.delete(name))

@@ -1,0 +1,134 @@
+"""Records in Django caches are never unpickled (issue 36, finding 2), and the response
+cache's keys name the database (finding 3).
+
+Django's cache API unpickles what it reads (django-redis by default, Django's own
+RedisCache): a pickle written under a record's key ran when its owner replayed. These
+tests write a real pickle, whose loading would create a file, under the exact key the
+library reads, through the raw Redis connection an attacker on the network would use.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.cache import caches
+from django.test import override_settings
+
+from idempotency.exceptions import StoreCorrupted
+from idempotency.stores.base import ClaimStatus, StoredResponse
+from idempotency.stores.cache import CacheStore
+from idempotency.stores.database import DatabaseStore
+from idempotency.stores.raw_cache import RawCache, raw_kind
+from tests.support.counting import unique
+
+pytestmark = [pytest.mark.redis, pytest.mark.django_db(databases=["default", "ledger"])]
+
+
+class Payload:
+    """A pickle that creates ``path`` when it is loaded."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return (os.system, (f"touch {self.path}",))
+
+
+def _caches() -> dict[str, Any]:
+    """The django-redis ``default`` and Django's own RedisCache on the same Redis."""
+    location = settings.CACHES["default"]["LOCATION"]
+    return {
+        **settings.CACHES,
+        "builtin": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": location},
+    }
+
+
+def _write_raw(alias: str, key: str, value: bytes) -> None:
+    """Write ``value`` under ``key`` as the cache names it, bypassing its serializer."""
+    cache = caches[alias]
+    if raw_kind(cache) == "django_redis":
+        cache.client.get_client(write=True).set(cache.client.make_key(key), value)  # type: ignore[attr-defined]
+    else:
+        name = cache.make_and_validate_key(key)
+        cache._cache.get_client(name, write=True).set(name, value)  # type: ignore[attr-defined]
+
+
+def test_the_payload_really_runs_when_unpickled(tmp_path: Path) -> None:
+    """The attack is real: Django's cache API on the same bytes runs it."""
+    marker = tmp_path / "ran"
+    with override_settings(CACHES=_caches()):
+        _write_raw("builtin", "probe", pickle.dumps(Payload(marker)))
+        caches["builtin"].get("probe")
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("alias", ["default", "builtin"])
+def test_a_pickle_under_a_cache_store_record_is_never_loaded(alias: str, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    with override_settings(CACHES=_caches()):
+        store = CacheStore(alias)
+        scope, key = "user:1", unique("key")
+        _write_raw(alias, store.record_key(scope, key), pickle.dumps(Payload(marker)))
+        for operation in (
+            lambda: store.lookup(scope, key, fingerprint="f"),
+            lambda: store.claim(scope, key, fingerprint="f", lease=5, ttl=60),
+        ):
+            with pytest.raises(StoreCorrupted):
+                operation()
+        # and the store still works as a store on that cache
+        other = unique("key")
+        claim = store.claim(scope, other, fingerprint="f", lease=5, ttl=60)
+        response = StoredResponse(201, [("Content-Type", "application/json")], b'{"id": 1}')
+        assert store.complete(scope, other, fence=claim.fence, response=response, ttl=60)
+        replay = store.claim(scope, other, fingerprint="f", lease=5, ttl=60)
+        assert replay.status is ClaimStatus.COMPLETED and replay.response == response
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("alias", ["default", "builtin"])
+def test_a_pickle_under_a_response_cache_key_is_never_loaded(alias: str, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    response = StoredResponse(201, [("Content-Type", "application/json")], b'{"iban": "x"}')
+    with override_settings(CACHES=_caches()):
+        store = DatabaseStore(response_cache=alias)
+        scope, key = "user:1", unique("key")
+        claim = store.claim(scope, key, fingerprint="f", lease=5, ttl=60)
+        assert store.complete(scope, key, fence=claim.fence, response=response, ttl=60)
+        _write_raw(alias, store._cache_key(scope, key), pickle.dumps(Payload(marker)))
+        # the database answers instead (the cache is never the source of truth)
+        seen = store.lookup(scope, key, fingerprint="f")
+        assert seen is not None and seen.status is ClaimStatus.COMPLETED
+        assert seen.response == response
+        # ... and its own bytes replace the foreign value: the next replay reads them
+        assert RawCache(caches[alias]).get(store._cache_key(scope, key)) != pickle.dumps(
+            Payload(marker)
+        )
+        again = store.lookup(scope, key, fingerprint="f")
+        assert again is not None and again.response == response
+    assert not marker.exists()
+
+
+def test_two_databases_sharing_one_response_cache_never_answer_each_others_records() -> None:
+    """Finding 3: the response cache's key names the database alias."""
+    scope, key = "user:1", unique("key")
+    stores = {
+        alias: DatabaseStore(using=alias, response_cache="default")
+        for alias in ("default", "ledger")
+    }
+    assert stores["default"]._cache_key(scope, key) != stores["ledger"]._cache_key(scope, key)
+    bodies = {"default": b'{"db": "default"}', "ledger": b'{"db": "ledger"}'}
+    for alias, store in stores.items():
+        claim = store.claim(scope, key, fingerprint="f", lease=5, ttl=60)
+        assert store.complete(
+            scope, key, fence=claim.fence, response=StoredResponse(201, [], bodies[alias]), ttl=60
+        )
+    for _ in range(2):  # the first replay fills the cache, the second reads it
+        for alias, store in stores.items():
+            seen = store.lookup(scope, key, fingerprint="f")
+            assert seen is not None and seen.response is not None
+            assert seen.response.body == bodies[alias]
