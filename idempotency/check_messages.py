@@ -91,6 +91,12 @@ MESSAGES: dict[str, _Message] = {
         "'ignore').",
         "Move {idempotency!r} below {authentication!r} (last in MIDDLEWARE is safest).",
     ),
+    "E040": _Message(
+        "IDEMPOTENCY['BODY_CODEC'] cannot be used: {error}",
+        "Name a subclass of idempotency.codecs.BodyCodec; for FernetCodec install the "
+        "crypto extra and list Fernet keys in BODY_ENCRYPTION_KEYS "
+        "(cryptography.fernet.Fernet.generate_key()).",
+    ),
     "W001": _Message(
         "{what} is a CacheStore on the cache {alias!r}, a LocMemCache: each process has "
         "its own, so a key is only deduplicated within one process.",

@@ -33,6 +33,16 @@ _AUTHENTICATION = "django.contrib.auth.middleware.AuthenticationMiddleware"
 _IDEMPOTENCY = "idempotency.http.middleware.IdempotencyMiddleware"
 
 
+class _Hidden:
+    """What a check shows instead of a secret setting's value."""
+
+    def __repr__(self) -> str:
+        return "<hidden>"
+
+
+_HIDDEN = _Hidden()
+
+
 def _message(code: str, **values: Any) -> checks.CheckMessage:
     entry = MESSAGES[code]
     level = checks.Error if code.startswith("E") else checks.Warning
@@ -63,6 +73,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     errors += _check_aliases(values)
     errors += _check_routers(values)
     errors += _check_middleware()
+    errors += _check_codec(values)
     return _unique(errors)
 
 
@@ -91,8 +102,9 @@ def _check_values(values: dict[str, Any]) -> list[checks.CheckMessage]:
             errors += _check_import(name, value)
         elif not setting.accepts(value):
             code = _CODE_OF_KIND.get(setting.kind, "E004")
+            shown = _HIDDEN if setting.secret else value
             errors.append(
-                _message(code, name=name, value=value, expected=setting.expected, help=setting.help)
+                _message(code, name=name, value=shown, expected=setting.expected, help=setting.help)
             )
         elif setting.kind == "headers":
             errors += [
@@ -335,6 +347,26 @@ def _check_routers(values: dict[str, Any]) -> list[checks.CheckMessage]:
             continue
         if read == alias and write != alias:
             return [_message("W008", alias=alias, model=model._meta.label, write=write)]
+    return []
+
+
+def _check_codec(values: dict[str, Any]) -> list[checks.CheckMessage]:
+    """E040: BODY_CODEC names a codec that cannot be built (FernetCodec without keys or
+    without cryptography; a class that is no BodyCodec). Its message never shows a key."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from idempotency.codecs import BodyCodec
+
+    configured = values["BODY_CODEC"]
+    if _check_import("BODY_CODEC", configured):
+        return []  # E005
+    try:
+        obj = import_string(configured) if isinstance(configured, str) else configured
+        codec = obj() if isinstance(obj, type) else obj
+    except (ImproperlyConfigured, TypeError, ValueError) as exc:
+        return [_message("E040", error=exc)]
+    if not isinstance(codec, BodyCodec):
+        return [_message("E040", error=f"{type(codec).__name__} is not a BodyCodec")]
     return []
 
 

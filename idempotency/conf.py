@@ -69,6 +69,8 @@ class Setting:
     inclusive: bool = False
     #: Whether None is a value of its own (documented in ``help``).
     nullable: bool = False
+    #: Whether the value is a secret: the checks never show it.
+    secret: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -241,6 +243,33 @@ SETTINGS: dict[str, Setting] = {
         "Response headers kept and replayed (Content-Type and Vary always are; Set-Cookie "
         "and hop-by-hop headers never are).",
         "headers",
+    ),
+    "BODY_CODEC": Setting(
+        "idempotency.codecs.IdentityCodec",
+        "Dotted path of the codec (a subclass of idempotency.codecs.BodyCodec) every "
+        "stored body passes through; idempotency.codecs.FernetCodec encrypts them with "
+        "BODY_ENCRYPTION_KEYS.",
+        "path",
+    ),
+    "BODY_ENCRYPTION_KEYS": Setting(
+        [],
+        "FernetCodec: Fernet keys, newest first; the first encrypts, every one decrypts "
+        "(keep a retired key listed until reencrypt_idempotency_records has run or TTL "
+        "has passed).",
+        "names",
+        secret=True,
+    ),
+    "REDACT_FIELDS": Setting(
+        [],
+        'JSON fields (names, at any depth) whose values are replaced by "[redacted]" '
+        "before a body is stored; replays then answer the redacted body.",
+        "names",
+    ),
+    "STATUS_ONLY": Setting(
+        False,
+        "Store only the status and allow-listed headers of responses, never their bodies: "
+        "a replay answers the stored status with an empty body.",
+        "bool",
     ),
     "STORE_ERRORS": Setting(
         False,

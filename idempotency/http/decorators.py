@@ -108,6 +108,8 @@ def idempotent(
     on_store_unavailable: str | None = None,
     claim: str | None = None,
     databases: list[str] | tuple[str, ...] | None = None,
+    status_only: bool | None = None,
+    redact: list[str] | tuple[str, ...] | None = None,
 ) -> Callable[[F], F]: ...
 def idempotent(view: Any = None, /, **options: Any) -> Any:
     """Make a view honour the ``Idempotency-Key`` header.
@@ -140,6 +142,10 @@ def idempotent(view: Any = None, /, **options: Any) -> Any:
             ``"optimistic"`` (insert the record after it) (``ATOMIC_CLAIM``).
         databases: Atomic mode: the database aliases wrapped in the view's transaction
             besides ``DATABASE_ALIAS`` (``ATOMIC_DATABASES``).
+        status_only: Store only the status and headers of the view's responses, never
+            their bodies: a replay answers the status with an empty body (``STATUS_ONLY``).
+        redact: JSON fields whose values are replaced by ``"[redacted]"`` before a body
+            is stored, added to ``REDACT_FIELDS``; replays answer the redacted body.
 
     Returns:
         The wrapped view, or a decorator when called with options only.

@@ -23,7 +23,7 @@ from idempotency.exceptions import (
 )
 from idempotency.http.keys import header_value, parse_key
 from idempotency.http.policy import Policy
-from idempotency.http.responses import capture, is_storable, replay, retry_after
+from idempotency.http.responses import is_storable, kept, replay, retry_after
 from idempotency.policy import lease_over
 from idempotency.problems import problem_response
 from idempotency.stores import record_digest
@@ -232,9 +232,15 @@ def poll(prepared: Prepared, wait: float) -> Claim | None:
 
 def store_response(prepared: Prepared, response: HttpResponseBase) -> StoredResponse | None:
     """What to keep of ``response``, or None when its outcome releases the key."""
-    if not is_storable(response.status_code, store_errors=prepared.policy.get_store_errors()):
+    policy = prepared.policy
+    if not is_storable(response.status_code, store_errors=policy.get_store_errors()):
         return None
-    return capture(response, limit=idempotency_settings.MAX_RESPONSE_BYTES)
+    return kept(
+        response,
+        limit=idempotency_settings.MAX_RESPONSE_BYTES,
+        status_only=policy.get_status_only(),
+        redact=policy.get_redact(),
+    )
 
 
 def answer_to_exception(

@@ -29,7 +29,7 @@ from idempotency.http.flow import (
     store_response,
     timed,
 )
-from idempotency.http.responses import acapture, is_storable
+from idempotency.http.responses import akept, is_storable
 from idempotency.keepalive import kept_alive
 from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
 
@@ -197,5 +197,10 @@ async def run_lease_async(
         raise
     stored = None
     if is_storable(response.status_code, store_errors=prepared.policy.get_store_errors()):
-        stored = await acapture(response, limit=idempotency_settings.MAX_RESPONSE_BYTES)
+        stored = await akept(
+            response,
+            limit=idempotency_settings.MAX_RESPONSE_BYTES,
+            status_only=prepared.policy.get_status_only(),
+            redact=prepared.policy.get_redact(),
+        )
     return await sync_to_async(record)(prepared, claim, response, stored)

@@ -18,6 +18,8 @@ from idempotency.policy import CallPolicy
 ON_STORE_UNAVAILABLE = ("reject", "run")
 CLAIMS = ("first", "optimistic")
 
+_NOTHING: frozenset[str] = frozenset()
+
 ScopeOption = str | Callable[[HttpRequest], "str | None"] | None
 
 
@@ -31,9 +33,15 @@ class Policy(CallPolicy):
     on_store_unavailable: str | None = None
     claim: str | None = None
     databases: tuple[str, ...] | list[str] | None = None
+    status_only: bool | None = None
+    redact: tuple[str, ...] | list[str] | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.redact is not None and (
+            isinstance(self.redact, str) or not all(isinstance(f, str) for f in self.redact)
+        ):
+            raise ValueError(f"redact must be a list of field names, not {self.redact!r}")
         choice = self.on_store_unavailable
         if choice is not None and choice not in ON_STORE_UNAVAILABLE:
             raise ValueError(
@@ -56,6 +64,19 @@ class Policy(CallPolicy):
         """``"reject"`` (503, the view does not run) or ``"run"`` (run it unprotected)."""
         value = self.on_store_unavailable or idempotency_settings.STORE_UNAVAILABLE
         return str(value)
+
+    def get_status_only(self) -> bool:
+        """Whether only the status and headers of a response are stored, never its body."""
+        value = idempotency_settings.STATUS_ONLY if self.status_only is None else self.status_only
+        return bool(value)
+
+    def get_redact(self) -> frozenset[str]:
+        """The JSON fields redacted before a body is stored: ``REDACT_FIELDS`` and the
+        view's own ``redact`` (added to the setting's, never replacing them)."""
+        configured = idempotency_settings.REDACT_FIELDS
+        if not self.redact and not configured:
+            return _NOTHING
+        return frozenset((*configured, *(self.redact or ())))
 
     def get_claim(self) -> str:
         return str(idempotency_settings.ATOMIC_CLAIM if self.claim is None else self.claim)

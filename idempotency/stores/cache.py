@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 from django.core.cache import BaseCache, caches
 
+from idempotency.codecs import seal, unseal
 from idempotency.conf import idempotency_settings
 from idempotency.outages import guard
 from idempotency.stores import record_digest
@@ -67,7 +68,9 @@ class CacheStore(BaseStore):
         if record["state"] == "completed":
             return Claim(
                 ClaimStatus.COMPLETED,
-                response=StoredResponse(record["status"], record["headers"], record["body"]),
+                response=StoredResponse(
+                    record["status"], record["headers"], unseal(record["body"])
+                ),
                 expires_at=float(record["expires"]),
             )
         return Claim(
@@ -156,7 +159,7 @@ class CacheStore(BaseStore):
             state="completed",
             status=response.status,
             headers=response.headers,
-            body=response.body,
+            body=seal(response.body),
             expires=time.time() + ttl,
         )
         self.cache.set(self.record_key(scope, key), record, timeout=ttl)

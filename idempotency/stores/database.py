@@ -27,11 +27,19 @@ from django.db.models import DateTimeField, ExpressionWrapper, F
 from django.db.models.functions import Greatest, Now
 from django.utils import timezone
 
+from idempotency.codecs import UndecodableBody, seal, unseal
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import StoreUnavailable
 from idempotency.outages import guard
 from idempotency.stores import statements as sql
-from idempotency.stores.base import BaseStore, Claim, ClaimStatus, StoredResponse, new_fence
+from idempotency.stores.base import (
+    BaseStore,
+    Claim,
+    ClaimStatus,
+    StoredResponse,
+    corrupted,
+    new_fence,
+)
 from idempotency.stores.response_cache import ResponseCache
 
 
@@ -134,9 +142,13 @@ class DatabaseStore(ResponseCache, BaseStore):
         if fp != fingerprint:
             return Claim(ClaimStatus.MISMATCH, fingerprint=fp)
         if state == "completed":
-            response = StoredResponse.from_parts(status, headers, body)
-            if cache is not None:
-                self._cache_response(scope, key, fingerprint, response, expires - now)
+            kept = StoredResponse.from_parts(status, headers, body)
+            try:
+                response = kept._replace(body=unseal(kept.body))
+            except UndecodableBody as exc:
+                raise corrupted(self, scope, key, exc) or exc from exc
+            if cache is not None:  # the cache keeps the body as the database does
+                self._cache_response(scope, key, fingerprint, kept, expires - now)
             return Claim(ClaimStatus.COMPLETED, response=response, expires_at=expires)
         data = sql.as_json(data)
         if lease is not None and lease <= now:
@@ -239,7 +251,7 @@ class DatabaseStore(ResponseCache, BaseStore):
             "state": "completed",
             "status_code": response.status if response else None,
             "response_headers": response.headers_json() if response else "[]",
-            "response_body": response.body if response else None,
+            "response_body": seal(response.body) if response else None,
             **clock.params(ttl=ttl),
         }
 
@@ -291,7 +303,7 @@ class DatabaseStore(ResponseCache, BaseStore):
         params = {
             "status_code": response.status,
             "response_headers": response.headers_json(),
-            "response_body": response.body,
+            "response_body": seal(response.body),
             "scope": scope,
             "key": key,
             "fence": fence,

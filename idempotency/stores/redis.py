@@ -22,6 +22,7 @@ import json
 import logging
 from typing import Any, ClassVar
 
+from idempotency.codecs import seal, unseal
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import StoreNotDurable
 from idempotency.outages import guard
@@ -241,7 +242,9 @@ class RedisStore(BaseStore):
         if status == "completed":
             return Claim(
                 ClaimStatus.COMPLETED,
-                response=StoredResponse.from_parts(int(reply[1]), _text(reply[2]), reply[3]),
+                response=StoredResponse.from_parts(
+                    int(reply[1]), _text(reply[2]), unseal(reply[3])
+                ),
                 expires_at=_expires(int(reply[4])),
             )
         if status == "in_progress":
@@ -266,7 +269,7 @@ class RedisStore(BaseStore):
             remaining = self._command("PTTL", self.record_key(scope, key))
             return Claim(
                 ClaimStatus.COMPLETED,
-                response=StoredResponse.from_parts(int(status), _text(headers), body),
+                response=StoredResponse.from_parts(int(status), _text(headers), unseal(body)),
                 expires_at=_expires(remaining),
             )
         remaining = (int(lease or 0) - now_ms()) / 1000
@@ -296,7 +299,7 @@ class RedisStore(BaseStore):
                 fence,
                 response.status,
                 response.headers_json(),
-                response.body,
+                seal(response.body),
                 max(1, int(ttl * 1000)),
             ],
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from django.core.cache import BaseCache, caches
 
 from idempotency import signals
+from idempotency.codecs import UndecodableBody, unseal
 from idempotency.conf import idempotency_settings
 from idempotency.outages import bursts
 from idempotency.stores import record_digest
@@ -54,9 +55,13 @@ class ResponseCache:
             return None
         if cached.get("fingerprint") != fingerprint:
             return Claim(ClaimStatus.MISMATCH, fingerprint=str(cached.get("fingerprint", "")))
+        try:  # the cache keeps the body as the database does (BODY_CODEC)
+            body = unseal(cached["body"])
+        except UndecodableBody:
+            return None  # not readable here: the database answers
         return Claim(
             ClaimStatus.COMPLETED,
-            response=StoredResponse(cached["status"], cached["headers"], cached["body"]),
+            response=StoredResponse(cached["status"], cached["headers"], body),
         )
 
     def _cache_response(

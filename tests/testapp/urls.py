@@ -30,5 +30,6 @@ urlpatterns = [
     path("two-databases/", views.two_database_view),
     path("locking/", views.LockingApi.as_view()),
     path("store-database-only/", views.store_database_only_view),
+    path("data/", include("tests.testapp.data_views")),
     path("", include(router.urls)),
 ]
