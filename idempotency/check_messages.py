@@ -141,4 +141,12 @@ MESSAGES: dict[str, _Message] = {
         "only its own alias, never through the routers, so a replay never reads a lagging "
         "replica; that alias must therefore be the writable primary.",
     ),
+    "W040": _Message(
+        "{what} keeps records in the database, but nothing deletes the expired ones: "
+        "IDEMPOTENCY['PURGE_EVERY'] is None and CELERY_BEAT_SCHEDULE does not schedule "
+        "{task!r}, so the table grows without bound.",
+        "Set PURGE_EVERY (a bounded purge on the request path), schedule {task!r} with "
+        "Celery beat, or run manage.py purge_idempotency_records from cron and silence "
+        "this warning (SILENCED_SYSTEM_CHECKS).",
+    ),
 }

@@ -74,6 +74,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     errors += _check_routers(values)
     errors += _check_middleware()
     errors += _check_codec(values)
+    errors += _check_purge(values, uses)
     return _unique(errors)
 
 
@@ -368,6 +369,31 @@ def _check_codec(values: dict[str, Any]) -> list[checks.CheckMessage]:
     if not isinstance(codec, BodyCodec):
         return [_message("E040", error=f"{type(codec).__name__} is not a BodyCodec")]
     return []
+
+
+#: The Celery beat task that purges expired records (idempotency.beat).
+PURGE_TASK = "idempotency.purge_expired_records"
+
+
+def _beat_purges() -> bool:
+    """Whether ``CELERY_BEAT_SCHEDULE`` schedules :data:`PURGE_TASK`."""
+    schedule = getattr(settings, "CELERY_BEAT_SCHEDULE", None)
+    if not isinstance(schedule, dict):
+        return False
+    return any(isinstance(e, dict) and e.get("task") == PURGE_TASK for e in schedule.values())
+
+
+def _check_purge(
+    values: dict[str, Any], uses: list[tuple[str, type, Any, Any]]
+) -> list[checks.CheckMessage]:
+    """W040: a DatabaseStore in use, and nothing deletes its expired rows: PURGE_EVERY is
+    None and no beat schedule names the purge task."""
+    if values["PURGE_EVERY"] is not None or _beat_purges():
+        return []
+    database = [w for w, s, _i, _m in uses if _is(s, "idempotency.stores.database.DatabaseStore")]
+    if not database:
+        return []
+    return [_message("W040", what=_cap(database[0]), task=PURGE_TASK)]
 
 
 def _middleware_index(middleware: list[Any], path: str) -> tuple[int, str] | None:

@@ -338,6 +338,21 @@ SETTINGS: dict[str, Setting] = {
     "PURGE_BATCH_SIZE": Setting(
         5000, "Rows deleted per batch by purge_idempotency_records.", "integer"
     ),
+    "PURGE_EVERY": Setting(
+        100,
+        "DatabaseStore without a beat: every PURGE_EVERY-th record a process completes, "
+        "it deletes one batch of at most PURGE_EVERY_BATCH expired records after the "
+        "commit (a bounded, non-blocking DELETE). None: off (a Celery beat or cron runs "
+        "purge_idempotency_records instead).",
+        "integer",
+        nullable=True,
+    ),
+    "PURGE_EVERY_BATCH": Setting(
+        500,
+        "Expired records deleted at most by one purge on the request path (PURGE_EVERY): "
+        "five per completed record by default, so expiries never outrun it.",
+        "integer",
+    ),
     "METRICS": Setting(
         False,
         "Count outcomes and claim latency in Prometheus metrics (needs prometheus-client).",

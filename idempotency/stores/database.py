@@ -31,6 +31,7 @@ from idempotency.codecs import UndecodableBody, seal, unseal
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import StoreUnavailable
 from idempotency.outages import guard
+from idempotency.purge import purge_now_and_then
 from idempotency.stores import statements as sql
 from idempotency.stores.base import (
     BaseStore,
@@ -282,11 +283,14 @@ class DatabaseStore(ResponseCache, BaseStore):
         statements = self._sql(connection)
         with connection.cursor() as cursor:
             cursor.execute(statements.fresh_insert, params)
-            if cursor.fetchone() is not None:
-                return True
-            # the key is taken: the upsert replaces the record only if it expired
-            cursor.execute(statements.insert, params)
-            return cursor.fetchone() is not None
+            inserted = cursor.fetchone() is not None
+            if not inserted:
+                # the key is taken: the upsert replaces the record only if it expired
+                cursor.execute(statements.insert, params)
+                inserted = cursor.fetchone() is not None
+        if inserted:
+            purge_now_and_then(self.using)
+        return inserted
 
     @guard("database")
     def complete(
@@ -312,6 +316,8 @@ class DatabaseStore(ResponseCache, BaseStore):
         with connection.cursor() as cursor:
             cursor.execute(self._sql(connection).complete, params)
             updated = cursor.rowcount
+        if updated:
+            purge_now_and_then(self.using)
         return bool(updated)
 
     def _now_value(self) -> Any:
