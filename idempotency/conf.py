@@ -276,6 +276,26 @@ SETTINGS: dict[str, Setting] = {
         "Store 5xx and transient 4xx responses too (at-most-once) instead of releasing.",
         "bool",
     ),
+    "ERROR_TTL": Setting(
+        None,
+        "Seconds a definitive 4xx answer (a 400, 404, 422, ...) is kept, instead of TTL; 0: "
+        "not stored (the key is released, a retry runs again). None: TTL. Only for views "
+        "whose 4xx answers have no side effects (a declined payment has one).",
+        "seconds",
+        inclusive=True,
+        nullable=True,
+    ),
+    "MAX_NEW_RECORDS": Setting(
+        None,
+        "Most new records one scope (caller) may make per RECORD_WINDOW, across views; "
+        "one more is answered 429 idempotency-too-many-records with Retry-After (replays "
+        "are not limited). None: no limit.",
+        "integer",
+        nullable=True,
+    ),
+    "RECORD_WINDOW": Setting(
+        60, "Seconds of the window MAX_NEW_RECORDS counts new records in.", "seconds"
+    ),
     "STORE_UNAVAILABLE": Setting(
         "reject",
         'What a view does when its store cannot be reached: "reject" (503 '

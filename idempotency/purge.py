@@ -118,6 +118,7 @@ def purge_expired_records(
         if count < size:
             # none left, or the rest is locked by a concurrent purge that will delete it
             break
+    _delete_quotas(alias, cutoff, size, max_batches)
     result = PurgeResult(
         deleted=deleted,
         batches=batches,
@@ -133,6 +134,22 @@ def purge_expired_records(
         result.longest_batch_seconds,
     )
     return result
+
+
+def _delete_quotas(alias: str, cutoff: datetime, size: int, max_batches: int | None) -> int:
+    """Delete the counters of ``MAX_NEW_RECORDS`` whose window has ended, in batches."""
+    from idempotency.models import RecordQuota
+
+    quotas = RecordQuota.objects.using(alias)
+    deleted = batches = 0
+    while max_batches is None or batches < max_batches:
+        pks = list(quotas.filter(expires_at__lte=cutoff).values_list("pk", flat=True)[:size])
+        if pks:
+            deleted += quotas.filter(pk__in=pks).delete()[0]
+            batches += 1
+        if len(pks) < size:
+            return deleted
+    return deleted
 
 
 def _database_now(alias: str) -> datetime:

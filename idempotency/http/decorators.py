@@ -110,6 +110,9 @@ def idempotent(
     databases: list[str] | tuple[str, ...] | None = None,
     status_only: bool | None = None,
     redact: list[str] | tuple[str, ...] | None = None,
+    max_new_records: int | None = None,
+    record_window: float | None = None,
+    error_ttl: float | None = None,
 ) -> Callable[[F], F]: ...
 def idempotent(view: Any = None, /, **options: Any) -> Any:
     """Make a view honour the ``Idempotency-Key`` header.
@@ -146,6 +149,12 @@ def idempotent(view: Any = None, /, **options: Any) -> Any:
             their bodies: a replay answers the status with an empty body (``STATUS_ONLY``).
         redact: JSON fields whose values are replaced by ``"[redacted]"`` before a body
             is stored, added to ``REDACT_FIELDS``; replays answer the redacted body.
+        max_new_records: Most new records one caller (scope) may make per
+            ``record_window`` seconds (``MAX_NEW_RECORDS``, ``RECORD_WINDOW``); one more
+            is answered 429 ``idempotency-too-many-records``.
+        record_window: Seconds of that window (``RECORD_WINDOW``).
+        error_ttl: Seconds a definitive 4xx answer is kept instead of ``ttl``; 0: not
+            stored (``ERROR_TTL``).
 
     Returns:
         The wrapped view, or a decorator when called with options only.

@@ -33,6 +33,7 @@ from idempotency.stores.base import (
     StoredResponse,
     guarded,
     new_fence,
+    quota_window,
 )
 
 
@@ -205,6 +206,20 @@ class CacheStore(BaseStore):
             timeout=max(1, int(record["expires"] - time.time())),
         )
         return True
+
+    @guard("cache")
+    def count_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
+        """``cache.add`` of the (scope, window) counter, then ``cache.incr``: atomic where
+        the backend's are (Redis, Memcached; LocMemCache within one process)."""
+        start, left = quota_window(window, time.time())
+        name = f"{idempotency_settings.KEY_PREFIX}:quota:{record_digest(scope, '')}:{start}"
+        for _attempt in range(3):
+            self.cache.add(name, 0, timeout=max(1, int(left) + 1))
+            try:
+                return int(self.cache.incr(name)), left
+            except ValueError:  # expired or evicted between the two: add it again
+                continue
+        return 1, left
 
     @guard("cache")
     def delete(self, scope: str, key: str) -> bool:

@@ -17,11 +17,12 @@ request pays no cache write.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+import time
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from django.core.cache import BaseCache
-from django.db import connections, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import DateTimeField, ExpressionWrapper, F
 from django.db.models.functions import Greatest, Now
@@ -40,6 +41,7 @@ from idempotency.stores.base import (
     StoredResponse,
     corrupted,
     new_fence,
+    quota_window,
 )
 from idempotency.stores.response_cache import ResponseCache
 
@@ -374,6 +376,43 @@ class DatabaseStore(ResponseCache, BaseStore):
             .filter(scope=scope, key=key, fence=fence, state="in_progress")
             .update(recovery_point=name, recovery_data=data)
         )
+
+    @guard("database")
+    def count_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
+        """One upsert of the (scope, window) row of ``RecordQuota`` on PostgreSQL and
+        SQLite (``INSERT … ON CONFLICT DO UPDATE … RETURNING``: atomic, the row locked
+        for that statement only in autocommit); elsewhere an update-or-insert in one
+        short transaction."""
+        from idempotency.models import RecordQuota
+
+        start, left = quota_window(window, time.time())
+        connection = connections[self.using]
+        expires = datetime.fromtimestamp(start + window, tz=UTC)
+        if connection.vendor in ("postgresql", "sqlite"):
+            qn = connection.ops.quote_name
+            table = qn(RecordQuota._meta.db_table)
+            scope_, window_, count, expires_at = (
+                qn(c) for c in ("scope", "window", "count", "expires_at")
+            )
+            statement = (
+                f"INSERT INTO {table} ({scope_}, {window_}, {count}, {expires_at}) "
+                f"VALUES (%s, %s, 1, %s) ON CONFLICT ({scope_}, {window_}) "
+                f"DO UPDATE SET {count} = {table}.{count} + 1 RETURNING {count}"
+            )
+            value = connection.ops.adapt_datetimefield_value(expires)
+            with connection.cursor() as cursor:
+                cursor.execute(statement, [scope, start, value])
+                return int(cursor.fetchone()[0]), left
+        rows = RecordQuota.objects.using(self.using).filter(scope=scope, window=start)
+        with transaction.atomic(using=self.using):
+            if not rows.update(count=F("count") + 1):
+                try:
+                    with transaction.atomic(using=self.using):
+                        rows.create(scope=scope, window=start, count=1, expires_at=expires)
+                    return 1, left
+                except IntegrityError:  # a concurrent first one: count on it
+                    rows.update(count=F("count") + 1)
+            return int(rows.values_list("count", flat=True).get()), left
 
     @guard("database")
     def delete(self, scope: str, key: str) -> bool:

@@ -35,9 +35,17 @@ from idempotency.stores.base import (
     guarded,
     new_fence,
     now_ms,
+    quota_window,
 )
 from idempotency.stores.redis_channel import Channel, channel_for
-from idempotency.stores.redis_scripts import CLAIM, COMPLETE, EXTEND, RELEASE, SAVE_RECOVERY_POINT
+from idempotency.stores.redis_scripts import (
+    CLAIM,
+    COMPLETE,
+    COUNT_NEW_RECORD,
+    EXTEND,
+    RELEASE,
+    SAVE_RECOVERY_POINT,
+)
 
 #: What a lookup reads of a record, in this order.
 _LOOKUP_FIELDS = ("state", "fp", "lease", "status", "headers", "body", "rp", "rd")
@@ -342,6 +350,14 @@ class RedisStore(BaseStore):
         if saved and not self._durable(acknowledged):
             raise StoreNotDurable(replicas=self.wait_replicas, acknowledged=acknowledged)
         return bool(saved)
+
+    @guard("redis")
+    def count_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
+        """``INCR`` of the (scope, window) counter and its expiry, in one script."""
+        start, left = quota_window(window, now_ms() / 1000)
+        name = f"{idempotency_settings.KEY_PREFIX}:{{{record_digest(scope, '')}}}:quota:{start}"
+        count = self._eval("quota", COUNT_NEW_RECORD, name, [max(1, int(left * 1000))])
+        return int(count), left
 
     @guard("redis")
     def delete(self, scope: str, key: str) -> bool:
