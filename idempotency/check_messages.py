@@ -97,6 +97,19 @@ MESSAGES: dict[str, _Message] = {
         "crypto extra and list Fernet keys in BODY_ENCRYPTION_KEYS "
         "(cryptography.fernet.Fernet.generate_key()).",
     ),
+    "E041": _Message(
+        "The view {view!r} checks access inside itself ({gate}), so IdempotencyMiddleware "
+        "cannot replay its answers after that check: it leaves the view alone, and "
+        "retries of it run again.",
+        "Decorate the view with @idempotent below the access decorator (@login_required "
+        "then @idempotent: the check runs first), make it a class-based view with an "
+        "access mixin, or mark it @idempotency_exempt.",
+    ),
+    "E042": _Message(
+        "The view {view!r} has @idempotent above {gate}: a replay would answer before "
+        "the access check runs (a user who lost the permission still gets the answer).",
+        "Put @idempotent below the access decorator, so the check runs first.",
+    ),
     "W001": _Message(
         "{what} is a CacheStore on the cache {alias!r}, a LocMemCache: each process has "
         "its own, so a key is only deduplicated within one process.",

@@ -75,6 +75,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     errors += _check_middleware()
     errors += _check_codec(values)
     errors += _check_purge(values, uses)
+    errors += _check_gates()
     return _unique(errors)
 
 
@@ -394,6 +395,29 @@ def _check_purge(
     if not database:
         return []
     return [_message("W040", what=_cap(database[0]), task=PURGE_TASK)]
+
+
+def _check_gates() -> list[checks.CheckMessage]:
+    """E041: under IdempotencyMiddleware, a function view that checks access inside itself
+    (its replays would skip the check, so the middleware leaves it alone). E042:
+    ``@idempotent`` above an access decorator (its replays come before the check)."""
+    from idempotency.http.discovery import GATE_NAME, gate_below_idempotent, url_views
+
+    try:
+        views = list(url_views())
+    except Exception:  # noqa: BLE001 - a broken URLconf is reported by Django
+        return []
+    middleware = list(getattr(settings, "MIDDLEWARE", None) or ())
+    from idempotency.http.middleware import gated_view
+
+    errors = []
+    wrapped = _middleware_index(middleware, _IDEMPOTENCY) is not None
+    for name, callback in views:
+        if gate_below_idempotent(callback):
+            errors.append(_message("E042", view=name, gate=GATE_NAME))
+        elif wrapped and gated_view(callback) is not None:
+            errors.append(_message("E041", view=name, gate=GATE_NAME))
+    return errors
 
 
 def _middleware_index(middleware: list[Any], path: str) -> tuple[int, str] | None:

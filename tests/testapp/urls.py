@@ -31,5 +31,6 @@ urlpatterns = [
     path("locking/", views.LockingApi.as_view()),
     path("store-database-only/", views.store_database_only_view),
     path("data/", include("tests.testapp.data_views")),
+    path("gates/", include("tests.testapp.gate_views")),
     path("", include(router.urls)),
 ]
