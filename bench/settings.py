@@ -3,12 +3,16 @@
 DEBUG off, persistent database connections, no sessions, no admin, no debug toolbar;
 one middleware (the SQL statement counter). DRF with token authentication only.
 Our variants pick their store and mode per view (``bench/benchapp/ours.py``), so
-``IDEMPOTENCY`` stays at its defaults. Peers run in their own processes with
+``IDEMPOTENCY`` stays at its defaults, but for what ``BENCH_IDEMPOTENCY`` (a JSON object)
+sets: ``{"BODY_CODEC": "idempotency.codecs.FernetCodec", "BODY_ENCRYPTION_KEYS": [...]}``
+prices encryption at rest. Peers run in their own processes with
 ``bench/settings_peer_*.py``.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Any
 
 from bench.env import REDIS_URL, database_settings
@@ -54,7 +58,7 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_CLASSES": [],
 }
 
-IDEMPOTENCY: dict[str, Any] = {}
+IDEMPOTENCY: dict[str, Any] = json.loads(os.environ.get("BENCH_IDEMPOTENCY") or "{}")
 
 LOGGING = {
     "version": 1,

@@ -237,9 +237,13 @@ class IdempotencyRecordAdmin(_ModelAdmin):
     def response_preview(self, obj: IdempotencyRecord) -> SafeString | str:
         if obj.response_body is None:
             return self.get_empty_value_display()
-        preview = body_preview(
-            bytes(obj.response_body), limit=self.preview_limit, hex_bytes=self.hex_preview_bytes
-        )
+        from idempotency.codecs import UndecodableBody, unseal
+
+        try:  # stored through BODY_CODEC (encrypted, for instance)
+            body = unseal(obj.response_body)
+        except UndecodableBody:
+            return gettext("(unreadable: the body does not decode with BODY_CODEC)")
+        preview = body_preview(body, limit=self.preview_limit, hex_bytes=self.hex_preview_bytes)
         return format_html(
             '<pre class="idempotency-response-preview" style="white-space: pre-wrap; '
             'max-height: 40em; overflow: auto; margin: 0">{}</pre>',

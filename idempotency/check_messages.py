@@ -98,6 +98,25 @@ MESSAGES: dict[str, _Message] = {
         "as raw bytes, never unpickled) or a LocMemCache (one process), or use "
         "DatabaseStore or RedisStore.",
     ),
+    "E040": _Message(
+        "IDEMPOTENCY['BODY_CODEC'] cannot be used: {error}",
+        "Name a subclass of idempotency.codecs.BodyCodec; for FernetCodec install the "
+        "crypto extra and list Fernet keys in BODY_ENCRYPTION_KEYS "
+        "(cryptography.fernet.Fernet.generate_key()).",
+    ),
+    "E041": _Message(
+        "The view {view!r} checks access inside itself ({gate}), so IdempotencyMiddleware "
+        "cannot replay its answers after that check: it leaves the view alone, and "
+        "retries of it run again.",
+        "Decorate the view with @idempotent below the access decorator (@login_required "
+        "then @idempotent: the check runs first), make it a class-based view with an "
+        "access mixin, or mark it @idempotency_exempt.",
+    ),
+    "E042": _Message(
+        "The view {view!r} has @idempotent above {gate}: a replay would answer before "
+        "the access check runs (a user who lost the permission still gets the answer).",
+        "Put @idempotent below the access decorator, so the check runs first.",
+    ),
     "W001": _Message(
         "{what} is a CacheStore on the cache {alias!r}, a LocMemCache: each process has "
         "its own, so a key is only deduplicated within one process.",
@@ -141,5 +160,13 @@ MESSAGES: dict[str, _Message] = {
         "Point DATABASE_ALIAS at the primary ({write!r}). The library reads and writes "
         "only its own alias, never through the routers, so a replay never reads a lagging "
         "replica; that alias must therefore be the writable primary.",
+    ),
+    "W040": _Message(
+        "{what} keeps records in the database, but nothing deletes the expired ones: "
+        "IDEMPOTENCY['PURGE_EVERY'] is None and CELERY_BEAT_SCHEDULE does not schedule "
+        "{task!r}, so the table grows without bound.",
+        "Set PURGE_EVERY (a bounded purge on the request path), schedule {task!r} with "
+        "Celery beat, or run manage.py purge_idempotency_records from cron and silence "
+        "this warning (SILENCED_SYSTEM_CHECKS).",
     ),
 }

@@ -33,6 +33,16 @@ _AUTHENTICATION = "django.contrib.auth.middleware.AuthenticationMiddleware"
 _IDEMPOTENCY = "idempotency.http.middleware.IdempotencyMiddleware"
 
 
+class _Hidden:
+    """What a check shows instead of a secret setting's value."""
+
+    def __repr__(self) -> str:
+        return "<hidden>"
+
+
+_HIDDEN = _Hidden()
+
+
 def _message(code: str, **values: Any) -> checks.CheckMessage:
     entry = MESSAGES[code]
     level = checks.Error if code.startswith("E") else checks.Warning
@@ -63,6 +73,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     errors += _check_aliases(values)
     errors += _check_routers(values)
     errors += _check_middleware()
+    errors += _check_codec(values)
+    errors += _check_purge(values, uses)
+    errors += _check_gates()
     return _unique(errors)
 
 
@@ -91,8 +104,9 @@ def _check_values(values: dict[str, Any]) -> list[checks.CheckMessage]:
             errors += _check_import(name, value)
         elif not setting.accepts(value):
             code = _CODE_OF_KIND.get(setting.kind, "E004")
+            shown = _HIDDEN if setting.secret else value
             errors.append(
-                _message(code, name=name, value=value, expected=setting.expected, help=setting.help)
+                _message(code, name=name, value=shown, expected=setting.expected, help=setting.help)
             )
         elif setting.kind == "headers":
             errors += [
@@ -352,6 +366,74 @@ def _check_routers(values: dict[str, Any]) -> list[checks.CheckMessage]:
         if read == alias and write != alias:
             return [_message("W008", alias=alias, model=model._meta.label, write=write)]
     return []
+
+
+def _check_codec(values: dict[str, Any]) -> list[checks.CheckMessage]:
+    """E040: BODY_CODEC names a codec that cannot be built (FernetCodec without keys or
+    without cryptography; a class that is no BodyCodec). Its message never shows a key."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from idempotency.codecs import BodyCodec
+
+    configured = values["BODY_CODEC"]
+    if _check_import("BODY_CODEC", configured):
+        return []  # E005
+    try:
+        obj = import_string(configured) if isinstance(configured, str) else configured
+        codec = obj() if isinstance(obj, type) else obj
+    except (ImproperlyConfigured, TypeError, ValueError) as exc:
+        return [_message("E040", error=exc)]
+    if not isinstance(codec, BodyCodec):
+        return [_message("E040", error=f"{type(codec).__name__} is not a BodyCodec")]
+    return []
+
+
+#: The Celery beat task that purges expired records (idempotency.beat).
+PURGE_TASK = "idempotency.purge_expired_records"
+
+
+def _beat_purges() -> bool:
+    """Whether ``CELERY_BEAT_SCHEDULE`` schedules :data:`PURGE_TASK`."""
+    schedule = getattr(settings, "CELERY_BEAT_SCHEDULE", None)
+    if not isinstance(schedule, dict):
+        return False
+    return any(isinstance(e, dict) and e.get("task") == PURGE_TASK for e in schedule.values())
+
+
+def _check_purge(
+    values: dict[str, Any], uses: list[tuple[str, type, Any, Any]]
+) -> list[checks.CheckMessage]:
+    """W040: a DatabaseStore in use, and nothing deletes its expired rows: PURGE_EVERY is
+    None and no beat schedule names the purge task."""
+    if values["PURGE_EVERY"] is not None or _beat_purges():
+        return []
+    database = [w for w, s, _i, _m in uses if _is(s, "idempotency.stores.database.DatabaseStore")]
+    if not database:
+        return []
+    return [_message("W040", what=_cap(database[0]), task=PURGE_TASK)]
+
+
+def _check_gates() -> list[checks.CheckMessage]:
+    """E041: under IdempotencyMiddleware, a function view that checks access inside itself
+    (its replays would skip the check, so the middleware leaves it alone). E042:
+    ``@idempotent`` above an access decorator (its replays come before the check)."""
+    from idempotency.http.discovery import GATE_NAME, gate_below_idempotent, url_views
+
+    try:
+        views = list(url_views())
+    except Exception:  # noqa: BLE001 - a broken URLconf is reported by Django
+        return []
+    middleware = list(getattr(settings, "MIDDLEWARE", None) or ())
+    from idempotency.http.middleware import gated_view
+
+    errors = []
+    wrapped = _middleware_index(middleware, _IDEMPOTENCY) is not None
+    for name, callback in views:
+        if gate_below_idempotent(callback):
+            errors.append(_message("E042", view=name, gate=GATE_NAME))
+        elif wrapped and gated_view(callback) is not None:
+            errors.append(_message("E041", view=name, gate=GATE_NAME))
+    return errors
 
 
 def _middleware_index(middleware: list[Any], path: str) -> tuple[int, str] | None:

@@ -69,6 +69,8 @@ class Setting:
     inclusive: bool = False
     #: Whether None is a value of its own (documented in ``help``).
     nullable: bool = False
+    #: Whether the value is a secret: the checks never show it.
+    secret: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -264,10 +266,57 @@ SETTINGS: dict[str, Setting] = {
         "and hop-by-hop headers never are).",
         "headers",
     ),
+    "BODY_CODEC": Setting(
+        "idempotency.codecs.IdentityCodec",
+        "Dotted path of the codec (a subclass of idempotency.codecs.BodyCodec) every "
+        "stored body passes through; idempotency.codecs.FernetCodec encrypts them with "
+        "BODY_ENCRYPTION_KEYS.",
+        "path",
+    ),
+    "BODY_ENCRYPTION_KEYS": Setting(
+        [],
+        "FernetCodec: Fernet keys, newest first; the first encrypts, every one decrypts "
+        "(keep a retired key listed until reencrypt_idempotency_records has run or TTL "
+        "has passed).",
+        "names",
+        secret=True,
+    ),
+    "REDACT_FIELDS": Setting(
+        [],
+        'JSON fields (names, at any depth) whose values are replaced by "[redacted]" '
+        "before a body is stored; replays then answer the redacted body.",
+        "names",
+    ),
+    "STATUS_ONLY": Setting(
+        False,
+        "Store only the status and allow-listed headers of responses, never their bodies: "
+        "a replay answers the stored status with an empty body.",
+        "bool",
+    ),
     "STORE_ERRORS": Setting(
         False,
         "Store 5xx and transient 4xx responses too (at-most-once) instead of releasing.",
         "bool",
+    ),
+    "ERROR_TTL": Setting(
+        None,
+        "Seconds a definitive 4xx answer (a 400, 404, 422, ...) is kept, instead of TTL; 0: "
+        "not stored (the key is released, a retry runs again). None: TTL. Only for views "
+        "whose 4xx answers have no side effects (a declined payment has one).",
+        "seconds",
+        inclusive=True,
+        nullable=True,
+    ),
+    "MAX_NEW_RECORDS": Setting(
+        None,
+        "Most new records one scope (caller) may make per RECORD_WINDOW, across views; "
+        "one more is answered 429 idempotency-too-many-records with Retry-After (replays "
+        "are not limited). None: no limit.",
+        "integer",
+        nullable=True,
+    ),
+    "RECORD_WINDOW": Setting(
+        60, "Seconds of the window MAX_NEW_RECORDS counts new records in.", "seconds"
     ),
     "STORE_UNAVAILABLE": Setting(
         "reject",
@@ -330,6 +379,21 @@ SETTINGS: dict[str, Setting] = {
     ),
     "PURGE_BATCH_SIZE": Setting(
         5000, "Rows deleted per batch by purge_idempotency_records.", "integer"
+    ),
+    "PURGE_EVERY": Setting(
+        100,
+        "DatabaseStore without a beat: every PURGE_EVERY-th record a process completes, "
+        "it deletes one batch of at most PURGE_EVERY_BATCH expired records after the "
+        "commit (a bounded, non-blocking DELETE). None: off (a Celery beat or cron runs "
+        "purge_idempotency_records instead).",
+        "integer",
+        nullable=True,
+    ),
+    "PURGE_EVERY_BATCH": Setting(
+        500,
+        "Expired records deleted at most by one purge on the request path (PURGE_EVERY): "
+        "five per completed record by default, so expiries never outrun it.",
+        "integer",
     ),
     "METRICS": Setting(
         False,

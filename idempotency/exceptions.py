@@ -105,6 +105,28 @@ class IdempotencyRequestInProgress(IdempotencyError):
         return {"Retry-After": str(self.retry_after)}
 
 
+class IdempotencyTooManyRecords(IdempotencyError):
+    """429: the caller has made ``MAX_NEW_RECORDS`` new records in this ``RECORD_WINDOW``;
+    retry after ``Retry-After`` (replays of its existing keys are not limited).
+
+    ``retry_after`` is the ``Retry-After`` value in whole seconds (at least 1).
+    """
+
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_detail = _(
+        "Too many new idempotency keys from this caller in a short time; retry later."
+    )
+    default_code = "idempotency-too-many-records"
+    title = "Too many new idempotency records"
+
+    def __init__(self, detail: str | None = None, *, retry_after: int = 1, **extra: Any) -> None:
+        super().__init__(detail, **extra)
+        self.retry_after = max(1, int(retry_after))
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
+
+
 class IdempotencyResponseNotStored(IdempotencyError):
     """Replayed for a key whose first request completed with a response too large to
     store (``MAX_RESPONSE_BYTES``) or one that could not be read back (an async stream):

@@ -91,3 +91,27 @@ class SubmitToken(models.Model):
     def __str__(self) -> str:
         state = "consumed" if self.consumed_at else "open"
         return f"{self.scope} / {self.purpose} ({state})"
+
+
+class RecordQuota(models.Model):
+    """How many new records one scope has made in one window (``MAX_NEW_RECORDS``): the
+    counter of :class:`~idempotency.stores.DatabaseStore`, one row per (scope, window),
+    incremented by one atomic upsert and purged with the expired records."""
+
+    scope = models.CharField(_("scope"), max_length=255)
+    window = models.BigIntegerField(
+        _("window"), help_text=_("Start of the window, in epoch seconds.")
+    )
+    count = models.PositiveIntegerField(_("new records"), default=0)
+    expires_at = models.DateTimeField(_("expires at"))
+
+    class Meta:
+        verbose_name = _("record quota")
+        verbose_name_plural = _("record quotas")
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "window"], name="idempotency_quota_window"),
+        ]
+        indexes = [models.Index(fields=["expires_at"], name="idempotency_quota_expires")]
+
+    def __str__(self) -> str:
+        return f"{self.scope} @ {self.window}: {self.count}"

@@ -13,10 +13,17 @@ elsewhere a batch selects the primary keys, then deletes them.
 
 Expired records are never held in the response cache past their TTL, so there
 is nothing else to invalidate.
+
+Without a Celery beat or a cron job, :func:`purge_now_and_then` keeps the table
+bounded on its own: every ``PURGE_EVERY``-th record a process completes, it deletes
+one batch of at most ``PURGE_EVERY_BATCH`` expired records, after the commit of the
+transaction that completed it (on PostgreSQL a ``SKIP LOCKED`` delete that waits for
+no lock). A failure there is logged and never reaches the request.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import time
@@ -33,7 +40,7 @@ from idempotency.conf import idempotency_settings
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
 
-__all__ = ["PurgeResult", "purge_expired_records"]
+__all__ = ["PurgeResult", "purge_expired_records", "purge_now_and_then"]
 
 logger = logging.getLogger("idempotency.purge")
 
@@ -111,6 +118,7 @@ def purge_expired_records(
         if count < size:
             # none left, or the rest is locked by a concurrent purge that will delete it
             break
+    _delete_quotas(alias, cutoff, size, max_batches)
     result = PurgeResult(
         deleted=deleted,
         batches=batches,
@@ -126,6 +134,22 @@ def purge_expired_records(
         result.longest_batch_seconds,
     )
     return result
+
+
+def _delete_quotas(alias: str, cutoff: datetime, size: int, max_batches: int | None) -> int:
+    """Delete the counters of ``MAX_NEW_RECORDS`` whose window has ended, in batches."""
+    from idempotency.models import RecordQuota
+
+    quotas = RecordQuota.objects.using(alias)
+    deleted = batches = 0
+    while max_batches is None or batches < max_batches:
+        pks = list(quotas.filter(expires_at__lte=cutoff).values_list("pk", flat=True)[:size])
+        if pks:
+            deleted += quotas.filter(pk__in=pks).delete()[0]
+            batches += 1
+        if len(pks) < size:
+            return deleted
+    return deleted
 
 
 def _database_now(alias: str) -> datetime:
@@ -173,3 +197,35 @@ def _delete_batch_postgresql(connection: BaseDatabaseWrapper, cutoff: datetime, 
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         cursor.execute(sql, [cutoff, size])
         return int(cursor.rowcount)
+
+
+#: Records this process completed on DatabaseStore (for :func:`purge_now_and_then`).
+_completions = itertools.count(1)
+
+
+def purge_now_and_then(using: str) -> None:
+    """Count one completed record of the database ``using``; on every ``PURGE_EVERY``-th,
+    delete one bounded batch of expired records once the current transaction commits
+    (at once outside one)."""
+    every = idempotency_settings.PURGE_EVERY
+    if not every or next(_completions) % int(every):
+        return
+    if connections[using].in_atomic_block:
+        transaction.on_commit(lambda: _purge_a_batch(using), using=using)
+    else:
+        _purge_a_batch(using)
+
+
+def _purge_a_batch(using: str) -> None:
+    try:
+        purge_expired_records(
+            batch_size=int(idempotency_settings.PURGE_EVERY_BATCH), max_batches=1, using=using
+        )
+    except Exception:  # noqa: BLE001 - housekeeping never fails the request it rides on
+        logger.warning("idempotency: the purge on the request path failed", exc_info=True)
+
+
+def reset_purge_counter() -> None:
+    """Start counting completions afresh (tests)."""
+    global _completions
+    _completions = itertools.count(1)

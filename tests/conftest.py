@@ -187,8 +187,10 @@ def _process_state() -> Iterator[None]:
     from celery.result import _set_task_join_will_block
 
     from idempotency.outages import bursts
+    from idempotency.purge import reset_purge_counter
 
     bursts.reset()
+    reset_purge_counter()
     yield
     _set_task_join_will_block(False)
 

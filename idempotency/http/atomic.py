@@ -27,6 +27,7 @@ from idempotency.http.flow import (
     answer_to_exception,
     answer_waiting,
     bind,
+    over_quota,
     send,
     store_response,
     timed,
@@ -119,6 +120,19 @@ def run_atomic(
     existing = timed(prepared, look, prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
     if existing is not None and not abandoned(existing):
         return answer_waiting(prepared, existing)
+    if existing is None and prepared.policy.get_max_new_records() is not None:
+        if not optimistic and store.response_cache is not None:
+            # the peek read only the response cache: a replay it missed is no new record
+            existing = timed(
+                prepared, store.lookup, prepared.scope, prepared.key,
+                fingerprint=prepared.fingerprint,
+            )  # fmt: skip
+            if existing is not None and not abandoned(existing):
+                return answer_waiting(prepared, existing)
+        if existing is None:  # a new record: counted before its transaction opens
+            refused = timed(prepared, over_quota, prepared)
+            if refused is not None:
+                return refused
     if optimistic:
         return _run_optimistic(prepared, call, convert, finalize)
     context = bind(prepared)
@@ -140,7 +154,7 @@ def run_atomic(
                 prepared.key,
                 fence=claim.fence,
                 response=stored,
-                ttl=prepared.policy.get_ttl(),
+                ttl=prepared.policy.get_ttl_for(response.status_code),
                 fingerprint=prepared.fingerprint,
             ):  # pragma: no cover - the claim is ours until this transaction ends
                 raise _LostRace
@@ -206,7 +220,7 @@ def _run_optimistic(
             if stored is None:
                 _roll_back(aliases)
                 released = response.status_code
-            elif not _insert_completed(prepared, stored):
+            elif not _insert_completed(prepared, stored, response.status_code):
                 raise _LostRace
     except Exception as exc:
         return _atomic_failure(prepared, exc, convert, finalize, claimed_first=False)
@@ -225,14 +239,15 @@ def _committed(
     return response
 
 
-def _insert_completed(prepared: Prepared, stored: StoredResponse) -> bool:
-    """Atomic mode: insert the completed record in the open transaction (False: taken)."""
+def _insert_completed(prepared: Prepared, stored: StoredResponse, status: int) -> bool:
+    """Atomic mode: insert the completed record of a response with ``status`` in the open
+    transaction (False: taken)."""
     return store_of(prepared).insert_completed(
         prepared.scope,
         prepared.key,
         fingerprint=prepared.fingerprint,
         response=stored,
-        ttl=prepared.policy.get_ttl(),
+        ttl=prepared.policy.get_ttl_for(status),
         method=prepared.method,
         route=prepared.path,
     )
@@ -276,7 +291,7 @@ def _atomic_failure(
         return response
     # a definitive error (a 4xx the view raised): stored, so a retry replays it
     with store.atomic():
-        inserted = _insert_completed(prepared, stored)
+        inserted = _insert_completed(prepared, stored, response.status_code)
     if not inserted:
         winner = store.lookup(prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
         if winner is not None:

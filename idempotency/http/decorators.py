@@ -4,7 +4,10 @@
 views and DRF's ``APIView`` (``def post(self, request)``), on viewset
 actions, on ``@api_view`` functions (put it below ``@api_view``) and on a
 DRF view class (it mixes in :class:`~idempotency.http.mixins.IdempotentMixin`).
-Sync and async functions alike. Applied anywhere it cannot work, it raises
+Sync and async functions alike. On ``dispatch`` (``method_decorator(idempotent,
+name="dispatch")``) it handles the key around the handler ``dispatch`` calls, after
+the checks ``dispatch`` makes first (:func:`defer_to_handler`), never before them.
+Applied anywhere it cannot work, it raises
 :class:`~idempotency.exceptions.ImproperlyApplied` instead of doing nothing.
 """
 
@@ -18,17 +21,47 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
-from django.http import HttpResponseBase
+from django.http import HttpRequest, HttpResponseBase
+from django.views import View
+from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from idempotency.exceptions import ImproperlyApplied
-from idempotency.http import handling, ninja
+from idempotency.http import flow, handling, ninja
 from idempotency.http.drf import hooks, view_of
 from idempotency.http.mixins import IdempotentMixin
 from idempotency.http.policy import Policy
-from idempotency.http.views import MARKER, in_flow, split_view_args
+from idempotency.http.views import MARKER, in_flow, policy_of, split_view_args
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _dispatch_owner(func: Any, args: tuple[Any, ...]) -> View | None:
+    """The class-based view whose ``dispatch`` ``func`` is, or None: decorated in the
+    class body (``args[0]`` is the view) or with ``method_decorator(idempotent,
+    name="dispatch")`` (``func`` is a partial of the bound method)."""
+    if getattr(func, "__name__", None) != "dispatch":
+        return None
+    if args and isinstance(args[0], View):
+        return args[0]
+    owner = getattr(getattr(func, "func", None), "__self__", None)
+    return owner if isinstance(owner, View) else None
+
+
+def defer_to_handler(view: View, request: HttpRequest | Request, policy: Policy) -> None:
+    """Handle the key around the handler ``view.dispatch`` is about to call for
+    ``request`` (``post``, ``put``, ...), not around ``dispatch`` itself: what
+    ``dispatch`` checks first (DRF's authentication, permissions and throttles in
+    ``initial()``; Django's ``LoginRequiredMixin``, ``PermissionRequiredMixin``,
+    ``UserPassesTestMixin``) then runs before any replay, as it runs before the view.
+    Set on the view instance, which lives for this one request."""
+    method = str(request.method or "")
+    if method not in flow.UNSAFE_METHODS or method.lower() not in view.http_method_names:
+        return
+    handler = getattr(view, method.lower(), None)
+    if handler is None or policy_of(handler) is not None or isinstance(view, IdempotentMixin):
+        return  # no such method (405 follows), or keys handled there already
+    setattr(view, method.lower(), _wrap(handler, policy))
 
 
 def _positional_slots(func: Callable[..., Any]) -> int | None:
@@ -208,6 +241,10 @@ def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> C
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             view, request = split_view_args(args, decorator="@idempotent")
+            owner = _dispatch_owner(func, args)
+            if owner is not None:  # on dispatch: the key is handled after its checks
+                defer_to_handler(owner, request, policy)
+                return func(*args, **kwargs)
             if in_flow(request):
                 return func(*args, **kwargs)
             operation = ninja.operation_of(request) if ninja.loaded() else None
@@ -273,6 +310,11 @@ def idempotent(
     on_store_unavailable: str | None = None,
     claim: str | None = None,
     databases: list[str] | tuple[str, ...] | None = None,
+    status_only: bool | None = None,
+    redact: list[str] | tuple[str, ...] | None = None,
+    max_new_records: int | None = None,
+    record_window: float | None = None,
+    error_ttl: float | None = None,
 ) -> Callable[[F], F]: ...
 def idempotent(view: Any = None, /, **options: Any) -> Any:
     """Make a view honour the ``Idempotency-Key`` header.
@@ -305,6 +347,16 @@ def idempotent(view: Any = None, /, **options: Any) -> Any:
             ``"optimistic"`` (insert the record after it) (``ATOMIC_CLAIM``).
         databases: Atomic mode: the database aliases wrapped in the view's transaction
             besides ``DATABASE_ALIAS`` (``ATOMIC_DATABASES``).
+        status_only: Store only the status and headers of the view's responses, never
+            their bodies: a replay answers the status with an empty body (``STATUS_ONLY``).
+        redact: JSON fields whose values are replaced by ``"[redacted]"`` before a body
+            is stored, added to ``REDACT_FIELDS``; replays answer the redacted body.
+        max_new_records: Most new records one caller (scope) may make per
+            ``record_window`` seconds (``MAX_NEW_RECORDS``, ``RECORD_WINDOW``); one more
+            is answered 429 ``idempotency-too-many-records``.
+        record_window: Seconds of that window (``RECORD_WINDOW``).
+        error_ttl: Seconds a definitive 4xx answer is kept instead of ``ttl``; 0: not
+            stored (``ERROR_TTL``).
 
     Returns:
         The wrapped view, or a decorator when called with options only.

@@ -80,9 +80,56 @@ def _patterns(patterns: Any, prefix: str) -> Iterator[tuple[str, Any]]:
             yield prefix + name, pattern.callback
 
 
+def url_views(urlconf: Any = None) -> Iterator[tuple[str, Any]]:
+    """``(view name, callback)`` of every URL pattern the URLconf reaches."""
+    yield from _patterns(get_resolver(urlconf).url_patterns, "")
+
+
+#: What the wrappers of Django's access decorators are called: ``login_required``,
+#: ``permission_required`` and ``staff_member_required`` are all ``user_passes_test``.
+_GATE = "user_passes_test."
+#: What ``@idempotent``'s own wrappers are called (idempotency.http.decorators).
+_IDEMPOTENT = "_wrap.<locals>."
+GATE_NAME = "an access decorator (login_required, permission_required, user_passes_test)"
+
+
+def _chain(func: Any) -> Iterator[Any]:
+    """``func`` and the functions it wraps, outermost first (``__wrapped__``)."""
+    seen: set[int] = set()
+    while func is not None and id(func) not in seen:
+        seen.add(id(func))
+        yield func
+        func = getattr(func, "__wrapped__", None)
+
+
+def _qualname(func: Any) -> str:
+    return str(getattr(getattr(func, "__code__", None), "co_qualname", ""))
+
+
+def access_gate(view: Any) -> str | None:
+    """The access check a view callable makes inside itself, where a replay from outside
+    it would skip it (Django's access decorators), or None."""
+    if any(_qualname(func).startswith(_GATE) for func in _chain(view)):
+        return GATE_NAME
+    return None
+
+
+def gate_below_idempotent(view: Any) -> bool:
+    """Whether ``@idempotent`` sits above an access decorator (``@idempotent`` then
+    ``@login_required``): its replays would come before the check."""
+    below = False
+    for func in _chain(view):
+        name = _qualname(func)
+        if name.startswith(_IDEMPOTENT):
+            below = True
+        elif below and name.startswith(_GATE):
+            return True
+    return False
+
+
 def protected_views(urlconf: Any = None) -> Iterator[tuple[str, Policy]]:
     """``(view name, policy)`` for every policy of every view the URLconf reaches."""
-    for name, callback in _patterns(get_resolver(urlconf).url_patterns, ""):
+    for name, callback in url_views(urlconf):
         seen: set[int] = set()
         for policy in view_policies(callback):
             if id(policy) not in seen:

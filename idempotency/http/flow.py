@@ -3,6 +3,7 @@ answers to a request that does not own its key, and the wait for one in progress
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,11 +20,12 @@ from idempotency.exceptions import (
     IdempotencyKeyMismatch,
     IdempotencyKeyRequired,
     IdempotencyRequestInProgress,
+    IdempotencyTooManyRecords,
     InvalidIdempotencyKey,
 )
 from idempotency.http.keys import header_value, parse_key
 from idempotency.http.policy import Policy
-from idempotency.http.responses import capture, is_storable, replay, retry_after
+from idempotency.http.responses import is_storable, kept, replay, retry_after
 from idempotency.policy import lease_over
 from idempotency.problems import problem_response
 from idempotency.stores import record_digest
@@ -260,9 +262,31 @@ def poll(prepared: Prepared, wait: float) -> Claim | None:
 
 def store_response(prepared: Prepared, response: HttpResponseBase) -> StoredResponse | None:
     """What to keep of ``response``, or None when its outcome releases the key."""
-    if not is_storable(response.status_code, store_errors=prepared.policy.get_store_errors()):
+    policy = prepared.policy
+    if not is_storable(response.status_code, store_errors=policy.get_store_errors()):
         return None
-    return capture(response, limit=idempotency_settings.MAX_RESPONSE_BYTES)
+    if policy.get_ttl_for(response.status_code) <= 0:
+        return None  # ERROR_TTL 0: a definitive 4xx is not kept
+    return kept(
+        response,
+        limit=idempotency_settings.MAX_RESPONSE_BYTES,
+        status_only=policy.get_status_only(),
+        redact=policy.get_redact(),
+    )
+
+
+def over_quota(prepared: Prepared) -> HttpResponseBase | None:
+    """Count a new record of the caller's scope (``MAX_NEW_RECORDS``): None while within
+    the limit, else the 429 to answer, with the window's remaining seconds in
+    ``Retry-After``."""
+    policy = prepared.policy
+    limit = policy.get_max_new_records()
+    if limit is None:
+        return None
+    count, left = prepared.store.count_new_record(prepared.scope, window=policy.get_record_window())
+    if count <= limit:
+        return None
+    return IdempotencyTooManyRecords(retry_after=math.ceil(left)).as_response()
 
 
 def answer_to_exception(

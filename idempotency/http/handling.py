@@ -30,7 +30,7 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponseBase
 
-from idempotency.exceptions import StoreMisconfigured, StoreUnavailable
+from idempotency.exceptions import IdempotencyError, StoreMisconfigured, StoreUnavailable
 from idempotency.http.atomic import run_atomic
 from idempotency.http.flow import Call, Convert, Finalize, Prepared, identity, prepare
 from idempotency.http.lease import run_lease, run_lease_async
@@ -76,6 +76,10 @@ def run(
         if started:  # never run a view twice: its attempt ended with the store gone
             return exc.as_response()
         return _unavailable(prepared, exc, call)
+    except IdempotencyError as exc:
+        if started:  # the view's own
+            raise
+        return exc.as_response()  # e.g. an unreadable record: nothing ran
     except ImproperlyConfigured as exc:
         if started:  # the view's own error
             raise

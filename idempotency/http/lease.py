@@ -24,12 +24,13 @@ from idempotency.http.flow import (
     answer,
     answer_to_exception,
     bind,
+    over_quota,
     poll,
     send,
     store_response,
     timed,
 )
-from idempotency.http.responses import acapture, is_storable
+from idempotency.http.responses import akept, is_storable
 from idempotency.keepalive import kept_alive
 from idempotency.keyed import log_ref
 from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
@@ -92,7 +93,7 @@ def record(
                 prepared.key,
                 fence=claim.fence,
                 response=stored,
-                ttl=prepared.policy.get_ttl(),
+                ttl=prepared.policy.get_ttl_for(response.status_code),
                 fingerprint=prepared.fingerprint,
             )
         except StoreUnavailable:
@@ -124,6 +125,21 @@ def abort(prepared: Prepared, claim: Claim, **extra: Any) -> None:
         send(signals.stale_owner, prepared, fence=claim.fence)
 
 
+def _over_quota(prepared: Prepared, claim: Claim) -> HttpResponseBase | None:
+    """Lease mode: a new record (not a takeover) counts against ``MAX_NEW_RECORDS``; one
+    over the limit gives its claim back and is answered 429."""
+    if claim.taken_over:
+        return None
+    try:
+        refused = over_quota(prepared)
+    except BaseException:
+        abort(prepared, claim)
+        raise
+    if refused is not None:
+        abort(prepared, claim, status=refused.status_code)
+    return refused
+
+
 def _kept_alive(prepared: Prepared, claim: Claim) -> AbstractContextManager[object]:
     """The owner's lease renewed while its view runs (fenced by the claim's token)."""
     return kept_alive(
@@ -147,6 +163,9 @@ def run_lease(
         return exc.as_response()
     if isinstance(claim, HttpResponseBase):
         return claim
+    refused = _over_quota(prepared, claim)
+    if refused is not None:
+        return refused
     bind(prepared, claim)
     try:
         try:
@@ -178,6 +197,9 @@ async def run_lease_async(
         return exc.as_response()
     if isinstance(claim, HttpResponseBase):
         return claim
+    refused = await sync_to_async(_over_quota)(prepared, claim)
+    if refused is not None:
+        return refused
     bind(prepared, claim)
     try:
         with _kept_alive(prepared, claim):
@@ -196,6 +218,15 @@ async def run_lease_async(
         await sync_to_async(abort)(prepared, claim, exception=exc)
         raise
     stored = None
-    if is_storable(response.status_code, store_errors=prepared.policy.get_store_errors()):
-        stored = await acapture(response, limit=idempotency_settings.MAX_RESPONSE_BYTES)
+    policy = prepared.policy
+    if (
+        is_storable(response.status_code, store_errors=policy.get_store_errors())
+        and policy.get_ttl_for(response.status_code) > 0
+    ):
+        stored = await akept(
+            response,
+            limit=idempotency_settings.MAX_RESPONSE_BYTES,
+            status_only=prepared.policy.get_status_only(),
+            redact=prepared.policy.get_redact(),
+        )
     return await sync_to_async(record)(prepared, claim, response, stored)

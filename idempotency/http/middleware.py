@@ -9,13 +9,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.conf import settings
 from django.db import connections, transaction
 from django.http import HttpRequest, HttpResponseBase
-from django.urls import get_resolver
+from django.middleware.csrf import CsrfViewMiddleware
+from django.urls import ResolverMatch, get_resolver
+from django.utils.module_loading import import_string
+from django.views import View
 from rest_framework.views import APIView
 
 from idempotency.conf import idempotency_settings
 from idempotency.http import flow, handling, ninja
+from idempotency.http.decorators import defer_to_handler
+from idempotency.http.discovery import access_gate
+from idempotency.http.fingerprints import keep_body
 from idempotency.http.keys import header_value
 from idempotency.http.mixins import IdempotentMixin
 from idempotency.http.policy import Policy
@@ -32,8 +39,9 @@ class Plan:
 
     #: None: leave the view alone; else the policy of the wrapped request
     policy: Policy | None = None
-    #: DRF views: the view class with IdempotentMixin mixed in, run from process_view
-    drf_view: Callable[..., Any] | None = None
+    #: Class-based views: the view class with the key handled around its handler (DRF:
+    #: IdempotentMixin mixed in; Django: defer_to_handler), run from process_view
+    substitute: Callable[..., Any] | None = None
     is_async: bool = False
 
 
@@ -65,6 +73,16 @@ def _handles_keys_itself(view_func: Any, cls: Any, method: str) -> bool:
     return False
 
 
+def _atomic_requests(view: Callable[..., Any], view_func: Any) -> Callable[..., Any]:
+    """Django decides ATOMIC_REQUESTS from the resolved view; we call a substitute, so we
+    apply the same rule (and the same non_atomic_requests opt-out) ourselves."""
+    non_atomic: set[str] = getattr(view_func, "_non_atomic_requests", set())
+    for alias, settings_dict in connections.settings.items():
+        if settings_dict["ATOMIC_REQUESTS"] and alias not in non_atomic:
+            view = transaction.atomic(using=alias)(view)
+    return view
+
+
 def _drf_view(cls: type[APIView], view_func: Any) -> Callable[..., Any]:
     non_atomic: set[str] = getattr(view_func, "_non_atomic_requests", set())
     attrs: dict[str, Any] = {"__module__": cls.__module__}
@@ -78,12 +96,48 @@ def _drf_view(cls: type[APIView], view_func: Any) -> Callable[..., Any]:
         view = subclass.as_view(actions, **initkwargs)
     else:
         view = subclass.as_view(**initkwargs)
-    # Django decides ATOMIC_REQUESTS from the resolved view; we call the substitute, so
-    # we apply the same rule (and the same non_atomic_requests opt-out) ourselves.
-    for alias, settings_dict in connections.settings.items():
-        if settings_dict["ATOMIC_REQUESTS"] and alias not in non_atomic:
-            view = transaction.atomic(using=alias)(view)
-    return view
+    return _atomic_requests(view, view_func)
+
+
+class _HandledAfterDispatch:
+    """Mixed into a Django class-based view by the middleware: the key is handled around
+    the handler ``dispatch`` calls, after the checks of the view's own ``dispatch``
+    (``LoginRequiredMixin``, ``PermissionRequiredMixin``, ``UserPassesTestMixin``)."""
+
+    idempotency_handler_policy: Policy
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        defer_to_handler(self, request, self.idempotency_handler_policy)  # type: ignore[arg-type]
+        return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+
+
+def _is_plain_as_view(view_func: Any) -> bool:
+    """Whether ``view_func`` is what Django's ``View.as_view()`` returned, undecorated (a
+    decorator around it, such as ``login_required(...)``, must keep running)."""
+    code = getattr(view_func, "__code__", None)
+    return getattr(code, "co_qualname", "") == "View.as_view.<locals>.view"
+
+
+def _django_view(cls: type[View], view_func: Any, policy: Policy) -> Callable[..., Any]:
+    attrs = {"__module__": cls.__module__, "idempotency_handler_policy": policy}
+    subclass: Any = type(cls.__name__, (_HandledAfterDispatch, cls), attrs)
+    view = subclass.as_view(**(getattr(view_func, "view_initkwargs", None) or {}))
+    return _atomic_requests(view, view_func)
+
+
+def gated_view(view_func: Callable[..., Any]) -> str | None:
+    """The access check that makes the middleware leave ``view_func`` alone (a function
+    view, or a decorated ``as_view()``, checking access inside itself), or None."""
+    cls = _view_class(view_func)
+    if getattr(view_func, "idempotency_exempt", False) or getattr(cls, "idempotency_exempt", False):
+        return None
+    if any(_handles_keys_itself(view_func, cls, m) for m in flow.UNSAFE_METHODS):
+        return None
+    if isinstance(cls, type) and issubclass(cls, APIView):
+        return None
+    if isinstance(cls, type) and issubclass(cls, View) and _is_plain_as_view(view_func):
+        return None
+    return access_gate(view_func)
 
 
 def plan_for(view_func: Callable[..., Any], method: str) -> Plan:
@@ -103,12 +157,67 @@ def plan_for(view_func: Callable[..., Any], method: str) -> Plan:
     if _handles_keys_itself(view_func, cls, method):
         return SKIP
     if isinstance(cls, type) and issubclass(cls, APIView):
-        return Plan(drf_view=_drf_view(cls, view_func))
+        return Plan(substitute=_drf_view(cls, view_func))
     is_async = iscoroutinefunction(view_func)
-    if is_async or getattr(view_func, "_non_atomic_requests", None):
-        # a transaction cannot span an await, and a non_atomic_requests view asked for none
-        return Plan(policy=Policy(mode="lease"), is_async=is_async)
-    return Plan(policy=Policy())
+    lease = is_async or getattr(view_func, "_non_atomic_requests", None)
+    # a transaction cannot span an await, and a non_atomic_requests view asked for none
+    policy = Policy(mode="lease") if lease else Policy()
+    plain_class = isinstance(cls, type) and issubclass(cls, View) and _is_plain_as_view(view_func)
+    if plain_class and not is_async:
+        return Plan(substitute=_django_view(cls, view_func, policy))
+    gate = access_gate(view_func)
+    if gate is not None:
+        # its access check runs inside the view: a replay from here would skip it
+        logger.warning(
+            "idempotency: IdempotencyMiddleware leaves %r alone: its access check (%s) runs "
+            "inside it, and a replay would skip it (system check idempotency.E041). Put "
+            "@idempotent below %s, or mark the view @idempotency_exempt.",
+            view_func,
+            gate,
+            gate,
+        )
+        return SKIP
+    return Plan(policy=policy, is_async=is_async)
+
+
+_csrf_installed: dict[tuple[Any, ...], bool] = {}
+
+
+def _csrf_protects() -> bool:
+    """Whether MIDDLEWARE has Django's CsrfViewMiddleware (or a subclass)."""
+    middleware = tuple(getattr(settings, "MIDDLEWARE", None) or ())
+    found = _csrf_installed.get(middleware)
+    if found is None:
+        found = False
+        for entry in middleware:
+            try:
+                cls = import_string(entry) if isinstance(entry, str) else entry
+            except ImportError:
+                continue
+            if isinstance(cls, type) and issubclass(cls, CsrfViewMiddleware):
+                found = True
+                break
+        _csrf_installed[middleware] = found
+    return found
+
+
+def csrf_refusal(request: HttpRequest, match: ResolverMatch) -> HttpResponseBase | None:
+    """Django's CSRF check of a function view, before its key is looked up: a replay must
+    not answer a request the view itself would refuse (403). Only where
+    ``CsrfViewMiddleware`` is installed and the view is not ``csrf_exempt``; the check
+    marks the request done, so the middleware's own pass later accepts it at once."""
+    if getattr(match.func, "csrf_exempt", False) or not _csrf_protects():
+        return None
+    keep_body(request)  # the check may parse a form: the fingerprint reads the raw body
+
+    def no_response(_request: HttpRequest) -> HttpResponseBase:  # pragma: no cover
+        raise AssertionError("process_view never calls get_response")
+
+    checker = CsrfViewMiddleware(no_response)
+    refused: HttpResponseBase | None = checker.process_view(
+        request, match.func, match.args, match.kwargs
+    )
+    return refused
 
 
 class IdempotencyMiddleware:
@@ -158,39 +267,45 @@ class IdempotencyMiddleware:
             self._plans[cache_key] = plan
         return plan
 
-    def _resolve(self, request: HttpRequest) -> Plan:
+    def _resolve(self, request: HttpRequest) -> tuple[Plan, ResolverMatch | None]:
         """The plan of the view this request will reach (resolved as Django will)."""
         if request.method not in flow.UNSAFE_METHODS:
-            return SKIP
+            return SKIP, None
         try:
             match = get_resolver(getattr(request, "urlconf", None)).resolve(request.path_info)
         except Exception:  # Resolver404, or a URLconf error Django itself reports next
-            return SKIP
+            return SKIP, None
         plan = self._plan(match.func, str(request.method))
         if plan.policy is None:
-            return SKIP
+            return SKIP, None
         if header_value(request, idempotency_settings.HEADER) is None and not (
             plan.policy.get_required()
         ):
-            return SKIP  # nothing to do: skip the flow (and, async, the thread hop)
-        return plan
+            return SKIP, None  # nothing to do: skip the flow (and, async, the thread hop)
+        return plan, match
 
     # -- running ------------------------------------------------------------------------
 
     def __call__(self, request: HttpRequest) -> Any:
         if self.is_async:
             return self.__acall__(request)
-        plan = self._resolve(request)
-        if plan.policy is None:
+        plan, match = self._resolve(request)
+        if plan.policy is None or match is None:
             return self.get_response(request)
+        refused = csrf_refusal(request, match)
+        if refused is not None:
+            return refused
         return self._run(request, plan.policy, self.get_response)
 
     async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
-        plan = self._resolve(request)
+        plan, match = self._resolve(request)
         response: HttpResponseBase
-        if plan.policy is None:
-            response = await self.get_response(request)
-        elif plan.is_async:
+        if plan.policy is None or match is None:
+            return await self.get_response(request)  # type: ignore[no-any-return]
+        refused = await sync_to_async(csrf_refusal)(request, match)
+        if refused is not None:
+            return refused
+        if plan.is_async:
             get_response: Callable[[HttpRequest], Awaitable[HttpResponseBase]] = self.get_response
             response = await handling.run_async(request, lambda: get_response(request), plan.policy)
         else:
@@ -215,9 +330,9 @@ class IdempotencyMiddleware:
         if request.method not in flow.UNSAFE_METHODS:
             return None
         plan = self._plan(view_func, str(request.method))
-        if plan.drf_view is None:
-            return None  # not DRF: Django calls the view, inside the flow of __call__
-        response: HttpResponseBase = plan.drf_view(request, *view_args, **view_kwargs)
+        if plan.substitute is None:
+            return None  # a function view: Django calls it, inside the flow of __call__
+        response: HttpResponseBase = plan.substitute(request, *view_args, **view_kwargs)
         return response
 
 

@@ -36,7 +36,9 @@ class IdempotentMixin:
     ``idempotency_ttl``, ``idempotency_lease``, ``idempotency_store``,
     ``idempotency_mode``, ``idempotency_wait``, ``idempotency_store_errors``,
     ``idempotency_on_store_unavailable``, ``idempotency_claim``,
-    ``idempotency_databases``, ``idempotency_fingerprint`` (one per option of
+    ``idempotency_databases``, ``idempotency_fingerprint``,
+    ``idempotency_status_only``, ``idempotency_redact``, ``idempotency_max_new_records``,
+    ``idempotency_record_window``, ``idempotency_error_ttl`` (one per option of
     :class:`~idempotency.http.policy.Policy`); ``idempotent_actions`` limits it to the
     named actions or methods. Override :meth:`get_idempotency_scope` to key by
     something other than the user, or :meth:`get_idempotency_policy` to decide per
@@ -55,6 +57,11 @@ class IdempotentMixin:
     idempotency_claim: str | None = None
     idempotency_databases: Collection[str] | None = None
     idempotency_fingerprint: Any = None
+    idempotency_status_only: bool | None = None
+    idempotency_redact: Collection[str] | None = None
+    idempotency_max_new_records: int | None = None
+    idempotency_record_window: float | None = None
+    idempotency_error_ttl: float | None = None
     #: Names of the actions (viewsets) or methods that take part; None: every unsafe one.
     idempotent_actions: Collection[str] | None = None
 

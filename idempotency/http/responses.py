@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
+from collections.abc import Collection
 from typing import Any
 
 from django.http import HttpResponse, HttpResponseBase
@@ -75,6 +77,102 @@ def replay_headers() -> frozenset[str]:
 def _forget_replay_headers() -> None:
     global _replay_headers
     _replay_headers = None
+
+
+#: Headers that describe a body: a response kept status-only stores none of them.
+_BODY_HEADERS = frozenset({"content-type", "content-disposition", "content-language"})
+#: What a redacted field's value is replaced with.
+REDACTED = "[redacted]"
+
+
+def no_store(response: HttpResponseBase) -> bool:
+    """Whether ``response`` says ``Cache-Control: no-store`` (RFC 9111 5.2.2.5): then its
+    body is not stored; its key replays the status only."""
+    value = response.get("Cache-Control")
+    if not value:
+        return False
+    return any(part.split("=", 1)[0].strip().lower() == "no-store" for part in value.split(","))
+
+
+def capture_status(response: HttpResponseBase) -> StoredResponse:
+    """The status and allow-listed headers of ``response``, without its body (nor the
+    headers that describe one); a streaming body is left unread."""
+    headers = [(n, v) for n, v in _kept_headers(response) if n.lower() not in _BODY_HEADERS]
+    return StoredResponse(response.status_code, headers, b"")
+
+
+def kept(
+    response: HttpResponseBase,
+    *,
+    limit: int | None,
+    status_only: bool,
+    redact: Collection[str],
+) -> StoredResponse:
+    """What is stored of ``response``: its status only (``status_only``, or the response
+    says ``Cache-Control: no-store``), else :func:`capture` with ``redact``'s fields
+    redacted."""
+    if status_only or no_store(response):
+        return capture_status(response)
+    stored = capture(response, limit=limit)
+    return redacted(stored, redact) if redact else stored
+
+
+async def akept(
+    response: HttpResponseBase,
+    *,
+    limit: int | None,
+    status_only: bool,
+    redact: Collection[str],
+) -> StoredResponse:
+    """:func:`kept` for async views (which may return async streams)."""
+    if status_only or no_store(response):
+        return capture_status(response)
+    stored = await acapture(response, limit=limit)
+    return redacted(stored, redact) if redact else stored
+
+
+def redacted(stored: StoredResponse, fields: Collection[str]) -> StoredResponse:
+    """``stored`` with the values of the JSON members named ``fields`` (at any depth)
+    replaced by ``"[redacted]"``; unchanged (byte for byte) when none is present. A body
+    that is not JSON, or does not parse, could hold them unseen: it is kept status-only."""
+    if not stored.body:
+        return stored
+    content_type = next((v for n, v in stored.headers if n.lower() == "content-type"), "")
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        return _status_only(stored)
+    try:
+        data = json.loads(stored.body)
+    except ValueError:
+        return _status_only(stored)
+    found, clean = _redact(data, frozenset(fields))
+    if not found:
+        return stored
+    return stored._replace(body=json.dumps(clean, ensure_ascii=False).encode())
+
+
+def _status_only(stored: StoredResponse) -> StoredResponse:
+    headers = [(n, v) for n, v in stored.headers if n.lower() not in _BODY_HEADERS]
+    return StoredResponse(stored.status, headers, b"")
+
+
+def _redact(value: Any, fields: frozenset[str]) -> tuple[bool, Any]:
+    """Whether ``value`` holds a member named in ``fields``, and ``value`` redacted."""
+    if isinstance(value, dict):
+        found = False
+        clean: dict[str, Any] = {}
+        for name, item in value.items():
+            if name in fields:
+                found = True
+                clean[name] = REDACTED
+            else:
+                inner, clean[name] = _redact(item, fields)
+                found = found or inner
+        return found, clean
+    if isinstance(value, list):
+        results = [_redact(item, fields) for item in value]
+        return any(r[0] for r in results), [r[1] for r in results]
+    return False, value
 
 
 def capture(response: HttpResponseBase, *, limit: int | None = None) -> StoredResponse:

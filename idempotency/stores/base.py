@@ -283,3 +283,17 @@ class BaseStore:
     def delete(self, scope: str, key: str) -> bool:
         """Remove a record whoever owns it (operators: the admin's release action)."""
         raise NotImplementedError
+
+    def count_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
+        """Count one new record of ``scope`` in the current fixed window of ``window``
+        seconds, atomically (concurrent callers each get their own count): the count with
+        this one, and the seconds left of the window. Needed only with ``MAX_NEW_RECORDS``
+        (a store without it cannot enforce that limit)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot count new records")
+
+
+def quota_window(window: float, now: float) -> tuple[int, float]:
+    """The fixed window of ``window`` seconds ``now`` falls in: its start (whole epoch
+    seconds, the counter's name) and the seconds left of it."""
+    start = int(now // window * window)
+    return start, max(0.001, start + window - now)

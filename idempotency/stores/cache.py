@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 from django.core.cache import BaseCache, caches
 
+from idempotency.codecs import seal, unseal
 from idempotency.conf import idempotency_settings
 from idempotency.outages import guard
 from idempotency.stores import record_digest
@@ -37,6 +38,7 @@ from idempotency.stores.base import (
     StoredResponse,
     guarded,
     new_fence,
+    quota_window,
 )
 from idempotency.stores.raw_cache import RawCache
 
@@ -86,7 +88,7 @@ class CacheStore(BaseStore):
             return Claim(
                 ClaimStatus.COMPLETED,
                 response=StoredResponse.from_parts(
-                    record["status"], record["headers"], record["body"]
+                    record["status"], record["headers"], unseal(record["body"])
                 ),
                 expires_at=float(record["expires"]),
             )
@@ -176,7 +178,7 @@ class CacheStore(BaseStore):
             state="completed",
             status=response.status,
             headers=response.headers,
-            body=response.body,
+            body=seal(response.body),
             expires=time.time() + ttl,
         )
         self._set(self.record_key(scope, key), record, ttl)
@@ -216,6 +218,20 @@ class CacheStore(BaseStore):
         record.update(rp=name, rd=data)
         self._set(self.record_key(scope, key), record, max(1, int(record["expires"] - time.time())))
         return True
+
+    @guard("cache")
+    def count_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
+        """``cache.add`` of the (scope, window) counter, then ``cache.incr``: atomic where
+        the backend's are (Redis, Memcached; LocMemCache within one process)."""
+        start, left = quota_window(window, time.time())
+        name = f"{idempotency_settings.KEY_PREFIX}:quota:{record_digest(scope, '')}:{start}"
+        for _attempt in range(3):
+            self.cache.add(name, 0, timeout=max(1, int(left) + 1))
+            try:
+                return int(self.cache.incr(name)), left
+            except ValueError:  # expired or evicted between the two: add it again
+                continue
+        return 1, left
 
     @guard("cache")
     def delete(self, scope: str, key: str) -> bool:

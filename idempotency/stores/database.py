@@ -17,21 +17,32 @@ request pays no cache write.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+import time
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from django.core.cache import BaseCache
-from django.db import connections, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import DateTimeField, ExpressionWrapper, F
 from django.db.models.functions import Greatest, Now
 from django.utils import timezone
 
+from idempotency.codecs import UndecodableBody, seal, unseal
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import StoreUnavailable
 from idempotency.outages import guard
+from idempotency.purge import purge_now_and_then
 from idempotency.stores import statements as sql
-from idempotency.stores.base import BaseStore, Claim, ClaimStatus, StoredResponse, new_fence
+from idempotency.stores.base import (
+    BaseStore,
+    Claim,
+    ClaimStatus,
+    StoredResponse,
+    corrupted,
+    new_fence,
+    quota_window,
+)
 from idempotency.stores.response_cache import ResponseCache
 
 
@@ -134,9 +145,13 @@ class DatabaseStore(ResponseCache, BaseStore):
         if fp != fingerprint:
             return Claim(ClaimStatus.MISMATCH, fingerprint=fp)
         if state == "completed":
-            response = StoredResponse.from_parts(status, headers, body)
-            if cache is not None:
-                self._cache_response(scope, key, fingerprint, response, expires - now)
+            kept = StoredResponse.from_parts(status, headers, body)
+            try:
+                response = kept._replace(body=unseal(kept.body))
+            except UndecodableBody as exc:
+                raise corrupted(self, scope, key, exc) or exc from exc
+            if cache is not None:  # the cache keeps the body as the database does
+                self._cache_response(scope, key, fingerprint, kept, expires - now)
             return Claim(ClaimStatus.COMPLETED, response=response, expires_at=expires)
         data = sql.as_json(data)
         if lease is not None and lease <= now:
@@ -239,7 +254,7 @@ class DatabaseStore(ResponseCache, BaseStore):
             "state": "completed",
             "status_code": response.status if response else None,
             "response_headers": response.headers_json() if response else "[]",
-            "response_body": response.body if response else None,
+            "response_body": seal(response.body) if response else None,
             **clock.params(ttl=ttl),
         }
 
@@ -270,11 +285,14 @@ class DatabaseStore(ResponseCache, BaseStore):
         statements = self._sql(connection)
         with connection.cursor() as cursor:
             cursor.execute(statements.fresh_insert, params)
-            if cursor.fetchone() is not None:
-                return True
-            # the key is taken: the upsert replaces the record only if it expired
-            cursor.execute(statements.insert, params)
-            return cursor.fetchone() is not None
+            inserted = cursor.fetchone() is not None
+            if not inserted:
+                # the key is taken: the upsert replaces the record only if it expired
+                cursor.execute(statements.insert, params)
+                inserted = cursor.fetchone() is not None
+        if inserted:
+            purge_now_and_then(self.using)
+        return inserted
 
     @guard("database")
     def complete(
@@ -291,7 +309,7 @@ class DatabaseStore(ResponseCache, BaseStore):
         params = {
             "status_code": response.status,
             "response_headers": response.headers_json(),
-            "response_body": response.body,
+            "response_body": seal(response.body),
             "scope": scope,
             "key": key,
             "fence": fence,
@@ -300,6 +318,8 @@ class DatabaseStore(ResponseCache, BaseStore):
         with connection.cursor() as cursor:
             cursor.execute(self._sql(connection).complete, params)
             updated = cursor.rowcount
+        if updated:
+            purge_now_and_then(self.using)
         return bool(updated)
 
     def _now_value(self) -> Any:
@@ -356,6 +376,43 @@ class DatabaseStore(ResponseCache, BaseStore):
             .filter(scope=scope, key=key, fence=fence, state="in_progress")
             .update(recovery_point=name, recovery_data=data)
         )
+
+    @guard("database")
+    def count_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
+        """One upsert of the (scope, window) row of ``RecordQuota`` on PostgreSQL and
+        SQLite (``INSERT … ON CONFLICT DO UPDATE … RETURNING``: atomic, the row locked
+        for that statement only in autocommit); elsewhere an update-or-insert in one
+        short transaction."""
+        from idempotency.models import RecordQuota
+
+        start, left = quota_window(window, time.time())
+        connection = connections[self.using]
+        expires = datetime.fromtimestamp(start + window, tz=UTC)
+        if connection.vendor in ("postgresql", "sqlite"):
+            qn = connection.ops.quote_name
+            table = qn(RecordQuota._meta.db_table)
+            scope_, window_, count, expires_at = (
+                qn(c) for c in ("scope", "window", "count", "expires_at")
+            )
+            statement = (
+                f"INSERT INTO {table} ({scope_}, {window_}, {count}, {expires_at}) "
+                f"VALUES (%s, %s, 1, %s) ON CONFLICT ({scope_}, {window_}) "
+                f"DO UPDATE SET {count} = {table}.{count} + 1 RETURNING {count}"
+            )
+            value = connection.ops.adapt_datetimefield_value(expires)
+            with connection.cursor() as cursor:
+                cursor.execute(statement, [scope, start, value])
+                return int(cursor.fetchone()[0]), left
+        rows = RecordQuota.objects.using(self.using).filter(scope=scope, window=start)
+        with transaction.atomic(using=self.using):
+            if not rows.update(count=F("count") + 1):
+                try:
+                    with transaction.atomic(using=self.using):
+                        rows.create(scope=scope, window=start, count=1, expires_at=expires)
+                    return 1, left
+                except IntegrityError:  # a concurrent first one: count on it
+                    rows.update(count=F("count") + 1)
+            return int(rows.values_list("count", flat=True).get()), left
 
     @guard("database")
     def delete(self, scope: str, key: str) -> bool:

@@ -22,6 +22,7 @@ import json
 import logging
 from typing import Any, ClassVar
 
+from idempotency.codecs import seal, unseal
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import StoreNotDurable
 from idempotency.keyed import log_ref
@@ -35,9 +36,17 @@ from idempotency.stores.base import (
     guarded,
     new_fence,
     now_ms,
+    quota_window,
 )
 from idempotency.stores.redis_channel import Channel, channel_for
-from idempotency.stores.redis_scripts import CLAIM, COMPLETE, EXTEND, RELEASE, SAVE_RECOVERY_POINT
+from idempotency.stores.redis_scripts import (
+    CLAIM,
+    COMPLETE,
+    COUNT_NEW_RECORD,
+    EXTEND,
+    RELEASE,
+    SAVE_RECOVERY_POINT,
+)
 
 #: What a lookup reads of a record, in this order.
 _LOOKUP_FIELDS = ("state", "fp", "lease", "status", "headers", "body", "rp", "rd")
@@ -242,7 +251,9 @@ class RedisStore(BaseStore):
         if status == "completed":
             return Claim(
                 ClaimStatus.COMPLETED,
-                response=StoredResponse.from_parts(int(reply[1]), _text(reply[2]), reply[3]),
+                response=StoredResponse.from_parts(
+                    int(reply[1]), _text(reply[2]), unseal(reply[3])
+                ),
                 expires_at=_expires(int(reply[4])),
             )
         if status == "in_progress":
@@ -267,7 +278,7 @@ class RedisStore(BaseStore):
             remaining = self._command("PTTL", self.record_key(scope, key))
             return Claim(
                 ClaimStatus.COMPLETED,
-                response=StoredResponse.from_parts(int(status), _text(headers), body),
+                response=StoredResponse.from_parts(int(status), _text(headers), unseal(body)),
                 expires_at=_expires(remaining),
             )
         remaining = (int(lease or 0) - now_ms()) / 1000
@@ -297,7 +308,7 @@ class RedisStore(BaseStore):
                 fence,
                 response.status,
                 response.headers_json(),
-                response.body,
+                seal(response.body),
                 max(1, int(ttl * 1000)),
             ],
         )
@@ -339,6 +350,14 @@ class RedisStore(BaseStore):
         if saved and not self._durable(acknowledged):
             raise StoreNotDurable(replicas=self.wait_replicas, acknowledged=acknowledged)
         return bool(saved)
+
+    @guard("redis")
+    def count_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
+        """``INCR`` of the (scope, window) counter and its expiry, in one script."""
+        start, left = quota_window(window, now_ms() / 1000)
+        name = f"{idempotency_settings.KEY_PREFIX}:{{{record_digest(scope, '')}}}:quota:{start}"
+        count = self._eval("quota", COUNT_NEW_RECORD, name, [max(1, int(left * 1000))])
+        return int(count), left
 
     @guard("redis")
     def delete(self, scope: str, key: str) -> bool:

@@ -84,3 +84,10 @@ if r[1] ~= 'p' or r[2] ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'rp', ARGV[2], 'rd', ARGV[3])
 return 1
 """
+
+#: Count one new record of a scope in its window: the counter expires with the window.
+COUNT_NEW_RECORD = """
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return n
+"""

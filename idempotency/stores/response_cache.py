@@ -20,6 +20,7 @@ import json
 from django.core.cache import BaseCache, caches
 
 from idempotency import signals
+from idempotency.codecs import UndecodableBody, unseal
 from idempotency.conf import idempotency_settings
 from idempotency.outages import bursts
 from idempotency.stores import record_digest
@@ -72,7 +73,11 @@ class ResponseCache:
             return None
         if stored != fingerprint:
             return Claim(ClaimStatus.MISMATCH, fingerprint=stored)
-        return Claim(ClaimStatus.COMPLETED, response=response)
+        try:  # the cache keeps the body as the database does (BODY_CODEC)
+            body = unseal(response.body)
+        except UndecodableBody:
+            return None  # not readable here: the database answers
+        return Claim(ClaimStatus.COMPLETED, response=response._replace(body=body))
 
     def _cache_response(
         self, scope: str, key: str, fingerprint: str, response: StoredResponse, ttl: float

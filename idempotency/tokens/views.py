@@ -164,8 +164,15 @@ class SubmitTokenIssueView(APIView):
     Route it in the project, e.g. ``path("api/idempotency/tokens/",
     SubmitTokenIssueView.as_view())``. Authenticated callers only; the token is bound
     to the caller. Subclass to restrict ``allowed_purposes`` or set ``token_ttl``.
+
+    Its answers are never stored in clear: :class:`~idempotency.IdempotencyMiddleware`
+    leaves it alone (issuing again is harmless: each request gets a fresh token), and
+    they say ``Cache-Control: no-store``, so a view that mixes in
+    :class:`~idempotency.IdempotentMixin` keeps their status only.
     """
 
+    #: Never under IdempotencyMiddleware: a raw token must not be stored.
+    idempotency_exempt = True
     permission_classes = [IsAuthenticated]
     #: Purposes a client may ask for (None: any).
     allowed_purposes: ClassVar[frozenset[str] | None] = None

@@ -30,5 +30,7 @@ urlpatterns = [
     path("two-databases/", views.two_database_view),
     path("locking/", views.LockingApi.as_view()),
     path("store-database-only/", views.store_database_only_view),
+    path("data/", include("tests.testapp.data_views")),
+    path("gates/", include("tests.testapp.gate_views")),
     path("", include(router.urls)),
 ]

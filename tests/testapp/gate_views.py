@@ -1,0 +1,97 @@
+"""Views whose access checks a replay must keep (issue 36, finding 9), under
+``/t/gates/``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required, user_passes_test
+from django.contrib.auth.mixins import UserPassesTestMixin
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import path
+from django.utils.decorators import method_decorator
+from django.views import View
+from rest_framework.permissions import IsAdminUser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from idempotency import idempotent
+from tests.testapp.executions import record_execution
+
+
+def _ran(request: Any) -> None:
+    record_execution(str(request.META.get("HTTP_IDEMPOTENCY_KEY", "-")))
+
+
+@method_decorator(idempotent, name="dispatch")
+class AdminReportApi(APIView):
+    """DRF, decorated on dispatch: keys used to be handled before initial()."""
+
+    permission_classes = [IsAdminUser]
+
+    def post(self, request: Request) -> Response:
+        _ran(request)
+        return Response({"report": "every customer's IBAN"}, status=201)
+
+
+class StaffOnly(UserPassesTestMixin):
+    raise_exception = True
+
+    def test_func(self) -> bool:
+        return bool(self.request.user.is_staff)  # type: ignore[attr-defined]
+
+
+@method_decorator(idempotent, name="dispatch")
+class StaffDispatchView(StaffOnly, View):
+    """Django, decorated on dispatch, its access check in the mixin's dispatch."""
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        _ran(request)
+        return JsonResponse({"report": "staff only"}, status=201)
+
+
+class StaffView(StaffOnly, View):
+    """Django, undecorated: under the middleware."""
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        _ran(request)
+        return JsonResponse({"report": "staff only"}, status=201)
+
+
+@user_passes_test(lambda user: user.is_staff)
+def staff_function_view(request: HttpRequest) -> HttpResponse:
+    """A function view whose check is a decorator: the middleware leaves it alone."""
+    _ran(request)
+    return JsonResponse({"report": "staff only"}, status=201)
+
+
+def form_view(request: HttpRequest) -> HttpResponse:
+    """A plain function view under the middleware and CsrfViewMiddleware."""
+    _ran(request)
+    return JsonResponse({"done": True}, status=201)
+
+
+@login_required
+@idempotent
+def right_order_view(request: HttpRequest) -> HttpResponse:
+    _ran(request)
+    return JsonResponse({"done": True}, status=201)
+
+
+@idempotent
+@login_required
+def wrong_order_view(request: HttpRequest) -> HttpResponse:
+    _ran(request)
+    return JsonResponse({"done": True}, status=201)
+
+
+urlpatterns = [
+    path("admin-report/", AdminReportApi.as_view(), name="admin-report"),
+    path("staff-dispatch/", StaffDispatchView.as_view(), name="staff-dispatch"),
+    path("staff/", StaffView.as_view(), name="staff"),
+    path("staff-function/", staff_function_view, name="staff-function"),
+    path("form/", form_view, name="form"),
+    path("right-order/", right_order_view, name="right-order"),
+    path("wrong-order/", wrong_order_view, name="wrong-order"),
+]
