@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('idempotency', '0002_submittoken'),
+        ('idempotency', '0003_record_body_permission'),
     ]
 
     operations = [
