@@ -50,6 +50,7 @@ from idempotency.keepalive import keep_call_alive
 from idempotency.policy import lease_over
 from idempotency.results import ResultCodec, storable_error
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus
+from idempotency.tracing import step
 
 __all__ = [
     "ArgumentsMismatch",
@@ -108,8 +109,23 @@ class KeyedCall:
     #: Atomic mode, ``store_errors``: the exception to store once its transaction rolled back
     failed: Exception | None = None
 
+    #: What its spans say (``idempotency.tracing``): a function's or task's scope is a
+    #: namespace the code names, shared by every caller.
+    scope_kind = "shared"
+
+    @property
+    def mode(self) -> str:
+        return "atomic" if self.atomic else "lease"
+
+    @property
+    def interface(self) -> str:
+        return "function" if self.method == FUNCTION_METHOD else "task"
+
     def claim(self) -> Claim:
-        return self.store.claim(
+        return step(
+            "claim",
+            self,
+            self.store.claim,
             self.scope,
             self.key,
             fingerprint=self.fingerprint,
@@ -120,7 +136,9 @@ class KeyedCall:
         )
 
     def lookup(self) -> Claim | None:
-        return self.store.lookup(self.scope, self.key, fingerprint=self.fingerprint)
+        return step(
+            "claim", self, self.store.lookup, self.scope, self.key, fingerprint=self.fingerprint
+        )
 
     def in_progress(self) -> InProgress:
         signals.conflict.send(sender=type(self.store), request=None, scope=self.scope, key=self.key)
@@ -146,7 +164,10 @@ class KeyedCall:
 
     def complete(self, claim: Claim, response: Any) -> bool:
         try:
-            done = self.store.complete(
+            done = step(
+                "complete",
+                self,
+                self.store.complete,
                 self.scope,
                 self.key,
                 fence=claim.fence,
@@ -171,11 +192,14 @@ class KeyedCall:
         if self.atomic:
             # the claim is part of the open transaction: rolling it back releases the key
             # (no SQL: after a database error the transaction can run none)
-            transaction.set_rollback(True, using=self.store.using)  # type: ignore[attr-defined]
+            using = self.store.using  # type: ignore[attr-defined]
+            step("release", self, transaction.set_rollback, True, using=using)
             self.released(reason)
             return True
         try:
-            released = self.store.release(self.scope, self.key, fence=claim.fence)
+            released = step(
+                "release", self, self.store.release, self.scope, self.key, fence=claim.fence
+            )
         except Exception:
             # the caller re-raises its own error; a store outage must not hide it
             logger.exception("idempotency: could not release %s/%s", self.scope, self.key)
@@ -287,7 +311,7 @@ def replayed(call: KeyedCall, claim: Claim) -> Any:
     logger.debug(
         "idempotency: %s/%s already done; returning its stored result", call.scope, call.key
     )
-    result = call.codec.decode(claim.response)
+    result = step("replay", call, call.codec.decode, claim.response)
     if call.on_replay is not None:
         result = call.on_replay(result, record)
     return result
@@ -324,7 +348,10 @@ def store_failure(call: KeyedCall) -> None:
     exc, call.failed = call.failed, None
     if exc is None:
         return
-    inserted = call.store.insert_completed(  # type: ignore[attr-defined]
+    inserted = step(
+        "complete",
+        call,
+        call.store.insert_completed,  # type: ignore[attr-defined]
         call.scope,
         call.key,
         fingerprint=call.fingerprint,

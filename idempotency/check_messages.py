@@ -91,6 +91,10 @@ MESSAGES: dict[str, _Message] = {
         "'ignore').",
         "Move {idempotency!r} below {authentication!r} (last in MIDDLEWARE is safest).",
     ),
+    "E020": _Message(
+        "IDEMPOTENCY['OPENTELEMETRY'] is on, but opentelemetry-api is not installed.",
+        "pip install 'django-idempotency[otel]', or set OPENTELEMETRY to False.",
+    ),
     "W001": _Message(
         "{what} is a CacheStore on the cache {alias!r}, a LocMemCache: each process has "
         "its own, so a key is only deduplicated within one process.",

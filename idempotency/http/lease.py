@@ -32,6 +32,7 @@ from idempotency.http.flow import (
 from idempotency.http.responses import acapture, is_storable
 from idempotency.keepalive import kept_alive
 from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
+from idempotency.tracing import step
 
 logger = logging.getLogger("idempotency")
 
@@ -86,7 +87,10 @@ def record(
     store = prepared.store
     if stored is not None:
         try:
-            completed = store.complete(
+            completed = step(
+                "complete",
+                prepared,
+                store.complete,
                 prepared.scope,
                 prepared.key,
                 fence=claim.fence,
@@ -115,7 +119,14 @@ def record(
 
 def abort(prepared: Prepared, claim: Claim, **extra: Any) -> None:
     try:
-        released = prepared.store.release(prepared.scope, prepared.key, fence=claim.fence)
+        released = step(
+            "release",
+            prepared,
+            prepared.store.release,
+            prepared.scope,
+            prepared.key,
+            fence=claim.fence,
+        )
     except StoreUnavailable:
         return  # the claim ends with its lease; the view's own outcome is what counts
     if released:
