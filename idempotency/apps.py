@@ -7,10 +7,11 @@ from django.utils.translation import gettext_lazy as _
 
 
 def connect_observers() -> None:
-    """Connect the log receivers, and the metric ones once ``METRICS`` is on.
+    """Connect the log receivers, the metric ones once ``METRICS`` is on, and the
+    OpenTelemetry ones once ``OPENTELEMETRY`` is.
 
-    ``prometheus_client`` is imported only when metrics are enabled; this runs again
-    whenever the settings change, so ``override_settings`` turns metrics on too.
+    ``prometheus_client`` and ``opentelemetry`` are imported only when enabled; this runs
+    again whenever the settings change, so ``override_settings`` turns them on too.
     """
     from idempotency import logs
     from idempotency.conf import idempotency_settings
@@ -20,6 +21,10 @@ def connect_observers() -> None:
         from idempotency import metrics
 
         metrics.connect()
+    if idempotency_settings.OPENTELEMETRY:
+        from idempotency import otel
+
+        otel.connect()
 
 
 class IdempotencyConfig(AppConfig):

@@ -51,6 +51,7 @@ from idempotency.keyed import log_ref
 from idempotency.policy import lease_over
 from idempotency.results import ResultCodec, UnreadableResult, storable_error
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus, unreadable_record
+from idempotency.tracing import step
 
 __all__ = [
     "ArgumentsMismatch",
@@ -112,8 +113,23 @@ class KeyedCall:
     #: Atomic mode, ``store_errors``: the exception to store once its transaction rolled back
     failed: Exception | None = None
 
+    #: What its spans say (``idempotency.tracing``): a function's or task's scope is a
+    #: namespace the code names, shared by every caller.
+    scope_kind = "shared"
+
+    @property
+    def mode(self) -> str:
+        return "atomic" if self.atomic else "lease"
+
+    @property
+    def interface(self) -> str:
+        return "function" if self.method == FUNCTION_METHOD else "task"
+
     def claim(self) -> Claim:
-        return self.store.claim(
+        return step(
+            "claim",
+            self,
+            self.store.claim,
             self.scope,
             self.key,
             fingerprint=self.fingerprint,
@@ -124,7 +140,9 @@ class KeyedCall:
         )
 
     def lookup(self) -> Claim | None:
-        return self.store.lookup(self.scope, self.key, fingerprint=self.fingerprint)
+        return step(
+            "claim", self, self.store.lookup, self.scope, self.key, fingerprint=self.fingerprint
+        )
 
     def in_progress(self) -> InProgress:
         signals.conflict.send(sender=type(self.store), request=None, scope=self.scope, key=self.key)
@@ -154,7 +172,10 @@ class KeyedCall:
 
     def complete(self, claim: Claim, response: Any) -> bool:
         try:
-            done = self.store.complete(
+            done = step(
+                "complete",
+                self,
+                self.store.complete,
                 self.scope,
                 self.key,
                 fence=claim.fence,
@@ -178,11 +199,14 @@ class KeyedCall:
         if self.atomic:
             # the claim is part of the open transaction: rolling it back releases the key
             # (no SQL: after a database error the transaction can run none)
-            transaction.set_rollback(True, using=self.store.using)  # type: ignore[attr-defined]
+            using = self.store.using  # type: ignore[attr-defined]
+            step("release", self, transaction.set_rollback, True, using=using)
             self.released(reason)
             return True
         try:
-            released = self.store.release(self.scope, self.key, fence=claim.fence)
+            released = step(
+                "release", self, self.store.release, self.scope, self.key, fence=claim.fence
+            )
         except Exception:
             # the caller re-raises its own error; a store outage must not hide it
             logger.exception("idempotency: could not release %s", log_ref(self.scope, self.key))
@@ -296,7 +320,7 @@ def replayed(call: KeyedCall, claim: Claim) -> Any:
             log_ref(call.scope, call.key),
         )
     try:
-        result = call.codec.decode(claim.response)
+        result = step("replay", call, call.codec.decode, claim.response)
     except UnreadableResult as exc:
         # forged or damaged: never rebuilt into an undeclared class, never run again
         raise unreadable_record(type(call.store).__name__, call.scope, call.key, str(exc)) from exc
@@ -336,7 +360,10 @@ def store_failure(call: KeyedCall) -> None:
     exc, call.failed = call.failed, None
     if exc is None:
         return
-    inserted = call.store.insert_completed(  # type: ignore[attr-defined]
+    inserted = step(
+        "complete",
+        call,
+        call.store.insert_completed,  # type: ignore[attr-defined]
         call.scope,
         call.key,
         fingerprint=call.fingerprint,

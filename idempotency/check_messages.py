@@ -117,6 +117,10 @@ MESSAGES: dict[str, _Message] = {
         "the access check runs (a user who lost the permission still gets the answer).",
         "Put @idempotent below the access decorator, so the check runs first.",
     ),
+    "E043": _Message(
+        "IDEMPOTENCY['OPENTELEMETRY'] is on, but opentelemetry-api is not installed.",
+        "pip install 'django-idempotency[otel]', or set OPENTELEMETRY to False.",
+    ),
     "W001": _Message(
         "{what} is a CacheStore on the cache {alias!r}, a LocMemCache: each process has "
         "its own, so a key is only deduplicated within one process.",

@@ -119,10 +119,17 @@ def _check_values(values: dict[str, Any]) -> list[checks.CheckMessage]:
         errors += [_message("E011", header=h) for h in replayed if h.lower() in NEVER_REPLAYED]
     if values["METRICS"] and importlib.util.find_spec("prometheus_client") is None:
         errors.append(_message("E018"))
+    if values["OPENTELEMETRY"] and not _installed("opentelemetry", "opentelemetry.trace"):
+        errors.append(_message("E043"))
     ttl, lease = values["TTL"], values["LEASE"]
     if SETTINGS["TTL"].accepts(ttl) and SETTINGS["LEASE"].accepts(lease) and ttl < lease:
         errors.append(_message("E016", ttl=ttl, lease=lease))
     return errors
+
+
+def _installed(*modules: str) -> bool:
+    """Whether every module is importable (a dotted one only once its parent is)."""
+    return all(importlib.util.find_spec(module) is not None for module in modules)
 
 
 def _check_import(name: str, value: Any) -> list[checks.CheckMessage]:

@@ -400,6 +400,13 @@ SETTINGS: dict[str, Setting] = {
         "Count outcomes and claim latency in Prometheus metrics (needs prometheus-client).",
         "bool",
     ),
+    "OPENTELEMETRY": Setting(
+        False,
+        "Trace the claim, the replay, the completion and the release as OpenTelemetry spans, "
+        "and count outcomes and claim latency in OpenTelemetry metrics (needs "
+        "opentelemetry-api).",
+        "bool",
+    ),
     "LOG_OUTCOMES": Setting(
         True,
         'Log one record per non-trivial outcome on the "idempotency.outcomes" logger.',

@@ -87,8 +87,8 @@ TESTAPP_URLS = (
 )
 SLOW_LEFT_OUT = pytest.StashKey[int]()
 
-# the ``chromium`` fixture: a real headless browser
-pytest_plugins = ["tests.support.chromium"]
+# pytest-playwright's fixtures on Debian's Chromium, one Playwright per test
+pytest_plugins = ["tests.support.browser"]
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m selects by marker

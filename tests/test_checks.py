@@ -328,6 +328,19 @@ def test_e018_metrics_without_prometheus_client(monkeypatch: pytest.MonkeyPatch)
     assert ids(IDEMPOTENCY={"METRICS": False}) == []
 
 
+def test_e020_opentelemetry_without_its_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name.startswith("opentelemetry") else find_spec(name, *a),
+    )
+    only("E043", IDEMPOTENCY={"OPENTELEMETRY": True})
+    assert ids(IDEMPOTENCY={"OPENTELEMETRY": False}) == []
+
+
 # -- warnings ---------------------------------------------------------------------------
 
 

@@ -18,12 +18,12 @@ from django.urls import path
 from drf_spectacular.drainage import GENERATOR_STATS
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.validation import validate_schema
+from playwright.sync_api import Page, expect
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from idempotency import idempotency_exempt
 from idempotency.openapi import KEY_PATTERNS
-from tests.support.chromium import Chromium
 from tests.support.services import ROOT
 from tests.testapp import views
 
@@ -169,33 +169,26 @@ def test_the_middleware_protects_every_view_but_the_exempt_ones(
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_the_docs_page_in_a_real_browser(
-    chromium: Chromium, live_server: Any, tmp_path: Path
-) -> None:
-    chromium.open(f"{live_server.url}/api/docs/", "/api/docs/")
+def test_the_docs_page_in_a_real_browser(page: Page, live_server: Any, tmp_path: Path) -> None:
+    page.goto(f"{live_server.url}/api/docs/")
     # Swagger UI's own script and styles come from this server, never from a CDN
-    sources = chromium.evaluate(
+    sources = page.evaluate(
         "[...document.querySelectorAll('script[src], link[href]')].map(e => e.src || e.href)"
     )
     assert sources and all(s.startswith(live_server.url) for s in sources), sources
-    chromium.wait_for("document.querySelectorAll('.opblock').length > 5", "the operations")
-    pay = "#operations-orders-orders_pay_create"
-    chromium.evaluate(f"document.querySelector('{pay} .opblock-summary-control').click(); true")
-    chromium.wait_for(
-        f"document.querySelector('{pay} .parameters') !== null", "the pay operation to open"
-    )
-    text = chromium.evaluate(f"document.querySelector('{pay}').innerText")
+    page.wait_for_function("document.querySelectorAll('.opblock').length > 5")
+    pay = page.locator("#operations-orders-orders_pay_create")
+    pay.locator(".opblock-summary-control").click()
+    expect(pay.locator(".parameters")).to_be_attached()
+    text = pay.inner_text()
     assert "Idempotency-Key" in text
     assert "Idempotent-Replayed" in text
     for code in ("400", "409", "422"):
         assert code in text
     # a tall page, so the picture holds the header, the replay header and the problems
-    chromium.send(
-        "Emulation.setDeviceMetricsOverride",
-        {"width": 1280, "height": 2300, "deviceScaleFactor": 1, "mobile": False},
-    )
-    chromium.evaluate(f"document.querySelector('{pay}').scrollIntoView(); true")
-    png = chromium.screenshot(tmp_path / "api-docs.png")
+    page.set_viewport_size({"width": 1280, "height": 2300})
+    pay.evaluate("element => element.scrollIntoView()")  # its top at the top
+    png = page.screenshot(path=tmp_path / "api-docs.png")
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
     assert len(png) > 10_000
     if os.environ.get("IDEMPOTENCY_UPDATE_SCREENSHOTS") == "1":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from typing import cast
+from typing import Any, cast
 
 from django.db import IntegrityError, OperationalError, connections, transaction
 from django.http import HttpResponseBase
@@ -35,6 +35,7 @@ from idempotency.http.flow import (
 from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
 from idempotency.stores.database import DatabaseStore
 from idempotency.stores.savepoints import batched_releases
+from idempotency.tracing import step
 
 
 class _LostRace(Exception):
@@ -149,7 +150,10 @@ def run_atomic(
                 # released: nothing of this attempt may stay, or a retry would double it
                 _roll_back(aliases)
                 released = response.status_code
-            elif not store.complete(
+            elif not step(
+                "complete",
+                prepared,
+                store.complete,
                 prepared.scope,
                 prepared.key,
                 fence=claim.fence,
@@ -233,16 +237,25 @@ def _committed(
     """The view's transaction ended: signal its outcome (``released``: the status whose
     attempt was rolled back), then answer with the view's response."""
     if released is not None:
-        send(signals.released, prepared, status=released)
+        _released(prepared, status=released)
     else:
         send(signals.stored, prepared, status=response.status_code)
     return response
 
 
+def _released(prepared: Prepared, **extra: Any) -> None:
+    """The view's transaction rolled back, and the claim with it: the key is free again
+    (no store call: traced as ``idempotency.release`` around the signal)."""
+    step("release", prepared, send, signals.released, prepared, **extra)
+
+
 def _insert_completed(prepared: Prepared, stored: StoredResponse, status: int) -> bool:
     """Atomic mode: insert the completed record of a response with ``status`` in the open
     transaction (False: taken)."""
-    return store_of(prepared).insert_completed(
+    return step(
+        "complete",
+        prepared,
+        store_of(prepared).insert_completed,
         prepared.scope,
         prepared.key,
         fingerprint=prepared.fingerprint,
@@ -278,16 +291,16 @@ def _atomic_failure(
             if not isinstance(exc, IntegrityError):
                 return answer(prepared, Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0))
     if isinstance(exc, IdempotencyError):
-        send(signals.released, prepared, exception=exc)
+        _released(prepared, exception=exc)
         return exc.as_response()
     answered = answer_to_exception(prepared, exc, convert, finalize)
     if answered is None:
-        send(signals.released, prepared, exception=exc)
+        _released(prepared, exception=exc)
         raise exc
     response = answered
     stored = store_response(prepared, response)
     if stored is None:
-        send(signals.released, prepared, exception=exc)
+        _released(prepared, exception=exc)
         return response
     # a definitive error (a 4xx the view raised): stored, so a retry replays it
     with store.atomic():

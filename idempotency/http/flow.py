@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponseBase
 
 from idempotency import signals
 from idempotency.backoff import Backoff
-from idempotency.conf import idempotency_settings
+from idempotency.conf import DEFAULTS, idempotency_settings
 from idempotency.exceptions import (
     IdempotencyAnonymousNotAllowed,
     IdempotencyKeyMismatch,
@@ -30,6 +30,7 @@ from idempotency.policy import lease_over
 from idempotency.problems import problem_response
 from idempotency.stores import record_digest
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus, StoredResponse
+from idempotency.tracing import step
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -104,6 +105,21 @@ class Prepared:
     #: Seconds the store took to decide who owns the key (lookup or claim).
     claim_seconds: float | None = None
 
+    #: What its spans say (``idempotency.tracing``): the HTTP interface.
+    interface = "http"
+
+    @property
+    def scope_kind(self) -> str:
+        """A bounded label of the scope, for spans: ``shared`` (one scope named on the
+        view), the principal's kind where the default scope made it (``user`` of
+        ``user:<pk>``), else ``custom``; never the scope itself."""
+        if isinstance(self.policy.scope, str):
+            return "shared"
+        if self.policy.scope is None and DEFAULTS["SCOPE"] == idempotency_settings.SCOPE:
+            kind, colon, _ = self.scope.partition(":")
+            return kind if colon else "custom"
+        return "custom"
+
 
 def bind(prepared: Prepared, claim: Claim | None = None) -> IdempotencyContext:
     """The request now owns its key: ``request.idempotency`` (set here and nowhere else),
@@ -144,9 +160,12 @@ def send(signal: Any, prepared: Prepared, **extra: Any) -> None:
 
 
 def timed(prepared: Prepared, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """``call(*args, **kwargs)``, its duration added to ``prepared.claim_seconds``."""
+    """``call(*args, **kwargs)``, its duration added to ``prepared.claim_seconds``: a store
+    call that decides who owns the key (traced as ``idempotency.claim``)."""
     started = time.perf_counter()
     try:
+        if idempotency_settings.OPENTELEMETRY:
+            return step("claim", prepared, call, *args, **kwargs)
         return call(*args, **kwargs)
     finally:
         elapsed = time.perf_counter() - started
@@ -210,7 +229,7 @@ def answer(prepared: Prepared, claim: Claim) -> HttpResponseBase:
     """The response to a request that does not own the key."""
     if claim.status is ClaimStatus.COMPLETED and claim.response is not None:
         send(signals.replayed, prepared)
-        return replay(claim.response)
+        return step("replay", prepared, replay, claim.response)
     if claim.status is ClaimStatus.MISMATCH:
         own = older_own(prepared, claim)
         if own is not None:

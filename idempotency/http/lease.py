@@ -34,6 +34,7 @@ from idempotency.http.responses import akept, is_storable
 from idempotency.keepalive import kept_alive
 from idempotency.keyed import log_ref
 from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
+from idempotency.tracing import step
 
 logger = logging.getLogger("idempotency")
 
@@ -88,7 +89,10 @@ def record(
     store = prepared.store
     if stored is not None:
         try:
-            completed = store.complete(
+            completed = step(
+                "complete",
+                prepared,
+                store.complete,
                 prepared.scope,
                 prepared.key,
                 fence=claim.fence,
@@ -116,7 +120,14 @@ def record(
 
 def abort(prepared: Prepared, claim: Claim, **extra: Any) -> None:
     try:
-        released = prepared.store.release(prepared.scope, prepared.key, fence=claim.fence)
+        released = step(
+            "release",
+            prepared,
+            prepared.store.release,
+            prepared.scope,
+            prepared.key,
+            fence=claim.fence,
+        )
     except StoreUnavailable:
         return  # the claim ends with its lease; the view's own outcome is what counts
     if released:

@@ -1,7 +1,7 @@
 """The built docs site, as a reader sees it in headless Chromium.
 
 The site is built here (Sphinx, warnings as errors, as ``python3 dev.py docs`` does),
-served from a thread on a free port, and read in a real browser: the home page and its
+served from a thread on a free port, and read in a real browser (Playwright): the home page and its
 navigation, the search, highlighted code blocks, the benchmark chart and the settings
 reference. ``IDEMPOTENCY_UPDATE_SCREENSHOTS=1`` writes the pictures of the home page and
 the settings reference into ``docs/screenshots/``.
@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Page, expect
 
 from idempotency.conf import DEFAULTS
 from tests.docs.snippets import DOCS
-from tests.support.chromium import Chromium
 
 SCREENSHOTS = DOCS / "screenshots"
 
@@ -64,11 +64,8 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def _tall(chromium: Chromium, height: int) -> None:
-    chromium.send(
-        "Emulation.setDeviceMetricsOverride",
-        {"width": 1280, "height": height, "deviceScaleFactor": 1, "mobile": False},
-    )
+def _tall(page: Page, height: int) -> None:
+    page.set_viewport_size({"width": 1280, "height": height})
 
 
 def _keep(png: bytes, name: str) -> None:
@@ -77,64 +74,54 @@ def _keep(png: bytes, name: str) -> None:
         (SCREENSHOTS / name).write_bytes(png)
 
 
-def test_home_page_navigation_and_search(site: str, chromium: Chromium, tmp_path: Path) -> None:
-    chromium.open(f"{site}/index.html", "/index.html")
-    assert "django-idempotency" in chromium.evaluate("document.title")
-    links = chromium.evaluate(
-        "[...document.querySelectorAll('.sidebar-tree a')].map(a => a.textContent.trim())"
-    )
+def test_home_page_navigation_and_search(site: str, page: Page, tmp_path: Path) -> None:
+    page.goto(f"{site}/index.html")
+    assert "django-idempotency" in page.title()
+    links = [text.strip() for text in page.locator(".sidebar-tree a").all_text_contents()]
     for title in ("Tutorial: a payment API that is safe to retry", "Settings", "Problem codes"):
         assert title in links
-    _tall(chromium, 1000)
-    _keep(chromium.screenshot(tmp_path / "home.png"), "docs-home.png")
+    _tall(page, 1000)
+    _keep(page.screenshot(path=tmp_path / "home.png"), "docs-home.png")
 
     # the search box searches the site's own index (no network)
-    chromium.open(f"{site}/search.html?q=RedisStore", "/search.html")
-    chromium.wait_for(
-        "document.querySelectorAll('#search-results li').length > 0", "search results"
-    )
-    found = chromium.evaluate(
-        "[...document.querySelectorAll('#search-results li a')].map(a => a.textContent)"
-    )
+    page.goto(f"{site}/search.html?q=RedisStore")
+    results = page.locator("#search-results li a")
+    expect(results).not_to_have_count(0)
+    found = results.all_text_contents()
     assert any("store" in title.lower() for title in found), found
 
 
-def test_settings_reference_lists_every_setting(
-    site: str, chromium: Chromium, tmp_path: Path
-) -> None:
-    chromium.open(f"{site}/reference/settings.html", "/reference/settings.html")
-    cells = chromium.evaluate(
-        "[...document.querySelectorAll('table td:first-child code')].map(c => c.textContent)"
-    )
+def test_settings_reference_lists_every_setting(site: str, page: Page, tmp_path: Path) -> None:
+    page.goto(f"{site}/reference/settings.html")
+    cells = page.locator("table td:first-child code").all_text_contents()
     assert set(DEFAULTS) <= set(cells)
-    _tall(chromium, 1400)
-    _keep(chromium.screenshot(tmp_path / "settings.png"), "docs-settings.png")
+    _tall(page, 1400)
+    _keep(page.screenshot(path=tmp_path / "settings.png"), "docs-settings.png")
 
 
-def test_code_blocks_are_highlighted_and_the_chart_loads(site: str, chromium: Chromium) -> None:
-    chromium.open(f"{site}/tutorial.html", "/tutorial.html")
-    assert chromium.evaluate("document.querySelectorAll('div.highlight-python pre').length") > 3
-    assert chromium.evaluate("document.querySelectorAll('.highlight .k').length") > 0  # keywords
-    chromium.open(f"{site}/benchmarks.html", "/benchmarks.html")
-    chromium.wait_for(
-        "[...document.images].some(i => i.src.endsWith('.svg') && i.naturalWidth > 0)",
-        "the benchmark chart",
+def test_code_blocks_are_highlighted_and_the_chart_loads(site: str, page: Page) -> None:
+    page.goto(f"{site}/tutorial.html")
+    assert page.locator("div.highlight-python pre").count() > 3
+    assert page.locator(".highlight .k").count() > 0  # keywords
+    page.goto(f"{site}/benchmarks.html")
+    page.wait_for_function(
+        "[...document.images].some(i => i.src.endsWith('.svg') && i.naturalWidth > 0)"
     )
 
 
-def test_generated_reference_tables(site: str, chromium: Chromium) -> None:
+def test_generated_reference_tables(site: str, page: Page) -> None:
     """The generated pages are real tables with a row per problem class and check id."""
     from idempotency.check_messages import MESSAGES
     from idempotency.exceptions import IdempotencyError
 
-    rows = "[...document.querySelectorAll('table tbody tr')].map(r => r.innerText)"
-    chromium.open(f"{site}/reference/problems.html", "/reference/problems.html")
-    problems = chromium.evaluate(rows)
+    rows = page.locator("table tbody tr")
+    page.goto(f"{site}/reference/problems.html")
+    problems = rows.all_inner_texts()
     codes = {cls.default_code for cls in _subclasses(IdempotencyError)}
     assert {row.split()[0] for row in problems} >= codes
     assert any("422" in row and "idempotency-key-mismatch" in row for row in problems)
-    chromium.open(f"{site}/reference/checks.html", "/reference/checks.html")
-    checks = chromium.evaluate(rows)
+    page.goto(f"{site}/reference/checks.html")
+    checks = rows.all_inner_texts()
     assert sorted(row.split()[0] for row in checks) == sorted(f"idempotency.{c}" for c in MESSAGES)
 
 

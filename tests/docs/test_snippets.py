@@ -165,12 +165,13 @@ def run_project_page(page: Page, tmp_path: Path, servers: Servers) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("page", PAGES, ids=[page.name for page in PAGES])
-def test_snippets_run(page: Page, tmp_path: Path, servers: Servers) -> None:
-    if page.project:
-        run_project_page(page, tmp_path, servers)
+@pytest.mark.parametrize("doc", PAGES, ids=[doc.name for doc in PAGES])
+def test_snippets_run(doc: Page, tmp_path: Path, servers: Servers) -> None:
+    # "doc", not "page": pytest-playwright parametrises any test that asks for a "page"
+    if doc.project:
+        run_project_page(doc, tmp_path, servers)
     else:
-        run_namespace_page(page, tmp_path, servers)
+        run_namespace_page(doc, tmp_path, servers)
 
 
 @pytest.mark.parametrize("snippet", SKIPPED, ids=[s.name for s in SKIPPED])

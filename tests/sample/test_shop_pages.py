@@ -31,7 +31,7 @@ def shopper(db: None) -> User:
 
 
 @pytest.fixture
-def browser(shopper: User) -> Client:
+def customer(shopper: User) -> Client:
     client = Client()
     response = client.post("/shop/login/", {"username": "alice", "password": PASSWORD})
     assert response.status_code == 302 and response["Location"] == "/shop/"
@@ -52,22 +52,22 @@ def test_pages_need_a_login_and_errors_stay_html(client: Client, shopper: User) 
     assert b"Wrong username or password" in wrong.content
 
 
-def test_an_order_of_someone_else_is_a_404_page(browser: Client) -> None:
+def test_an_order_of_someone_else_is_a_404_page(customer: Client) -> None:
     other = User.objects.create_user("mallory")
     order = Order.objects.create(user=other, request_id="x-1", amount=Decimal("5.00"))
-    response = browser.get(f"/shop/orders/{order.pk}/")
+    response = customer.get(f"/shop/orders/{order.pk}/")
     assert response.status_code == 404
     assert not response["Content-Type"].startswith("application/problem+json")
 
 
-def test_the_checkout_endpoint_pays_once_per_key(browser: Client, shopper: User) -> None:
-    page = browser.get("/shop/checkout/")
+def test_the_checkout_endpoint_pays_once_per_key(customer: Client, shopper: User) -> None:
+    page = customer.get("/shop/checkout/")
     assert page.status_code == 200 and b'id="pay"' in page.content
-    csrf = browser.cookies["csrftoken"].value
+    csrf = customer.cookies["csrftoken"].value
     key = str(uuid.uuid4())
 
     def pay(amount: str = "25.00", **headers: str) -> Any:
-        return browser.post(
+        return customer.post(
             "/shop/checkout/pay/",
             {"amount": amount},
             content_type="application/json",
@@ -87,7 +87,7 @@ def test_the_checkout_endpoint_pays_once_per_key(browser: Client, shopper: User)
     assert too_much.status_code == 409 and too_much.json()["code"] == "insufficient-funds"
     assert charges(shopper) == 1
     assert Order.objects.filter(user=shopper).count() == 1  # the refused one rolled back
-    order_page = browser.get(f"/shop/orders/{body['order_id']}/")
+    order_page = customer.get(f"/shop/orders/{body['order_id']}/")
     assert b"75.00" in order_page.content and body["pay_no"].encode() in order_page.content
 
 
@@ -97,12 +97,12 @@ def _form_token(page: bytes) -> str:
     return match.group(1).decode()
 
 
-def test_the_order_form_submitted_twice_makes_one_order(browser: Client, shopper: User) -> None:
-    token = _form_token(browser.get("/shop/checkout/form/").content)
-    first = browser.post("/shop/checkout/form/", {"submit_token": token, "amount": "40.00"})
+def test_the_order_form_submitted_twice_makes_one_order(customer: Client, shopper: User) -> None:
+    token = _form_token(customer.get("/shop/checkout/form/").content)
+    first = customer.post("/shop/checkout/form/", {"submit_token": token, "amount": "40.00"})
     order = Order.objects.get(user=shopper)
     assert first.status_code == 302 and first["Location"] == f"/shop/orders/{order.pk}/"
-    second = browser.post("/shop/checkout/form/", {"submit_token": token, "amount": "40.00"})
+    second = customer.post("/shop/checkout/form/", {"submit_token": token, "amount": "40.00"})
     assert second.status_code == 409
     assert second["Content-Type"].startswith("text/html")
     assert b"already placed" in second.content and f"#{order.pk}".encode() in second.content
@@ -111,19 +111,19 @@ def test_the_order_form_submitted_twice_makes_one_order(browser: Client, shopper
 
 
 def test_a_refused_form_spends_no_token_and_bad_tokens_get_a_page(
-    browser: Client, shopper: User
+    customer: Client, shopper: User
 ) -> None:
-    token = _form_token(browser.get("/shop/checkout/form/").content)
+    token = _form_token(customer.get("/shop/checkout/form/").content)
     account = Account.objects.get(user=shopper)
     Account.objects.filter(pk=account.pk).update(balance=Decimal("1.00"))
-    refused = browser.post("/shop/checkout/form/", {"submit_token": token, "amount": "12.50"})
+    refused = customer.post("/shop/checkout/form/", {"submit_token": token, "amount": "12.50"})
     assert refused.status_code == 409 and b"not placed" in refused.content
     Account.objects.filter(pk=account.pk).update(balance=Decimal("100.00"))
     # the refusal rolled back with the token: the same form can be sent again
-    again = browser.post("/shop/checkout/form/", {"submit_token": token, "amount": "12.50"})
+    again = customer.post("/shop/checkout/form/", {"submit_token": token, "amount": "12.50"})
     assert again.status_code == 302
-    bad = browser.post("/shop/checkout/form/", {"submit_token": "forged", "amount": "12.50"})
+    bad = customer.post("/shop/checkout/form/", {"submit_token": "forged", "amount": "12.50"})
     assert bad.status_code == 400 and b"expired" in bad.content
-    odd = browser.post("/shop/checkout/form/", {"submit_token": token, "amount": "7"})
+    odd = customer.post("/shop/checkout/form/", {"submit_token": token, "amount": "7"})
     assert odd.status_code == 400
     assert Order.objects.filter(user=shopper).count() == 1

@@ -13,8 +13,8 @@ conftest; whatever two of them need lives here, fixtures stay in the conftest fi
 - :mod:`.tasks`, :mod:`.workers`: in-process Celery apps, real Celery worker processes.
 - :mod:`.servers`, :mod:`.processes`, :mod:`.clusters`: a uvicorn server, stopping process
   groups, a private Redis Cluster and its caches.
-- :mod:`.faults`, :mod:`.proxy`, :mod:`.chromium`: private Redis servers, a lossy network,
-  a real browser.
+- :mod:`.faults`, :mod:`.proxy`, :mod:`.browser`: private Redis servers, a lossy network,
+  a real browser (pytest-playwright's ``page`` on Debian's Chromium).
 - :mod:`.keepalive_owner`, :mod:`.lock_worker`: processes the keep-alive and lock tests run.
 - :mod:`.uploads`: multipart bodies of any size.
 - :mod:`.factories`, :mod:`.naive`, :mod:`.gateway`, :mod:`.problems`, :mod:`.strategies`:
