@@ -158,7 +158,7 @@ def test_a_first_request_its_replay_and_a_release(
         assert span.attributes is not None
         assert span.attributes["idempotency.store"] == store
         assert span.attributes["idempotency.mode"] == variant["MODE"]
-        assert span.attributes["idempotency.scope.kind"] == "user"
+        assert span.attributes["idempotency.scope.kind"] == "auth.user"
         assert span.attributes["idempotency.interface"] == "http"
         assert span.attributes["idempotency.key.hash"] == key_hash(key)
         assert span.status.status_code is StatusCode.UNSET

@@ -28,6 +28,7 @@ from idempotency.http.policy import Policy
 from idempotency.http.responses import is_storable, kept, replay, retry_after
 from idempotency.policy import lease_over
 from idempotency.problems import problem_response
+from idempotency.scopes import SharedScope
 from idempotency.stores import record_digest
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus, StoredResponse
 from idempotency.tracing import step
@@ -110,11 +111,14 @@ class Prepared:
 
     @property
     def scope_kind(self) -> str:
-        """A bounded label of the scope, for spans: ``shared`` (one scope named on the
-        view), the principal's kind where the default scope made it (``user`` of
-        ``user:<pk>``), else ``custom``; never the scope itself."""
-        if isinstance(self.policy.scope, str):
+        """A bounded label of the scope, for spans: ``shared`` (``shared(...)`` on the
+        view), ``named`` (a string on the view: a part of each caller's records), the
+        principal's kind where the default scope made it (``auth.user`` of
+        ``auth.user:<pk>``, ``token``), else ``custom``; never the scope itself."""
+        if isinstance(self.policy.scope, SharedScope):
             return "shared"
+        if isinstance(self.policy.scope, str):
+            return "named"
         if self.policy.scope is None and DEFAULTS["SCOPE"] == idempotency_settings.SCOPE:
             kind, colon, _ = self.scope.partition(":")
             return kind if colon else "custom"
