@@ -8,8 +8,10 @@ Each batch is its own short transaction over at most ``batch_size`` rows, found
 through the ``expires_at`` index, so a purge of millions of rows never holds
 locks for long and can be stopped (``max_batches``) and resumed at any time.
 On PostgreSQL a batch is one ``DELETE … WHERE id IN (SELECT … FOR UPDATE SKIP
-LOCKED)`` statement, so concurrent purges share the work instead of queueing;
-elsewhere a batch selects the primary keys, then deletes them.
+LOCKED)`` statement, so concurrent purges share the work instead of queueing; on
+MySQL and MariaDB, which refuse a subquery on the table being deleted from, one
+``DELETE … ORDER BY expires_at LIMIT n``; elsewhere a batch selects the primary
+keys, then deletes them.
 
 Expired records are never held in the response cache past their TTL, so there
 is nothing else to invalidate.
@@ -29,6 +31,7 @@ from django.utils import timezone
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
+from idempotency.stores.statements import SERVER_CLOCK_VENDORS, as_datetime, now_sql
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
@@ -71,7 +74,7 @@ def purge_expired_records(
     :param batch_size: rows per batch (default: ``PURGE_BATCH_SIZE``).
     :param dry_run: count what would be deleted, delete nothing.
     :param now: the cut-off (default: the current time, by the database server's clock on
-        PostgreSQL).
+        PostgreSQL, MySQL and MariaDB).
     :param max_batches: stop after this many batches (default: until none are left).
     :param using: database alias (default: ``DATABASE_ALIAS``).
     """
@@ -98,7 +101,10 @@ def purge_expired_records(
         return result
 
     connection = connections[alias]
-    delete_batch = _delete_batch_postgresql if connection.vendor == "postgresql" else _delete_batch
+    delete_batch = {
+        "postgresql": _delete_batch_postgresql,
+        "mysql": _delete_batch_mysql,
+    }.get(connection.vendor, _delete_batch)
     deleted = batches = 0
     longest = 0.0
     while max_batches is None or batches < max_batches:
@@ -129,15 +135,17 @@ def purge_expired_records(
 
 
 def _database_now(alias: str) -> datetime:
-    """The current time by the clock the store judges expiry with: PostgreSQL's own
-    (so an application server whose clock runs ahead never purges live records)."""
+    """The current time by the clock the store judges expiry with: PostgreSQL's or
+    MySQL's own (so an application server whose clock runs ahead never purges live
+    records)."""
     connection = connections[alias]
-    if connection.vendor != "postgresql":
+    if connection.vendor not in SERVER_CLOCK_VENDORS:
         return timezone.now()
     with connection.cursor() as cursor:
-        cursor.execute("SELECT statement_timestamp()")
-        value: datetime = cursor.fetchone()[0]
-    return value
+        cursor.execute(f"SELECT {now_sql(connection)}")
+        value = cursor.fetchone()[0]
+    moment: datetime = as_datetime(connection, value)  # type: ignore[assignment]
+    return moment
 
 
 def _delete_batch(connection: BaseDatabaseWrapper, cutoff: datetime, size: int) -> int:
@@ -172,4 +180,17 @@ def _delete_batch_postgresql(connection: BaseDatabaseWrapper, cutoff: datetime, 
     )
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         cursor.execute(sql, [cutoff, size])
+        return int(cursor.rowcount)
+
+
+def _delete_batch_mysql(connection: BaseDatabaseWrapper, cutoff: datetime, size: int) -> int:
+    """One batch on MySQL and MariaDB: a single statement through the ``expires_at`` index
+    (a concurrent purge waits for it rather than skipping its rows)."""
+    qn = connection.ops.quote_name
+    sql = (
+        f"DELETE FROM {qn(_model()._meta.db_table)} WHERE {qn('expires_at')} <= %s "
+        f"ORDER BY {qn('expires_at')} LIMIT %s"
+    )
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        cursor.execute(sql, [connection.ops.adapt_datetimefield_value(cutoff), size])
         return int(cursor.rowcount)
