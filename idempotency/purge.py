@@ -10,8 +10,8 @@ locks for long and can be stopped (``max_batches``) and resumed at any time.
 On PostgreSQL a batch is one ``DELETE … WHERE id IN (SELECT … FOR UPDATE SKIP
 LOCKED)`` statement, so concurrent purges share the work instead of queueing; on
 MySQL and MariaDB, which refuse a subquery on the table being deleted from, one
-``DELETE … ORDER BY expires_at LIMIT n``; elsewhere a batch selects the primary
-keys, then deletes them.
+``DELETE … ORDER BY expires_at LIMIT n`` under a named lock, so concurrent purges take
+turns; elsewhere a batch selects the primary keys, then deletes them.
 
 Expired records are never held in the response cache past their TTL, so there
 is nothing else to invalidate.
@@ -19,6 +19,7 @@ is nothing else to invalidate.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import time
@@ -26,17 +27,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections, transaction
+from django.db import OperationalError, connections, transaction
 from django.utils import timezone
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
+from idempotency.outages import is_deadlock
 from idempotency.stores.statements import SERVER_CLOCK_VENDORS, as_datetime, now_sql
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
 
 __all__ = ["PurgeResult", "purge_expired_records"]
+
+#: Attempts of a MySQL batch chosen as a deadlock's victim.
+DEADLOCK_ATTEMPTS = 3
 
 logger = logging.getLogger("idempotency.purge")
 
@@ -184,13 +189,34 @@ def _delete_batch_postgresql(connection: BaseDatabaseWrapper, cutoff: datetime, 
 
 
 def _delete_batch_mysql(connection: BaseDatabaseWrapper, cutoff: datetime, size: int) -> int:
-    """One batch on MySQL and MariaDB: a single statement through the ``expires_at`` index
-    (a concurrent purge waits for it rather than skipping its rows)."""
+    """One batch on MySQL and MariaDB: one ``DELETE … ORDER BY expires_at LIMIT n`` through
+    the ``expires_at`` index, while holding a named lock (``GET_LOCK``) of this database's
+    purge, so concurrent purges take turns batch by batch. MySQL refuses PostgreSQL's
+    single statement (a subquery on the table deleted from), and concurrent batches
+    deadlocked on the table's other indexes, measured on MariaDB 10.11 both as one
+    ``DELETE … LIMIT`` and as ``SELECT … FOR UPDATE SKIP LOCKED`` then ``DELETE``. A
+    purge that waits 30 s for its turn stops: another one is at work. A deadlock with
+    the claims' inserts rolls the batch back, and it runs again."""
     qn = connection.ops.quote_name
     sql = (
         f"DELETE FROM {qn(_model()._meta.db_table)} WHERE {qn('expires_at')} <= %s "
         f"ORDER BY {qn('expires_at')} LIMIT %s"
     )
-    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-        cursor.execute(sql, [connection.ops.adapt_datetimefield_value(cutoff), size])
-        return int(cursor.rowcount)
+    name = hashlib.sha256(f"idempotency:purge:{connection.settings_dict['NAME']}".encode())
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT GET_LOCK(%s, 30)", [name.hexdigest()])
+        if cursor.fetchone()[0] != 1:
+            return 0
+        try:
+            for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
+                try:
+                    with transaction.atomic(using=connection.alias):
+                        value = connection.ops.adapt_datetimefield_value(cutoff)
+                        cursor.execute(sql, [value, size])
+                        return int(cursor.rowcount)
+                except OperationalError as exc:
+                    if not is_deadlock(exc) or attempt == DEADLOCK_ATTEMPTS:
+                        raise
+            return 0  # pragma: no cover - the loop returns or raises
+        finally:
+            cursor.execute("SELECT RELEASE_LOCK(%s)", [name.hexdigest()])
