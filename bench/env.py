@@ -9,6 +9,9 @@ and owns both: it truncates its tables and flushes that Redis database.
 on the server and prepares a statement it has run five times, so PostgreSQL stops
 parsing and planning it again (Django's default is client-side binding, no prepared
 statements, which keeps transaction-pooling proxies working).
+
+``BENCH_DATABASE_URL=mysql://root@127.0.0.1:3306/idem_bench`` runs it on MySQL or
+MariaDB (mysqlclient, the `mysql` extra), with the sample's charset and strict mode.
 """
 
 from __future__ import annotations
@@ -23,10 +26,26 @@ SERVER_SIDE_BINDING = os.environ.get("BENCH_SERVER_SIDE_BINDING", "") not in (""
 
 
 def database_settings(url: str = DATABASE_URL) -> dict[str, Any]:
-    """A ``DATABASES`` entry for a ``postgres://`` URL, with persistent connections."""
+    """A ``DATABASES`` entry for a ``postgres://`` or ``mysql://`` URL, with persistent
+    connections."""
     parts = urlsplit(url)
+    if parts.scheme in {"mysql", "mariadb"}:
+        return {
+            "ENGINE": "django.db.backends.mysql",
+            "NAME": unquote(parts.path.lstrip("/")) or "idem_bench",
+            "USER": unquote(parts.username or "root"),
+            "PASSWORD": unquote(parts.password or ""),
+            "HOST": parts.hostname or "127.0.0.1",
+            "PORT": str(parts.port or 3306),
+            "CONN_MAX_AGE": None,
+            "CONN_HEALTH_CHECKS": False,
+            "OPTIONS": {
+                "charset": "utf8mb4",
+                "init_command": "SET sql_mode = 'STRICT_TRANS_TABLES'",
+            },
+        }
     if parts.scheme not in {"postgres", "postgresql"}:
-        raise ValueError(f"The benchmark needs PostgreSQL, not {parts.scheme!r}")
+        raise ValueError(f"The benchmark needs PostgreSQL or MySQL, not {parts.scheme!r}")
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": unquote(parts.path.lstrip("/")) or "idem_bench",

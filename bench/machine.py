@@ -28,9 +28,12 @@ def machine_facts() -> dict[str, str]:
         from django.db import connection
 
         with connection.cursor() as cursor:
-            cursor.execute("SHOW server_version")
+            mysql = connection.vendor == "mysql"
+            cursor.execute("SELECT VERSION()" if mysql else "SHOW server_version")
             row = cursor.fetchone()
-            facts["postgresql"] = str(row[0]) if row else "?"
+            facts["postgresql"] = (
+                (f"(none: MySQL {row[0]})" if mysql else str(row[0])) if row else "?"
+            )
     except Exception as exc:  # noqa: BLE001 - a fact we report, not a failure
         facts["postgresql"] = f"? ({exc})"
     try:

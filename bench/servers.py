@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bench import env
 from bench.progress import log
@@ -131,10 +131,35 @@ class Server:
 
 def prepare_services(variants: Iterable[Variant]) -> None:
     """Create the database when missing, migrate every settings module, flush our Redis db."""
-    import psycopg
     import redis
 
     db = env.database_settings()
+    if db["ENGINE"].endswith("mysql"):
+        import MySQLdb  # type: ignore[import-untyped]
+
+        admin = MySQLdb.connect(
+            host=db["HOST"], port=int(db["PORT"]), user=db["USER"], password=db["PASSWORD"]
+        )
+        admin.cursor().execute(
+            f"CREATE DATABASE IF NOT EXISTS `{db['NAME']}` CHARACTER SET utf8mb4"
+        )
+        admin.close()
+    else:
+        _create_postgresql_database(db)
+    redis.Redis.from_url(env.REDIS_URL).flushdb()
+    for settings in sorted({v.settings for v in variants}):
+        done = subprocess.run(
+            [sys.executable, "-m", "django", "migrate", "--noinput", "-v", "0",
+             f"--settings={settings}"],
+            cwd=ROOT, capture_output=True, text=True,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise ServerError(f"migrate failed for {settings}:\n{done.stdout}\n{done.stderr}")
+
+
+def _create_postgresql_database(db: dict[str, Any]) -> None:
+    import psycopg
+
     admin = psycopg.connect(
         host=db["HOST"],
         port=db["PORT"],
@@ -148,15 +173,6 @@ def prepare_services(variants: Iterable[Variant]) -> None:
         if exists.fetchone() is None:
             admin.execute(f'CREATE DATABASE "{db["NAME"]}"')
             print(f"[bench] created database {db['NAME']}", file=sys.stderr, flush=True)
-    redis.Redis.from_url(env.REDIS_URL).flushdb()
-    for settings in sorted({v.settings for v in variants}):
-        done = subprocess.run(
-            [sys.executable, "-m", "django", "migrate", "--noinput", "-v", "0",
-             f"--settings={settings}"],
-            cwd=ROOT, capture_output=True, text=True,
-        )  # fmt: skip
-        if done.returncode != 0:
-            raise ServerError(f"migrate failed for {settings}:\n{done.stdout}\n{done.stderr}")
 
 
 @contextmanager

@@ -121,6 +121,15 @@ MESSAGES: dict[str, _Message] = {
         "IDEMPOTENCY['OPENTELEMETRY'] is on, but opentelemetry-api is not installed.",
         "pip install 'django-idempotency[otel]', or set OPENTELEMETRY to False.",
     ),
+    "E030": _Message(
+        "{what} keeps its records in the database {alias!r} ({engine}, vendor {vendor!r}), "
+        "and DatabaseStore has SQL only for PostgreSQL, MySQL/MariaDB and SQLite: every "
+        "keyed request would fail there.",
+        "Use a store that needs no SQL: RedisStore ('idempotency.stores.redis.RedisStore') "
+        "or CacheStore ('idempotency.stores.cache.CacheStore'); or point "
+        "IDEMPOTENCY['DATABASE_ALIAS'] (or the store's using=) at a PostgreSQL, MySQL, "
+        "MariaDB or SQLite database.",
+    ),
     "W001": _Message(
         "{what} is a CacheStore on the cache {alias!r}, a LocMemCache: each process has "
         "its own, so a key is only deduplicated within one process.",

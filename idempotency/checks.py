@@ -69,6 +69,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     errors = _check_keys(raw) + _check_values(values)
     uses = _stores(values, errors)
     errors += _check_stores(values, uses)
+    errors += _check_database_vendors(values, uses)
     errors += _check_redis(values, _redis_users(raw, values, uses))
     errors += _check_aliases(values)
     errors += _check_routers(values)
@@ -267,6 +268,45 @@ def _check_stores(
         database = databases.get(str(values["DATABASE_ALIAS"])) or {}
         if values["MODE"] == "lease" and is_database and database.get("ATOMIC_REQUESTS"):
             errors.append(_message("W004", alias=values["DATABASE_ALIAS"]))
+    return errors
+
+
+#: The database vendors (``connection.vendor``) DatabaseStore has SQL for.
+SUPPORTED_VENDORS = frozenset({"postgresql", "mysql", "sqlite"})
+
+
+def _vendor(engine: str) -> str | None:
+    """The ``vendor`` of a database ENGINE's wrapper (``connection.vendor``, read from the
+    class: nothing connects), or None when the backend cannot be loaded (Django reports
+    that itself)."""
+    from django.db.utils import load_backend
+
+    try:
+        vendor = load_backend(engine).DatabaseWrapper.vendor
+    except Exception:  # noqa: BLE001 - a backend that does not load is Django's to report
+        return None
+    return str(vendor)
+
+
+def _check_database_vendors(
+    values: dict[str, Any], uses: list[tuple[str, type, Any, Any]]
+) -> list[checks.CheckMessage]:
+    """E030: a DatabaseStore in use on a database it has no SQL for (Oracle, a third-party
+    backend), caught at startup instead of answering 500 to every keyed request."""
+    databases: dict[str, Any] = getattr(settings, "DATABASES", {}) or {}
+    errors = []
+    for what, store, instance, _mode in uses:
+        if not _is(store, "idempotency.stores.database.DatabaseStore"):
+            continue
+        alias = getattr(instance, "_using", None) or values["DATABASE_ALIAS"]
+        engine = (databases.get(alias) or {}).get("ENGINE") if isinstance(alias, str) else None
+        if not isinstance(engine, str):
+            continue  # an unknown alias is E015
+        vendor = _vendor(engine)
+        if vendor is not None and vendor not in SUPPORTED_VENDORS:
+            errors.append(
+                _message("E030", what=_cap(what), alias=alias, engine=engine, vendor=vendor)
+            )
     return errors
 
 

@@ -373,9 +373,9 @@ SETTINGS: dict[str, Setting] = {
     ),
     "LOCK_BACKEND": Setting(
         "redis",
-        'Backend of idempotency.locks.lock(): "redis" or "postgres".',
+        'Backend of idempotency.locks.lock(): "redis", "postgres" or "mysql" (MySQL/MariaDB).',
         "choice",
-        choices=("redis", "postgres"),
+        choices=("redis", "postgres", "mysql"),
     ),
     "PURGE_BATCH_SIZE": Setting(
         5000, "Rows deleted per batch by purge_idempotency_records.", "integer"

@@ -31,6 +31,52 @@ S = TypeVar("S")
 #: PostgreSQL SQLSTATEs of a server that is gone or refusing sessions: connection
 #: exceptions (class 08), admin/crash shutdown, cannot connect now, too many connections.
 _PG_OUTAGE_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+#: MySQL/MariaDB error numbers of a server that is gone or refusing sessions: too many
+#: connections (1040), shutdown in progress (1053), network errors (1158-1161), the
+#: connection killed (1927, MariaDB), disconnected for inactivity (4031, MySQL 8), and the
+#: client's own: cannot connect (2002, 2003), server gone away (2006), lost connection
+#: (2013, 2055).
+_MYSQL_OUTAGE_ERRORS = frozenset(
+    {1040, 1053, 1158, 1159, 1160, 1161, 1927, 4031, 2002, 2003, 2006, 2013, 2055}
+)
+#: Lock waits that ended without the lock: PostgreSQL's SQLSTATEs (lock_not_available,
+#: deadlock, serialization failure) and MySQL's error numbers (lock wait timeout, deadlock).
+_PG_LOCK_STATES = frozenset({"55P03", "40P01", "40001"})
+_MYSQL_LOCK_ERRORS = frozenset({1205, 1213})
+_DEADLOCKS = frozenset({"40P01", 1213})
+
+
+def _mysql_error(cause: BaseException | None) -> int | None:
+    """The error number of a MySQLdb (mysqlclient) error, else None."""
+    if cause is None or not type(cause).__module__.startswith("MySQLdb"):
+        return None
+    code = cause.args[0] if cause.args else None
+    return code if isinstance(code, int) else None
+
+
+def _database_error_code(exc: BaseException) -> str | int | None:
+    cause = exc.__cause__
+    mysql = _mysql_error(cause)
+    if mysql is not None:
+        return mysql
+    return getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    """Whether a database error is a lock wait that ended without the lock (a timeout or
+    a deadlock), on PostgreSQL, MySQL/MariaDB or SQLite: busy, not down."""
+    if not isinstance(exc, OperationalError):
+        return False
+    code = _database_error_code(exc)
+    if code in _PG_LOCK_STATES or code in _MYSQL_LOCK_ERRORS:
+        return True
+    return "database is locked" in str(exc)
+
+
+def is_deadlock(exc: BaseException) -> bool:
+    """Whether a database error chose this transaction as a deadlock's victim (retryable:
+    the server rolled it back)."""
+    return isinstance(exc, OperationalError) and _database_error_code(exc) in _DEADLOCKS
 
 
 def _redis_outage(exc: BaseException) -> bool:
@@ -57,6 +103,9 @@ def _database_outage(exc: BaseException) -> bool:
     if not isinstance(exc, OperationalError):
         return False
     cause = exc.__cause__
+    mysql = _mysql_error(cause)
+    if mysql is not None:
+        return mysql in _MYSQL_OUTAGE_ERRORS
     if cause is None or not hasattr(cause, "sqlstate") and not hasattr(cause, "pgcode"):
         return False  # SQLite ("database is locked" is a lock wait, not an outage)
     state = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)

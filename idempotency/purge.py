@@ -8,8 +8,10 @@ Each batch is its own short transaction over at most ``batch_size`` rows, found
 through the ``expires_at`` index, so a purge of millions of rows never holds
 locks for long and can be stopped (``max_batches``) and resumed at any time.
 On PostgreSQL a batch is one ``DELETE … WHERE id IN (SELECT … FOR UPDATE SKIP
-LOCKED)`` statement, so concurrent purges share the work instead of queueing;
-elsewhere a batch selects the primary keys, then deletes them.
+LOCKED)`` statement, so concurrent purges share the work instead of queueing; on
+MySQL and MariaDB, which refuse a subquery on the table being deleted from, one
+``DELETE … ORDER BY expires_at LIMIT n`` under a named lock, so concurrent purges take
+turns; elsewhere a batch selects the primary keys, then deletes them.
 
 Expired records are never held in the response cache past their TTL, so there
 is nothing else to invalidate.
@@ -23,6 +25,7 @@ no lock). A failure there is logged and never reaches the request.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
 import math
@@ -31,16 +34,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections, transaction
+from django.db import OperationalError, connections, transaction
 from django.utils import timezone
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
+from idempotency.outages import is_deadlock
+from idempotency.stores.statements import SERVER_CLOCK_VENDORS, as_datetime, now_sql
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
 
 __all__ = ["PurgeResult", "purge_expired_records", "purge_now_and_then"]
+
+#: Attempts of a MySQL batch chosen as a deadlock's victim.
+DEADLOCK_ATTEMPTS = 3
 
 logger = logging.getLogger("idempotency.purge")
 
@@ -78,7 +86,7 @@ def purge_expired_records(
     :param batch_size: rows per batch (default: ``PURGE_BATCH_SIZE``).
     :param dry_run: count what would be deleted, delete nothing.
     :param now: the cut-off (default: the current time, by the database server's clock on
-        PostgreSQL).
+        PostgreSQL, MySQL and MariaDB).
     :param max_batches: stop after this many batches (default: until none are left).
     :param using: database alias (default: ``DATABASE_ALIAS``).
     """
@@ -105,7 +113,10 @@ def purge_expired_records(
         return result
 
     connection = connections[alias]
-    delete_batch = _delete_batch_postgresql if connection.vendor == "postgresql" else _delete_batch
+    delete_batch = {
+        "postgresql": _delete_batch_postgresql,
+        "mysql": _delete_batch_mysql,
+    }.get(connection.vendor, _delete_batch)
     deleted = batches = 0
     longest = 0.0
     while max_batches is None or batches < max_batches:
@@ -153,15 +164,17 @@ def _delete_quotas(alias: str, cutoff: datetime, size: int, max_batches: int | N
 
 
 def _database_now(alias: str) -> datetime:
-    """The current time by the clock the store judges expiry with: PostgreSQL's own
-    (so an application server whose clock runs ahead never purges live records)."""
+    """The current time by the clock the store judges expiry with: PostgreSQL's or
+    MySQL's own (so an application server whose clock runs ahead never purges live
+    records)."""
     connection = connections[alias]
-    if connection.vendor != "postgresql":
+    if connection.vendor not in SERVER_CLOCK_VENDORS:
         return timezone.now()
     with connection.cursor() as cursor:
-        cursor.execute("SELECT statement_timestamp()")
-        value: datetime = cursor.fetchone()[0]
-    return value
+        cursor.execute(f"SELECT {now_sql(connection)}")
+        value = cursor.fetchone()[0]
+    moment: datetime = as_datetime(connection, value)  # type: ignore[assignment]
+    return moment
 
 
 def _delete_batch(connection: BaseDatabaseWrapper, cutoff: datetime, size: int) -> int:
@@ -229,3 +242,37 @@ def reset_purge_counter() -> None:
     """Start counting completions afresh (tests)."""
     global _completions
     _completions = itertools.count(1)
+
+
+def _delete_batch_mysql(connection: BaseDatabaseWrapper, cutoff: datetime, size: int) -> int:
+    """One batch on MySQL and MariaDB: one ``DELETE … ORDER BY expires_at LIMIT n`` through
+    the ``expires_at`` index, while holding a named lock (``GET_LOCK``) of this database's
+    purge, so concurrent purges take turns batch by batch. MySQL refuses PostgreSQL's
+    single statement (a subquery on the table deleted from), and concurrent batches
+    deadlocked on the table's other indexes, measured on MariaDB 10.11 both as one
+    ``DELETE … LIMIT`` and as ``SELECT … FOR UPDATE SKIP LOCKED`` then ``DELETE``. A
+    purge that waits 30 s for its turn stops: another one is at work. A deadlock with
+    the claims' inserts rolls the batch back, and it runs again."""
+    qn = connection.ops.quote_name
+    sql = (
+        f"DELETE FROM {qn(_model()._meta.db_table)} WHERE {qn('expires_at')} <= %s "
+        f"ORDER BY {qn('expires_at')} LIMIT %s"
+    )
+    name = hashlib.sha256(f"idempotency:purge:{connection.settings_dict['NAME']}".encode())
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT GET_LOCK(%s, 30)", [name.hexdigest()])
+        if cursor.fetchone()[0] != 1:
+            return 0
+        try:
+            for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
+                try:
+                    with transaction.atomic(using=connection.alias):
+                        value = connection.ops.adapt_datetimefield_value(cutoff)
+                        cursor.execute(sql, [value, size])
+                        return int(cursor.rowcount)
+                except OperationalError as exc:
+                    if not is_deadlock(exc) or attempt == DEADLOCK_ATTEMPTS:
+                        raise
+            return 0  # pragma: no cover - the loop returns or raises
+        finally:
+            cursor.execute("SELECT RELEASE_LOCK(%s)", [name.hexdigest()])

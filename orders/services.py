@@ -83,6 +83,16 @@ def _order_by_request_id(*, user: User, request_id: str) -> Order | None:
     return Order.objects.filter(user=user, request_id=request_id).first()
 
 
+def order_lock(*, order_id: int) -> None:
+    """Lock the order's row until the transaction ends: a payment takes it before it
+    inserts its record. On MySQL/MariaDB the record's foreign-key check share-locks the
+    order row, so two payments of one order would both hold that lock and then both wait
+    to move the order: a deadlock. Taken first, the exclusive lock queues them instead
+    (on PostgreSQL, whose key-share lock does not block the move, it costs one statement).
+    """
+    list(Order.objects.select_for_update().filter(pk=order_id).values_list("pk", flat=True))
+
+
 def order_transition(
     *,
     order_id: int,

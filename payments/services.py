@@ -35,7 +35,7 @@ from accounts.services import account_deduct, account_get_or_create_for_user, ac
 from orders.errors import IllegalTransition, OrderNotFound
 from orders.models import Order, OrderStatus
 from orders.selectors import order_get, order_get_by_id
-from orders.services import order_create, order_paid_publish, order_transition
+from orders.services import order_create, order_lock, order_paid_publish, order_transition
 from payments.errors import (
     CallbackAmountMismatch,
     InvalidPayNo,
@@ -84,6 +84,7 @@ def payment_pay(*, user: User, order_id: int, pay_no: str) -> tuple[PaymentRecor
         existing = _payment_by_pay_no(user=user, pay_no=pay_no)
         if existing is not None:
             return _same_payment(existing, order_id=order_id), False
+        order_lock(order_id=order.pk)  # payments of one order queue here (see order_lock)
         try:
             with transaction.atomic():
                 record = PaymentRecord.objects.create(
@@ -213,6 +214,7 @@ def gateway_payment_record(
                 order.amount,
             )
             raise CallbackAmountMismatch(trade_no, order.pk, order.amount, amount)
+        order_lock(order_id=order.pk)  # notifications of one order queue here
         try:
             with transaction.atomic():
                 payment = GatewayPayment.objects.create(

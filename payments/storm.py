@@ -115,17 +115,18 @@ def free_port() -> int:
 def database_url(alias: str = "default") -> str:
     """A ``DATABASE_URL`` naming the database this process uses, for the server."""
     db = connections[alias].settings_dict
-    if db["ENGINE"] == "django.db.backends.postgresql":
+    schemes = {"django.db.backends.postgresql": "postgres", "django.db.backends.mysql": "mysql"}
+    if db["ENGINE"] in schemes:
         auth = quote(db.get("USER") or "")
         if db.get("PASSWORD"):
             auth += ":" + quote(db["PASSWORD"])
         host = db.get("HOST") or "127.0.0.1"
         port = f":{db['PORT']}" if db.get("PORT") else ""
-        return f"postgres://{auth}@{host}{port}/{quote(db['NAME'])}"
+        return f"{schemes[db['ENGINE']]}://{auth}@{host}{port}/{quote(db['NAME'])}"
     name = str(db["NAME"])
     in_memory = name == ":memory:" or "mode=memory" in name
     if db["ENGINE"] != "django.db.backends.sqlite3" or in_memory:
-        raise RuntimeError("The demo needs PostgreSQL or a SQLite database file.")
+        raise RuntimeError("The demo needs PostgreSQL, MySQL/MariaDB or a SQLite database file.")
     return f"sqlite:///{Path(name).resolve()}"
 
 

@@ -7,10 +7,11 @@ concurrency), ``tests/scale/`` (clusters, replicas, PgBouncer) and ``tests/docs/
 whole rather than a module; ``tests/sample/`` mirrors the sample's apps. What tests share
 lives in ``tests/support/`` (never imported from a test module or a conftest).
 
-Tests marked ``postgres`` need ``DATABASE_URL`` to point at PostgreSQL, tests
-marked ``redis`` need ``REDIS_URL``. Without them they are skipped with the
-reason, unless ``IDEMPOTENCY_TEST_REQUIRE_SERVICES=1`` (as in CI), where a
-missing service fails the test instead of skipping it (``tests.support.services``).
+Tests marked ``server_db`` need ``DATABASE_URL`` to point at a server database
+(PostgreSQL or MySQL/MariaDB: the concurrency tests), ``postgres`` and ``mysql`` at
+that database (its own features), ``redis`` need ``REDIS_URL``. Without them they are
+skipped with the reason, unless ``IDEMPOTENCY_TEST_REQUIRE_SERVICES=1`` (as in CI),
+where a missing service fails the test instead of skipping it (``tests.support.services``).
 
 The slow tiers (``SLOW_TIERS``: real servers, chaos, clusters, browsers, Celery
 workers, the docs) are left out of a plain run, which says so at its end; they run
@@ -39,7 +40,14 @@ from tests.support import log_leaks
 from tests.support.clusters import REDIS_STORE, cluster_caches, start_cluster
 from tests.support.counting import received, unique
 from tests.support.records import MakeRecord, record
-from tests.support.services import broker_redis, missing, on_postgres, redis_url
+from tests.support.services import (
+    broker_redis,
+    missing,
+    on_mysql,
+    on_postgres,
+    on_server_database,
+    redis_url,
+)
 from tests.support.stores import DB_STORE, STORE_VARIANTS, variant_params
 from tests.support.users import logged_in_client, make_user
 from tests.support.workers import Worker, worker_env
@@ -150,8 +158,18 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Ite
 
 @pytest.fixture(autouse=True)
 def _service_markers(request: pytest.FixtureRequest) -> None:
+    # a test of one server database's own features is another tier's on the other one
+    # (skipped even where services are required); on SQLite it is a missing service
     if request.node.get_closest_marker("postgres") and not on_postgres():
+        if on_server_database():
+            pytest.skip("tests PostgreSQL's own features; this run is on MySQL/MariaDB")
         missing("needs PostgreSQL: set DATABASE_URL=postgres://...")
+    if request.node.get_closest_marker("mysql") and not on_mysql():
+        if on_server_database():
+            pytest.skip("tests MySQL's own features; this run is on PostgreSQL")
+        missing("needs MySQL or MariaDB: set DATABASE_URL=mysql://...")
+    if request.node.get_closest_marker("server_db") and not on_server_database():
+        missing("needs a server database: set DATABASE_URL=postgres://... or mysql://...")
     if request.node.get_closest_marker("redis") and not redis_url():
         missing("needs Redis: set REDIS_URL=redis://...")
 

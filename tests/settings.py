@@ -8,9 +8,9 @@ from config.settings import DATABASES, INSTALLED_APPS
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
-# a second database for the tests of views that write to two aliases (PostgreSQL only;
-# defined everywhere so those tests can be collected and skipped on SQLite)
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+# a second database for the tests of views that write to two aliases (a server database
+# only; defined everywhere so those tests can be collected and skipped on SQLite)
+if DATABASES["default"]["ENGINE"] in {"django.db.backends.postgresql", "django.db.backends.mysql"}:
     DATABASES["ledger"] = {
         **DATABASES["default"],
         "NAME": f"{DATABASES['default']['NAME']}_ledger",

@@ -181,7 +181,7 @@ def _check_outcomes(results: list[Any], expected: dict[str, Any], *, wait: float
         assert not in_progress
 
 
-@pytest.mark.postgres
+@pytest.mark.server_db
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("wait", [0.0, 10.0], ids=["no-wait", "wait"])
 def test_twenty_threads_on_postgres_database_store_run_the_body_once(
@@ -219,7 +219,7 @@ def test_twenty_threads_on_redis_store_run_the_body_once(redis_client: Any, wait
     assert int(redis_client.get(counter)) == 1
 
 
-@pytest.mark.postgres
+@pytest.mark.server_db
 @pytest.mark.django_db(transaction=True)
 def test_atomic_mode_twenty_threads_all_get_the_one_result(side_effects: SideEffects) -> None:
     """Atomic mode: duplicates wait on the record's unique index and return the committed

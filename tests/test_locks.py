@@ -1,4 +1,5 @@
-"""Distributed locks on Redis and PostgreSQL: mutual exclusion across processes, expiry, extend."""
+"""Distributed locks on Redis, PostgreSQL and MySQL/MariaDB: mutual exclusion across
+processes, expiry, extend."""
 
 from __future__ import annotations
 
@@ -18,13 +19,21 @@ from django.test import override_settings
 
 from idempotency import lock
 from idempotency.exceptions import LockNotAcquired
-from idempotency.locks import Lock, PostgresLockBackend, RedisLockBackend, advisory_key
+from idempotency.locks import (
+    Lock,
+    MySQLLockBackend,
+    PostgresLockBackend,
+    RedisLockBackend,
+    advisory_key,
+    lock_name,
+)
 from tests.support.counting import unique
 from tests.support.lock_worker import contend
 
 BACKENDS = [
     pytest.param("redis", id="redis", marks=pytest.mark.redis),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    pytest.param("mysql", id="mysql", marks=pytest.mark.mysql),
 ]
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
@@ -39,7 +48,7 @@ def backend(request: pytest.FixtureRequest) -> Iterator[str]:
 def child_settings() -> dict[str, Any]:
     """A minimal Django configuration of the same Redis and test database."""
     database = copy.deepcopy(connection.settings_dict)
-    if connection.vendor != "postgresql":
+    if connection.vendor not in {"postgresql", "mysql"}:
         database = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
     return {
         "DATABASES": {"default": database},
@@ -203,6 +212,38 @@ def test_postgres_lock_is_a_transaction_advisory_lock_on_its_own_connection() ->
         cursor.execute("SELECT pg_advisory_unlock(%s::bigint)", [key])
 
 
+@pytest.mark.mysql
+def test_mysql_lock_is_a_named_lock_of_its_own_session() -> None:
+    name = unique("named" * 30)  # longer than MySQL's 64 characters: hashed
+    hashed = lock_name(name)
+    assert len(hashed) == 64 and lock_name(name) == hashed
+    with lock(name, timeout=None, backend=MySQLLockBackend()) as held:
+        with connection.cursor() as cursor:
+            # Django's own connection is another session: it cannot take the lock
+            cursor.execute("SELECT GET_LOCK(%s, 0), IS_USED_LOCK(%s) <> CONNECTION_ID()",
+                           [hashed, hashed])  # fmt: skip
+            assert cursor.fetchone() == (0, 1)
+        assert held.extend(1.0)  # no timeout: extending only checks ownership
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT GET_LOCK(%s, 0), RELEASE_LOCK(%s)", [hashed, hashed])
+        assert cursor.fetchone() == (1, 1)
+
+
+@pytest.mark.mysql
+def test_mysql_lock_whose_holder_is_killed_is_free_at_once() -> None:
+    """A holder whose session ends (a crash, a KILL) frees the lock with it."""
+    name = unique("killed")
+    held = Lock(name, timeout=30, backend="mysql")
+    assert held.acquire()
+    holding: Any = held._holding
+    with connection.cursor() as cursor:
+        cursor.execute("KILL %s", [holding.connection.connection.thread_id()])
+    second = lock(name, backend="mysql")
+    assert second.acquire(wait=5)
+    assert not held.release()
+    assert second.release()
+
+
 def test_backend_configuration() -> None:
     with (
         override_settings(IDEMPOTENCY={"LOCK_BACKEND": "zookeeper"}),
@@ -216,3 +257,6 @@ def test_backend_configuration() -> None:
     if connection.vendor != "postgresql":
         with pytest.raises(ImproperlyConfigured):
             Lock("x", backend="postgres").acquire()
+    if connection.vendor != "mysql":
+        with pytest.raises(ImproperlyConfigured):
+            Lock("x", backend="mysql").acquire()

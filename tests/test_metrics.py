@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
@@ -22,7 +23,7 @@ from idempotency.models import IdempotencyRecord, RecordState
 from tests.support.factories import OrderFactory, UserFactory, funded_account
 from tests.support.storms import run_threads
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.server_db, pytest.mark.django_db(transaction=True)]
 
 ORDERS = "api/orders/"
 PAY = "api/orders/<order_id:pk>/pay/"
@@ -147,7 +148,8 @@ def test_releases_tokens_and_locks_are_counted() -> None:
         )
         assert response.status_code == expected
     # a lock held elsewhere
-    held, second = (lock("metrics-lock", backend="postgres", wait=0) for _ in range(2))
+    backend = "mysql" if connection.vendor == "mysql" else "postgres"
+    held, second = (lock("metrics-lock", backend=backend, wait=0) for _ in range(2))
     with held, pytest.raises(LockNotAcquired), second:
         pass
     after = scrape(client)

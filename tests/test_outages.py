@@ -2,7 +2,8 @@
 500 (functions, tokens, locks and tasks: ``test_outages_calls.py``).
 
 Real failures only: a Redis port nothing listens on, a private Redis that is frozen
-(SIGSTOP) or killed, a PostgreSQL session ended with ``pg_terminate_backend``.
+(SIGSTOP) or killed, a PostgreSQL session ended with ``pg_terminate_backend``, a MySQL one
+with ``KILL``.
 """
 
 from __future__ import annotations
@@ -163,6 +164,34 @@ def test_unreachable_database_store_answers_503(
             admin.execute("SELECT pg_terminate_backend(%s)", [pid])
         try:
             # no session, a scope from no table: the store's lookup is the first query
+            response = post(Client(), "/t/function/", str(uuid.uuid4()))
+        finally:
+            connection.close()
+    assert_unavailable(response)
+    assert Effect.objects.count() == 0
+    assert [(o["backend"], o["operation"]) for o in outages] == [("database", "lookup")]
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("mode", ["atomic", "lease"])
+def test_killed_mysql_session_of_the_store_answers_503(
+    client_a: Client, wallet: Wallet, outages: list[dict[str, Any]], mode: str
+) -> None:
+    """The store's session is ended by the server (``KILL``, as a failover or an
+    administrator would): the request is a 503 problem, never a 500, and runs nothing."""
+    from django.db import connections
+
+    settings = {"STORE": DB_STORE, "MODE": mode, "SCOPE": FIXED}
+    with override_settings(IDEMPOTENCY=settings):
+        connection.ensure_connection()
+        thread_id = connection.connection.thread_id()
+        admin = connections.create_connection("default")
+        try:
+            with admin.cursor() as cursor:
+                cursor.execute("KILL %s", [thread_id])
+        finally:
+            admin.close()
+        try:
             response = post(Client(), "/t/function/", str(uuid.uuid4()))
         finally:
             connection.close()

@@ -186,10 +186,10 @@ def test_command_rejects_bad_bounds(args: tuple[str, str]) -> None:
         run(*args)
 
 
-# -- PostgreSQL: concurrent purges share the work ------------------------------------------
+# -- a server database: concurrent purges share the work ------------------------------------
 
 
-@pytest.mark.postgres
+@pytest.mark.server_db
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_purges_delete_each_record_once() -> None:
     bulk(3000, expired=True, prefix="old")

@@ -23,7 +23,7 @@ from tests.support.workers import Worker
 from tests.testapp import celery_app
 
 pytestmark = [
-    pytest.mark.postgres,
+    pytest.mark.server_db,
     pytest.mark.redis,
     pytest.mark.celery_worker,
     pytest.mark.django_db(transaction=True),

@@ -180,7 +180,7 @@ def _check_race(results: list[Any]) -> None:
     assert len(used) == 19, results
 
 
-@pytest.mark.postgres
+@pytest.mark.server_db
 @pytest.mark.django_db(transaction=True)
 def test_twenty_concurrent_consumptions_on_postgres_one_wins(alice: Any) -> None:
     with override_settings(IDEMPOTENCY={"SUBMIT_TOKEN_BACKEND": "database"}):

@@ -7,11 +7,13 @@ outcome rolls the claim back with the view's writes.
 
 from __future__ import annotations
 
+import contextlib
+import math
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any, cast
 
-from django.db import IntegrityError, OperationalError, connections, transaction
+from django.db import DatabaseError, IntegrityError, OperationalError, connections, transaction
 from django.http import HttpResponseBase
 
 from idempotency import signals
@@ -32,6 +34,7 @@ from idempotency.http.flow import (
     store_response,
     timed,
 )
+from idempotency.outages import is_deadlock, is_lock_error
 from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
 from idempotency.stores.database import DatabaseStore
 from idempotency.stores.savepoints import batched_releases
@@ -51,7 +54,20 @@ class _NotOwner(Exception):
 
 
 class _ClaimLocked(Exception):
-    """Atomic mode: the claim waited ``LOCK_TIMEOUT`` on a concurrent duplicate's claim."""
+    """Atomic mode: the claim's lock wait on a concurrent duplicate's claim ended without
+    the lock: ``LOCK_TIMEOUT`` (or the server's own bound) ran out, or (``deadlock``) the
+    server chose it as a deadlock's victim."""
+
+    def __init__(self, *, deadlock: bool = False) -> None:
+        super().__init__()
+        self.deadlock = deadlock
+
+
+#: Attempts of an atomic-mode claim chosen as a deadlock's victim. On MySQL/MariaDB the
+#: duplicates waiting on a claim whose transaction rolls back (a released outcome) meet
+#: on the freed gap of the unique index, and InnoDB rolls all but one back: the claim was
+#: the transaction's first statement, so it starts again and finds the new owner.
+CLAIM_ATTEMPTS = 3
 
 
 def store_of(prepared: Prepared) -> DatabaseStore:
@@ -83,11 +99,7 @@ def bound_lock_waits(store: DatabaseStore) -> None:
 
 
 def _is_lock_error(exc: OperationalError) -> bool:
-    cause = exc.__cause__
-    code = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
-    if code in {"55P03", "40P01", "40001"}:  # lock_not_available, deadlock, serialization
-        return True
-    return "database is locked" in str(exc)
+    return is_lock_error(exc)
 
 
 @contextmanager
@@ -137,44 +149,55 @@ def run_atomic(
     if optimistic:
         return _run_optimistic(prepared, call, convert, finalize)
     context = bind(prepared)
-    released: int | None = None
-    try:
-        with _transaction(prepared) as aliases:
-            claim = timed(prepared, _claim_in_transaction, prepared)
-            if not claim.owned:
-                raise _NotOwner(claim)  # nothing written: the transaction ends empty
-            context.fence = claim.fence
-            response = finalize(call())
-            stored = store_response(prepared, response)
-            if stored is None:
-                # released: nothing of this attempt may stay, or a retry would double it
-                _roll_back(aliases)
-                released = response.status_code
-            elif not step(
-                "complete",
-                prepared,
-                store.complete,
-                prepared.scope,
-                prepared.key,
-                fence=claim.fence,
-                response=stored,
-                ttl=prepared.policy.get_ttl_for(response.status_code),
-                fingerprint=prepared.fingerprint,
-            ):  # pragma: no cover - the claim is ours until this transaction ends
-                raise _LostRace
-    except _NotOwner as lost:
-        return answer_waiting(prepared, lost.claim)
-    except _ClaimLocked:
-        return answer(prepared, Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0))
-    except Exception as exc:
-        return _atomic_failure(prepared, exc, convert, finalize, claimed_first=True)
-    return _committed(prepared, response, released)
+    # a deadlock's victim starts again only where its transaction is the outermost one
+    # (under ATOMIC_REQUESTS the server rolled the request's own transaction back too)
+    outermost = not connections[store.using].in_atomic_block
+    for attempt in range(1, CLAIM_ATTEMPTS + 1):
+        released: int | None = None
+        try:
+            with _transaction(prepared) as aliases:
+                claim = timed(prepared, _claim_in_transaction, prepared)
+                if not claim.owned:
+                    raise _NotOwner(claim)  # nothing written: the transaction ends empty
+                context.fence = claim.fence
+                response = finalize(call())
+                stored = store_response(prepared, response)
+                if stored is None:
+                    # released: nothing of this attempt may stay, or a retry would double it
+                    _roll_back(aliases)
+                    released = response.status_code
+                elif not step(
+                    "complete",
+                    prepared,
+                    store.complete,
+                    prepared.scope,
+                    prepared.key,
+                    fence=claim.fence,
+                    response=stored,
+                    ttl=prepared.policy.get_ttl_for(response.status_code),
+                    fingerprint=prepared.fingerprint,
+                ):  # pragma: no cover - the claim is ours until this transaction ends
+                    raise _LostRace
+        except _NotOwner as lost:
+            return answer_waiting(prepared, lost.claim)
+        except _ClaimLocked as locked:
+            if locked.deadlock and outermost and attempt < CLAIM_ATTEMPTS:
+                continue  # the view never ran and the server rolled everything back
+            return answer(prepared, Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0))
+        except Exception as exc:
+            return _atomic_failure(prepared, exc, convert, finalize, claimed_first=True)
+        return _committed(prepared, response, released)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _claim_in_transaction(prepared: Prepared) -> Claim:
-    """Claim the key inside the open transaction; on PostgreSQL with ``LOCK_TIMEOUT`` the
-    wait on a concurrent duplicate's claim is bounded (and only that wait: the bound is
-    lifted again before the view runs, so the view's own lock waits are its own)."""
+    """Claim the key inside the open transaction. With ``LOCK_TIMEOUT`` the wait on a
+    concurrent duplicate's claim is bounded (and only that wait: the bound is lifted again
+    before the view runs, so the view's own lock waits are its own): PostgreSQL's
+    ``lock_timeout`` for this transaction, MySQL's ``innodb_lock_wait_timeout`` for the
+    session (whole seconds), put back after the claim. A claim whose lock wait ends without
+    the lock (that bound, the server's own, or a deadlock, whose victim's transaction
+    MySQL has already rolled back) answers 409 with ``Retry-After``: the view never ran."""
     store = store_of(prepared)
 
     def claim() -> Claim:
@@ -188,24 +211,37 @@ def _claim_in_transaction(prepared: Prepared) -> Claim:
             route=prepared.path,
         )
 
-    timeout = _lock_timeout(store)
-    if timeout is None:
-        return claim()
     connection = connections[store.using]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT current_setting('lock_timeout'), set_config('lock_timeout', %s, true)",
-            [timeout],
-        )
-        previous = cursor.fetchone()[0]
+    timeout = idempotency_settings.LOCK_TIMEOUT
+    bound = timeout is not None and connection.vendor in {"postgresql", "mysql"}
+    if bound and connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT current_setting('lock_timeout'), set_config('lock_timeout', %s, true)",
+                [_lock_timeout(store)],
+            )
+            previous = cursor.fetchone()[0]
+    elif bound:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SET @idempotency_lock_wait = @@SESSION.innodb_lock_wait_timeout,"
+                " SESSION innodb_lock_wait_timeout = %s",
+                [max(1, math.ceil(timeout))],
+            )
     try:
         claimed = claim()
     except OperationalError as exc:
         if _is_lock_error(exc):
-            raise _ClaimLocked from exc
+            raise _ClaimLocked(deadlock=is_deadlock(exc)) from exc
         raise
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT set_config('lock_timeout', %s, true)", [previous])
+    finally:
+        if bound and connection.vendor == "mysql":
+            with contextlib.suppress(DatabaseError), connection.cursor() as cursor:
+                # a session setting: it would outlive the transaction on this connection
+                cursor.execute("SET SESSION innodb_lock_wait_timeout = @idempotency_lock_wait")
+    if bound and connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('lock_timeout', %s, true)", [previous])
     return claimed
 
 

@@ -16,6 +16,7 @@ from idempotency.backoff import Backoff
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import LockNotAcquired, StoreUnavailable
 from idempotency.locks.base import Holding, LockBackend
+from idempotency.locks.mysql import MySQLLockBackend
 from idempotency.locks.postgres import PostgresLockBackend
 from idempotency.locks.redis import RedisLockBackend
 
@@ -37,8 +38,10 @@ def get_backend(backend: str | LockBackend | None = None) -> LockBackend:
         return RedisLockBackend()
     if name in {"postgres", "postgresql"}:
         return PostgresLockBackend()
+    if name in {"mysql", "mariadb"}:
+        return MySQLLockBackend()
     raise ImproperlyConfigured(
-        f"Unknown lock backend {name!r}: use 'redis', 'postgres' or a LockBackend instance"
+        f"Unknown lock backend {name!r}: use 'redis', 'postgres', 'mysql' or a LockBackend instance"
     )
 
 
@@ -219,7 +222,7 @@ def lock(
             :meth:`Lock.extend`. None: only a release frees it.
         wait: Seconds to wait for a lock someone else holds, polling with jittered
             backoff; 0 (the default) tries once, None waits forever.
-        backend: ``"redis"``, ``"postgres"`` or a backend instance (default
+        backend: ``"redis"``, ``"postgres"``, ``"mysql"`` or a backend instance (default
             ``LOCK_BACKEND``).
 
     Raises:

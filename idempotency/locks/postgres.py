@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import hashlib
 import time
 from typing import Any
 
-from django.core.exceptions import ImproperlyConfigured
-from django.db import DatabaseError, connections
+from django.db import DatabaseError
 
-from idempotency.conf import idempotency_settings
-from idempotency.locks.base import Holding, LockBackend
+from idempotency.locks.base import DatabaseLockBackend, Holding
 from idempotency.outages import guard
 
 
@@ -123,32 +120,11 @@ class PostgresHolding(Holding):
                 connection.close()
 
 
-class PostgresLockBackend(LockBackend):
+class PostgresLockBackend(DatabaseLockBackend):
     """Transaction advisory locks of the PostgreSQL database ``using`` (``DATABASE_ALIAS``)."""
 
-    def __init__(self, using: str | None = None) -> None:
-        self.using = using
-
-    @property
-    def alias(self) -> str:
-        return self.using or str(idempotency_settings.DATABASE_ALIAS)
-
-    def new_connection(self) -> Any:
-        """A fresh connection of ``alias`` outside Django's per-thread handler and any pool."""
-        template = connections[self.alias]
-        if template.vendor != "postgresql":
-            raise ImproperlyConfigured(
-                f"The postgres lock backend needs a PostgreSQL database; {self.alias!r} "
-                f"is {template.vendor}. Use LOCK_BACKEND='redis'."
-            )
-        settings_dict = copy.deepcopy(template.settings_dict)
-        options = dict(settings_dict.get("OPTIONS") or {})
-        options.pop("pool", None)
-        settings_dict["OPTIONS"] = options
-        connection = type(template)(settings_dict, self.alias)
-        # the lock may be released from another thread than the one that took it
-        connection.inc_thread_sharing()
-        return connection
+    vendor = "postgresql"
+    name = "postgres"
 
     def holding(self, name: str, timeout: float | None) -> Holding:
         return PostgresHolding(self, name, timeout)

@@ -1,8 +1,9 @@
 """DatabaseStore: records in the ``IdempotencyRecord`` table (the default store).
 
 The unique constraint on ``(scope, key)`` decides every race: a claim is an
-``INSERT … ON CONFLICT`` statement (PostgreSQL and SQLite), never a read
-followed by an unguarded write. A free key costs one short insert (``DO NOTHING``);
+``INSERT … ON CONFLICT`` statement (PostgreSQL and SQLite) or an ``INSERT … ON
+DUPLICATE KEY UPDATE`` (MySQL and MariaDB), never a read followed by an unguarded
+write. A free key costs one short insert (``DO NOTHING``);
 only an expired record or an abandoned lease is replaced, by an upsert. It is the
 only store that supports *atomic mode*, where the record commits in the same
 transaction as the view's writes. The SQL lives in
@@ -17,12 +18,15 @@ request pays no cache write.
 
 from __future__ import annotations
 
+import functools
+import random
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar, cast
 
 from django.core.cache import BaseCache
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import DateTimeField, ExpressionWrapper, F
 from django.db.models.functions import Greatest, Now
@@ -31,7 +35,7 @@ from django.utils import timezone
 from idempotency.codecs import UndecodableBody, seal, unseal
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import StoreUnavailable
-from idempotency.outages import guard
+from idempotency.outages import guard, is_deadlock, is_lock_error
 from idempotency.purge import purge_now_and_then
 from idempotency.stores import statements as sql
 from idempotency.stores.base import (
@@ -45,14 +49,52 @@ from idempotency.stores.base import (
 )
 from idempotency.stores.response_cache import ResponseCache
 
+#: Attempts of a store statement chosen as a deadlock's victim outside a transaction.
+DEADLOCK_ATTEMPTS = 3
+
+M = TypeVar("M", bound=Callable[..., Any])
+
+
+def busy(method: M) -> M:
+    """A store call whose lock wait ended without the lock (a deadlock, MySQL's 1213 or
+    PostgreSQL's 40P01; a lock wait timeout, 1205 or 55P03) is never a bare 500.
+
+    Outside a transaction the statement alone was rolled back: a deadlock's victim is
+    run again (up to :data:`DEADLOCK_ATTEMPTS` times, after a short jittered pause), and a
+    lock wait that ran out, or a deadlock that keeps coming back, raises
+    :class:`StoreUnavailable` (503 with ``Retry-After``: nothing ran, retry later).
+    Inside one (atomic mode) the error goes to the transaction's owner, which answers it:
+    the server may have rolled the whole transaction back, so only it can start again.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self: DatabaseStore, *args: Any, **kwargs: Any) -> Any:
+        for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
+            try:
+                return method(self, *args, **kwargs)
+            except OperationalError as exc:
+                if not is_lock_error(exc) or connections[self.using].in_atomic_block:
+                    raise
+                if not is_deadlock(exc) or attempt == DEADLOCK_ATTEMPTS:
+                    raise StoreUnavailable(
+                        "The idempotency store is busy (a lock wait ran out), so this "
+                        "request was not run; retry later.",
+                        retry_after=int(idempotency_settings.RETRY_AFTER),
+                    ) from exc
+                time.sleep(random.uniform(0.005, 0.02) * attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    return cast(M, wrapper)
+
 
 class DatabaseStore(ResponseCache, BaseStore):
     """Records in the ``IdempotencyRecord`` table of ``DATABASE_ALIAS`` (the default store).
 
-    The claim is an ``INSERT ... ON CONFLICT`` on the unique ``(scope, key)`` index
-    (PostgreSQL and SQLite); completion and release check the fencing token. It is the
-    only store with atomic mode: the claim, the view's writes and the stored response
-    commit in one transaction. On PostgreSQL leases and expiry are judged by the
+    The claim is an ``INSERT ... ON CONFLICT`` (PostgreSQL and SQLite) or ``INSERT ... ON
+    DUPLICATE KEY UPDATE`` (MySQL and MariaDB) on the unique ``(scope, key)`` index;
+    completion and release check the fencing token. It is the only store with atomic
+    mode: the claim, the view's writes and the stored response commit in one
+    transaction. On PostgreSQL, MySQL and MariaDB leases and expiry are judged by the
     server's clock. Construct one for a view: ``DatabaseStore(using="payments",
     response_cache="redis")``.
     """
@@ -104,6 +146,7 @@ class DatabaseStore(ResponseCache, BaseStore):
 
     # -- the contract --------------------------------------------------------------------
 
+    @busy
     @guard("database")
     def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
         cache = self.response_cache
@@ -118,7 +161,7 @@ class DatabaseStore(ResponseCache, BaseStore):
             found = cursor.fetchone()
         if found is None:
             return None
-        if len(found) > 9:  # PostgreSQL: epoch seconds, judged by the server's clock
+        if len(found) > 9:  # PostgreSQL, MySQL: epoch seconds, judged by the server's clock
             now, lease, expires = found[9], found[2], found[8]
         else:  # judged by ours, the clock the statements' times came from (sql.Clock)
             now = timezone.now().timestamp()
@@ -173,6 +216,7 @@ class DatabaseStore(ResponseCache, BaseStore):
             return self.lookup(scope, key, fingerprint=fingerprint)
         return self._cached_response(scope, key, fingerprint)
 
+    @busy
     @guard("database")
     def claim(
         self,
@@ -194,6 +238,10 @@ class DatabaseStore(ResponseCache, BaseStore):
         """
         connection = connections[self.using]
         statements = self._sql(connection)
+        if statements.owner is not None:
+            return self._claim_mysql(
+                connection, statements, scope, key, fingerprint, method, route, lease, ttl
+            )
         statement = statements.fresh_claim
         for _attempt in range(5):
             fence = new_fence()
@@ -220,6 +268,46 @@ class DatabaseStore(ResponseCache, BaseStore):
             # expired (not yet purged), abandoned, or released between our insert and our
             # read: the upsert replaces an expired record and takes an abandoned lease over
             statement = statements.claim
+        return Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0)
+
+    def _claim_mysql(
+        self,
+        connection: BaseDatabaseWrapper,
+        statements: sql.Statements,
+        scope: str,
+        key: str,
+        fingerprint: str,
+        method: str,
+        route: str,
+        lease: float,
+        ttl: float,
+    ) -> Claim:
+        """MySQL and MariaDB: the upsert, then the row it left (see
+        :func:`~idempotency.stores.statements._mysql_upsert`): ours when it holds our fence,
+        else the live record that keeps the key, answered like a lookup."""
+        for _attempt in range(5):
+            fence = new_fence()
+            params = self._values(
+                connection, scope, key, fingerprint, fence, method, route, lease=lease, ttl=ttl
+            )
+            row = _upsert_mysql(connection, statements, statements.claim, params)
+            if row is None:
+                continue  # released between the upsert and the read: claim again
+            if row[0] == fence:
+                return Claim(
+                    ClaimStatus.CLAIMED,
+                    fence=fence,
+                    recovery_point=row[7] or "",
+                    recovery_data=sql.as_json(row[8]),
+                    taken_over=bool(row[11]),
+                )
+            found = row[1:11]
+            existing = self._state(
+                scope, key, fingerprint, found, found[2], found[8], found[9], self.response_cache
+            )
+            if existing is not None and not _replaceable(existing):
+                return existing
+            # its lease or TTL ran out between the upsert and the read: claim again
         return Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0)
 
     @staticmethod
@@ -258,6 +346,7 @@ class DatabaseStore(ResponseCache, BaseStore):
             **clock.params(ttl=ttl),
         }
 
+    @busy
     @guard("database")
     def insert_completed(
         self,
@@ -278,22 +367,29 @@ class DatabaseStore(ResponseCache, BaseStore):
         On PostgreSQL the insert waits for a concurrent uncommitted one to finish.
         """
         connection = connections[self.using]
+        statements = self._sql(connection)
+        # MySQL: a fence of its own tells whether the upsert wrote the row
+        fence = new_fence() if statements.owner is not None else 0
         params = self._values(
-            connection, scope, key, fingerprint, 0, method, route, lease=None, ttl=ttl,
+            connection, scope, key, fingerprint, fence, method, route, lease=None, ttl=ttl,
             response=response,
         )  # fmt: skip
-        statements = self._sql(connection)
-        with connection.cursor() as cursor:
-            cursor.execute(statements.fresh_insert, params)
-            inserted = cursor.fetchone() is not None
-            if not inserted:
-                # the key is taken: the upsert replaces the record only if it expired
-                cursor.execute(statements.insert, params)
+        if statements.owner is not None:
+            row = _upsert_mysql(connection, statements, statements.insert, {**params, "lease": 0})
+            inserted = row is not None and row[0] == fence
+        else:
+            with connection.cursor() as cursor:
+                cursor.execute(statements.fresh_insert, params)
                 inserted = cursor.fetchone() is not None
+                if not inserted:
+                    # the key is taken: the upsert replaces the record only if it expired
+                    cursor.execute(statements.insert, params)
+                    inserted = cursor.fetchone() is not None
         if inserted:
             purge_now_and_then(self.using)
         return inserted
 
+    @busy
     @guard("database")
     def complete(
         self,
@@ -323,9 +419,14 @@ class DatabaseStore(ResponseCache, BaseStore):
         return bool(updated)
 
     def _now_value(self) -> Any:
-        """ "Now" for an ORM update: the database server's clock on PostgreSQL."""
-        if connections[self.using].vendor == "postgresql":
+        """ "Now" for an ORM update: the database server's clock on PostgreSQL and MySQL
+        (Django's ``Now()`` is ``CURRENT_TIMESTAMP(6)`` there, in the session's time zone,
+        so MySQL's is :class:`UTCNow`)."""
+        vendor = connections[self.using].vendor
+        if vendor == "postgresql":
             return Now()
+        if vendor == "mysql":
+            return UTCNow()
         return timezone.now()
 
     def release(self, scope: str, key: str, *, fence: int) -> bool:
@@ -342,6 +443,7 @@ class DatabaseStore(ResponseCache, BaseStore):
             connection.close()
             return self._release(scope, key, fence=fence)
 
+    @busy
     @guard("database")
     def _release(self, scope: str, key: str, *, fence: int) -> bool:
         records = self._records().filter(scope=scope, key=key, fence=fence, state="in_progress")
@@ -351,6 +453,7 @@ class DatabaseStore(ResponseCache, BaseStore):
         # a recovery point was recorded: keep it, end the lease so a retry resumes at once
         return bool(records.update(lease_expires_at=self._now_value()))
 
+    @busy
     @guard("database")
     def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
         now = self._now_value()
@@ -367,6 +470,7 @@ class DatabaseStore(ResponseCache, BaseStore):
     def renewable(self) -> bool:
         return not connections[self.using].in_atomic_block
 
+    @busy
     @guard("database")
     def save_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None
@@ -377,6 +481,7 @@ class DatabaseStore(ResponseCache, BaseStore):
             .update(recovery_point=name, recovery_data=data)
         )
 
+    @busy
     @guard("database")
     def count_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
         """One upsert of the (scope, window) row of ``RecordQuota`` on PostgreSQL and
@@ -419,6 +524,24 @@ class DatabaseStore(ResponseCache, BaseStore):
         deleted, _ = self._records().filter(scope=scope, key=key).delete()
         self.forget_cached(scope, key)
         return bool(deleted)
+
+
+class UTCNow(Now):
+    """MySQL's and MariaDB's clock in UTC, the time zone Django stores datetimes in."""
+
+    def as_mysql(self, compiler: Any, connection: Any, **extra_context: Any) -> Any:
+        return self.as_sql(compiler, connection, template=sql.MYSQL_NOW, **extra_context)
+
+
+def _upsert_mysql(
+    connection: BaseDatabaseWrapper, statements: sql.Statements, upsert: str, params: Any
+) -> Any:
+    """Run a MySQL upsert and read the row it left (None: gone in between)."""
+    assert statements.owner is not None
+    with connection.cursor() as cursor:
+        cursor.execute(upsert, params)
+        cursor.execute(statements.owner, params)
+        return cursor.fetchone()
 
 
 def _replaceable(found: Claim) -> bool:

@@ -4,8 +4,15 @@ Every statement takes *named* parameters: each value is given once, however ofte
 text uses it, so no caller counts placeholders. Where "now" comes from is the
 :class:`Clock`'s business: on PostgreSQL the text reads the server's clock
 (``statement_timestamp()``) and "now plus N seconds" takes the seconds as a parameter;
+on MySQL and MariaDB the server's UTC clock (``UTC_TIMESTAMP(6)``) and microseconds;
 on SQLite, which runs in the application's process, "now" and each deadline are
 parameters computed by the application.
+
+MySQL and MariaDB get statements of their own (:func:`_mysql_upsert`): no
+``ON CONFLICT``, and no ``RETURNING`` on MySQL 8. A claim there is one ``INSERT … ON
+DUPLICATE KEY UPDATE`` whose update is conditional on the record it meets, followed by
+:attr:`Statements.owner`, a read of the row (under the lock the upsert took) that says
+whether the claim's fence is now in it. The reasons are in docs/howto/mysql.md.
 """
 
 from __future__ import annotations
@@ -53,6 +60,11 @@ LOOKUP_FIELDS = (
 #: The lookup's datetimes, read as seconds since the epoch on PostgreSQL.
 EPOCH_FIELDS = frozenset({"lease_expires_at", "expires_at"})
 SERVER_NOW = "statement_timestamp()"
+#: MySQL's and MariaDB's clock in UTC, the time zone Django stores datetimes in there
+#: (``NOW(6)`` is in the session's time zone, which Django leaves at the server's).
+MYSQL_NOW = "UTC_TIMESTAMP(6)"
+#: Where the server's clock decides leases and expiry (elsewhere the application's).
+SERVER_CLOCK_VENDORS = frozenset({"postgresql", "mysql"})
 
 
 def as_datetime(connection: BaseDatabaseWrapper, value: Any) -> datetime | None:
@@ -89,16 +101,21 @@ class Clock:
     every application server judges leases and expiry by one clock, and one whose clock
     runs ahead can never take over a live lease."""
 
-    __slots__ = ("_adapt", "_now", "server")
+    __slots__ = ("_adapt", "_now", "server", "vendor")
 
     def __init__(self, connection: BaseDatabaseWrapper) -> None:
-        self.server = connection.vendor == "postgresql"
+        self.vendor = connection.vendor
+        self.server = self.vendor in SERVER_CLOCK_VENDORS
         if not self.server:
             self._adapt = connection.ops.adapt_datetimefield_value
             self._now = timezone.now()
 
     def params(self, **seconds: float) -> dict[str, Any]:
-        """``now`` (SQLite only) and each named deadline, as the statements expect them."""
+        """``now`` (SQLite only) and each named deadline, as the statements expect them:
+        seconds on PostgreSQL, whole microseconds on MySQL (``INTERVAL … MICROSECOND``,
+        exact on both MySQL and MariaDB, where a fractional ``SECOND`` is not)."""
+        if self.vendor == "mysql":
+            return {name: round(value * 1_000_000) for name, value in seconds.items()}
         if self.server:
             return {name: float(value) for name, value in seconds.items()}
         params = {
@@ -109,14 +126,29 @@ class Clock:
 
 
 def now_sql(connection: BaseDatabaseWrapper) -> str:
-    return SERVER_NOW if connection.vendor == "postgresql" else "%(now)s"
+    if connection.vendor == "postgresql":
+        return SERVER_NOW
+    return MYSQL_NOW if connection.vendor == "mysql" else "%(now)s"
 
 
 def later_sql(connection: BaseDatabaseWrapper, name: str) -> str:
-    """SQL of "now plus parameter ``name``'s seconds"."""
+    """SQL of "now plus parameter ``name``'s seconds" (microseconds on MySQL)."""
     if connection.vendor == "postgresql":
         return f"({SERVER_NOW} + %({name})s * interval '1 second')"
+    if connection.vendor == "mysql":
+        return f"({MYSQL_NOW} + INTERVAL %({name})s MICROSECOND)"
     return f"%({name})s"
+
+
+def epoch_sql(connection: BaseDatabaseWrapper, column: str) -> str:
+    """SQL of a datetime as seconds since the epoch, on a server clock's database.
+
+    On MySQL a difference from 1970 rather than ``UNIX_TIMESTAMP()``: that one reads a
+    ``DATETIME`` in the session's time zone and gives NULL past 2038 on MariaDB before
+    11.5 (a long TTL would read as expired)."""
+    if connection.vendor == "postgresql":
+        return f"date_part('epoch', {column})"
+    return f"TIMESTAMPDIFF(MICROSECOND, '1970-01-01', {column}) * 1e-6"
 
 
 @dataclass(frozen=True)
@@ -134,9 +166,27 @@ class Statements:
     #: upsert that also replaces an expired record
     fresh_insert: str
     insert: str
+    #: MySQL and MariaDB: after an upsert, the row it met or wrote, read under the upsert's
+    #: lock: its fence (the claim's own when it won), the lookup's fields and whether it
+    #: was taken over. None elsewhere (``RETURNING`` says it in the upsert itself).
+    owner: str | None = None
 
 
 def build(connection: BaseDatabaseWrapper, table: str) -> Statements:
+    if connection.vendor == "mysql":
+        claim, insert = (
+            _mysql_upsert(connection, table, claim=True),
+            _mysql_upsert(connection, table, claim=False),
+        )
+        return Statements(
+            lookup=_lookup(connection, table),
+            complete=_complete(connection, table),
+            fresh_claim=claim,
+            claim=claim,
+            fresh_insert=insert,
+            insert=insert,
+            owner=_mysql_owner(connection, table),
+        )
     return Statements(
         lookup=_lookup(connection, table),
         complete=_complete(connection, table),
@@ -147,6 +197,17 @@ def build(connection: BaseDatabaseWrapper, table: str) -> Statements:
     )
 
 
+def _lookup_columns(connection: BaseDatabaseWrapper) -> list[str]:
+    """What a lookup selects: :data:`LOOKUP_FIELDS`, and on a server clock's database the
+    datetimes as seconds since the epoch and the server's "now" last."""
+    qn = connection.ops.quote_name
+    if connection.vendor not in SERVER_CLOCK_VENDORS:
+        return [qn(c) for c in LOOKUP_FIELDS]
+    columns = [epoch_sql(connection, qn(c)) if c in EPOCH_FIELDS else qn(c) for c in LOOKUP_FIELDS]
+    columns.append(epoch_sql(connection, now_sql(connection)))
+    return columns
+
+
 def _lookup(connection: BaseDatabaseWrapper, table: str) -> str:
     # Equality on the unique (scope, key) index only; expiry is checked in Python. A
     # range condition on expires_at would make PostgreSQL's planner probe the end of
@@ -155,12 +216,7 @@ def _lookup(connection: BaseDatabaseWrapper, table: str) -> str:
     # On PostgreSQL the server's clock comes back with the row, to judge it by, and the
     # datetimes come back as seconds since the epoch (see as_epoch).
     qn = connection.ops.quote_name
-    columns = [qn(c) for c in LOOKUP_FIELDS]
-    if connection.vendor == "postgresql":
-        columns = [
-            f"date_part('epoch', {qn(c)})" if c in EPOCH_FIELDS else qn(c) for c in LOOKUP_FIELDS
-        ]
-        columns.append(f"date_part('epoch', {SERVER_NOW})")
+    columns = _lookup_columns(connection)
     return (
         f"SELECT {', '.join(columns)} FROM {qn(table)} "
         f"WHERE {qn('scope')} = %(scope)s AND {qn('key')} = %(key)s"
@@ -259,4 +315,67 @@ def _upsert(connection: BaseDatabaseWrapper, table: str, *, claim: bool) -> str:
     return (
         f"{_insert(connection, table, claim=claim)} "
         f"{_conflict(connection, table, claim=claim)} {_returning(connection)}"
+    )
+
+
+def _mysql_upsert(connection: BaseDatabaseWrapper, table: str, *, claim: bool) -> str:
+    """MySQL's and MariaDB's claim (or atomic mode's optimistic insert): one ``INSERT …
+    ON DUPLICATE KEY UPDATE`` that inserts a free key, replaces an expired record (or,
+    for a claim, takes an abandoned lease of the same request over) and leaves any other
+    record as it is.
+
+    The fence decides: it is assigned first, to this claim's new fence only when the
+    record met may be replaced, and every later assignment copies the new value only
+    where the fence is now this claim's (MySQL evaluates an update's assignments left to
+    right, each seeing the ones before; the conditions on the record's own columns are
+    therefore all read before any of them changes). A takeover keeps the previous
+    owner's recovery point and ``created_at``, as on PostgreSQL. The row's own columns
+    are named bare (the record met), the new values are the statement's parameters
+    again: no ``VALUES()``, which MySQL 8.0.20 deprecated, nor the row alias that
+    replaced it, which MariaDB lacks.
+
+    Whether it won is read by :attr:`Statements.owner` (the affected-rows count cannot
+    say: Django connects with ``CLIENT_FOUND_ROWS``, so an insert and a record left
+    unchanged both count 1).
+    """
+    qn = connection.ops.quote_name
+    now = now_sql(connection)
+    values = dict(zip(COLUMNS, _values(connection, claim=claim), strict=True))
+    replace = f"{qn('expires_at')} <= {now}"
+    if claim:
+        replace += (
+            f" OR ({qn('state')} = 'in_progress' AND {qn('lease_expires_at')} <= {now}"
+            f" AND {qn('fingerprint')} = %(fingerprint)s)"
+        )
+    won = f"{qn('fence')} = %(fence)s"
+    assignments = [f"{qn('fence')} = IF({replace}, %(fence)s, {qn('fence')})"]
+    kept = ("recovery_point", "recovery_data", "created_at") if claim else ()
+    for column in kept:  # only a replaced expired record takes new ones; a takeover keeps them
+        assignments.append(
+            f"{qn(column)} = IF({won} AND {qn('expires_at')} <= {now}, {values[column]}, "
+            f"{qn(column)})"
+        )
+    for column in COLUMNS[2:]:
+        if column != "fence" and column not in kept:
+            assignments.append(f"{qn(column)} = IF({won}, {values[column]}, {qn(column)})")
+    return f"{_insert(connection, table, claim=claim)} ON DUPLICATE KEY UPDATE " + ", ".join(
+        assignments
+    )
+
+
+def _mysql_owner(connection: BaseDatabaseWrapper, table: str) -> str:
+    """The row an upsert met or wrote: its fence, the lookup's fields, and whether a claim
+    took it over (a takeover kept the previous ``created_at``; a new record's is the
+    upsert's "now", exactly its lease's start). ``FOR UPDATE``: the upsert already locked
+    the row (an insert's record lock, a duplicate's next-key lock), so this reads the
+    latest committed version whatever the isolation level and snapshot, and waits for
+    nothing the upsert did not."""
+    qn = connection.ops.quote_name
+    columns = [qn("fence"), *_lookup_columns(connection)]
+    columns.append(
+        f"{qn('created_at')} < {qn('lease_expires_at')} - INTERVAL %(lease)s MICROSECOND"
+    )
+    return (
+        f"SELECT {', '.join(columns)} FROM {qn(table)} "
+        f"WHERE {qn('scope')} = %(scope)s AND {qn('key')} = %(key)s FOR UPDATE"
     )

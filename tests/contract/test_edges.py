@@ -48,7 +48,7 @@ def test_released_fires_only_when_the_key_is_released(
     assert [r["key"] for r in released] == ["k-503", "k-raise"]
 
 
-@pytest.mark.postgres
+@pytest.mark.server_db
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("variant", ["db-atomic", "db-lease"])
 def test_a_lock_error_on_the_views_own_rows_is_not_in_progress(

@@ -69,7 +69,7 @@ def test_in_progress_answers_409_with_retry_after(client_a: Client, wallet: Wall
     assert Effect.objects.count() == 0
 
 
-@pytest.mark.postgres
+@pytest.mark.server_db
 def test_wait_replays_once_the_first_completes(
     client_a: Client, wallet: Wallet, gate: Gate, monkeypatch: pytest.MonkeyPatch
 ) -> None:

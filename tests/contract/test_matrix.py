@@ -31,6 +31,7 @@ from django.conf import settings
 from django.db import connection
 from django.test import AsyncClient, Client, override_settings
 
+from tests.support import services
 from tests.support.servers import uvicorn_server
 from tests.support.storms import run_threads, succeeded
 from tests.support.users import make_user
@@ -179,12 +180,8 @@ def asgi_servers(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Calla
 
         def server(mode: str) -> str:
             if mode not in running:
-                db = connection.settings_dict
                 env = {
-                    "DATABASE_URL": (
-                        f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:"
-                        f"{db['PORT'] or 5432}/{db['NAME']}"
-                    ),
+                    "DATABASE_URL": services.tests_database_url(),
                     "MATRIX_MODE": mode,
                     "DJANGO_SETTINGS_MODULE": "tests.asgi_settings",
                 }
@@ -199,8 +196,8 @@ def _callers(transport: str, user: Any, request: pytest.FixtureRequest, mode: st
         return wsgi_caller(user)
     if transport == "asgi":
         return asgi_caller(user)
-    if connection.vendor != "postgresql":
-        pytest.fail("the uvicorn transport needs PostgreSQL")  # the postgres mark skips first
+    if connection.vendor not in {"postgresql", "mysql"}:
+        pytest.fail("the uvicorn transport needs a server database")  # server_db skips first
     servers = request.getfixturevalue("asgi_servers")
     return server_caller(servers(mode), user)
 
@@ -209,7 +206,7 @@ def transports() -> list[Any]:
     return [
         pytest.param("wsgi", id="wsgi"),
         pytest.param("asgi", id="asgi"),
-        pytest.param("uvicorn", id="uvicorn", marks=[pytest.mark.postgres, pytest.mark.servers]),
+        pytest.param("uvicorn", id="uvicorn", marks=[pytest.mark.server_db, pytest.mark.servers]),
     ]
 
 
@@ -266,7 +263,7 @@ def concurrent_params() -> list[Any]:
             transport,
             id=f"{cell}-{mode}-{transport}",
             marks=[
-                pytest.mark.postgres,
+                pytest.mark.server_db,
                 *([pytest.mark.servers] if transport == "uvicorn" else []),
             ],
         )

@@ -23,7 +23,7 @@ from tests.testapp.executions import ENV, executions
 from tests.testapp.models import Effect, Wallet
 
 pytestmark = [
-    pytest.mark.postgres,
+    pytest.mark.server_db,
     pytest.mark.django_db(transaction=True, databases=["default", "ledger"]),
 ]
 

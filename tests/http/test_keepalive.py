@@ -20,7 +20,7 @@ from tests.testapp.executions import ENV, executions
 from tests.testapp.models import Effect, Wallet
 
 # ten writers at once: PostgreSQL (SQLite serialises writers and answers "locked")
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.server_db, pytest.mark.django_db(transaction=True)]
 
 LEASE = 1.0
 LEASE_MODE = [

@@ -17,7 +17,7 @@ from django.test import Client, override_settings
 from idempotency import signals
 from tests.testapp import edge_views
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.server_db, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from tests.testapp import edge_views
 STORES = [
     pytest.param(
         {"STORE": "idempotency.stores.DatabaseStore"},
-        marks=[pytest.mark.postgres, pytest.mark.django_db(transaction=True)],
+        marks=[pytest.mark.server_db, pytest.mark.django_db(transaction=True)],
         id="database",
     ),
     pytest.param(

@@ -20,7 +20,7 @@ import pytest
 from tests.support import services
 from tests.support.uploads import BOUNDARY, MB, write_body
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.server_db, pytest.mark.django_db(transaction=True)]
 
 
 def _free_port() -> int:

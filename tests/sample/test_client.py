@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 from django.contrib.auth.models import User
+from django.db import connections
 from rest_framework.authtoken.models import Token
 
 from accounts.models import Account, LedgerEntry, LedgerEntryKind
@@ -41,7 +41,7 @@ from payments.models import PaymentRecord
 from tests.support import services
 from tests.support.proxy import FaultProxy, Plan, SampleServer
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.server_db, pytest.mark.django_db(transaction=True)]
 
 PAYMENTS = 12
 AMOUNT = Decimal("10.00")
@@ -217,10 +217,11 @@ def test_a_request_in_progress_is_waited_out(serve: Any, proxies: Any) -> None:
             saw_409.set()
 
     account = Account.objects.get(user=user)
-    with psycopg.connect(
-        services.tests_database_url().replace("postgres://", "postgresql://")
-    ) as db:
-        db.execute("SELECT 1 FROM accounts_account WHERE id = %s FOR UPDATE", [account.pk])
+    db = connections.create_connection("default")  # a session of its own
+    db.set_autocommit(False)
+    with db.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM accounts_account WHERE id = %s FOR UPDATE", [account.pk])
+    try:
         with ThreadPoolExecutor(max_workers=1) as pool:
             client = IdempotentClient(
                 proxy.url,
@@ -235,6 +236,8 @@ def test_a_request_in_progress_is_waited_out(serve: Any, proxies: Any) -> None:
             db.rollback()  # the first attempt goes on and charges
             answer = future.result(timeout=40)
             client.close()
+    finally:
+        db.close()
 
     assert answer.status_code == 201
     assert answer.replayed

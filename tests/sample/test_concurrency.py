@@ -27,7 +27,7 @@ from tests.support import naive
 from tests.support.factories import OrderFactory, UserFactory, funded_account
 from tests.support.storms import run_threads
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.server_db, pytest.mark.django_db(transaction=True)]
 
 THREADS = 20
 T = TypeVar("T")

@@ -117,7 +117,7 @@ def test_insufficient_funds_is_not_stored_so_a_retry_can_succeed(
     assert Order.objects.get().status == "PAID"
 
 
-@pytest.mark.postgres
+@pytest.mark.server_db
 def test_concurrent_deposits_with_one_key_deposit_once(user: Any) -> None:
     token = TokenFactory(user=UserFactory(username="carol"))
     k = key()

@@ -19,7 +19,7 @@ from idempotency.stores.base import ClaimStatus, StoredResponse
 from idempotency.stores.database import DatabaseStore
 from tests.support.clocks import age
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.server_db, pytest.mark.django_db(transaction=True)]
 
 RESPONSE = StoredResponse(201, [("Content-Type", "application/json")], b'{"ok": true}')
 

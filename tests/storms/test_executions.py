@@ -20,13 +20,14 @@ from django.db import connection
 from django.test import override_settings
 
 from idempotency import idempotent_function
+from tests.support.services import on_mysql
 from tests.support.stores import STORE_VARIANTS
 from tests.support.storms import run_threads, storm
 from tests.support.users import logged_in_client
 from tests.testapp.executions import executions
 from tests.testapp.models import Wallet
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.server_db, pytest.mark.django_db(transaction=True)]
 
 DUPLICATES = 20
 ROUNDS = 3
@@ -134,8 +135,8 @@ def test_concurrent_calls_of_an_idempotent_function_run_its_body_once(
     @idempotent_function(key="charge:{ref}", store=store, mode=mode, wait=30)
     def charge(ref: str) -> dict[str, str]:
         record_execution(ref)
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_sleep(0.05)")
+        with connection.cursor() as cursor:  # a body that takes the database's time
+            cursor.execute("SELECT SLEEP(0.05)" if on_mysql() else "SELECT pg_sleep(0.05)")
         return {"charged": ref}
 
     refs = [str(uuid.uuid4()) for _ in range(ROUNDS)]

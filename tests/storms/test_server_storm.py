@@ -30,7 +30,7 @@ from tests.support.stores import STORE_VARIANTS
 from tests.testapp.executions import ENV, executions
 from tests.testapp.models import Wallet
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.server_db, pytest.mark.django_db(transaction=True)]
 
 WORKERS = 4
 DUPLICATES = 20

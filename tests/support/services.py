@@ -1,7 +1,9 @@
 """Which services this run has, and what a test does without one.
 
-Tests marked ``postgres`` need ``DATABASE_URL`` to point at PostgreSQL, tests marked
-``redis`` need ``REDIS_URL``. Without them a test is skipped with the reason, unless
+Tests marked ``server_db`` need ``DATABASE_URL`` to point at a server database
+(PostgreSQL, or MySQL/MariaDB): real concurrency. Those marked ``postgres`` or ``mysql``
+test that database's own features and need it. Tests marked ``redis`` need
+``REDIS_URL``. Without them a test is skipped with the reason, unless
 ``IDEMPOTENCY_TEST_REQUIRE_SERVICES=1`` (as in CI): then a missing service fails it.
 """
 
@@ -32,6 +34,19 @@ def on_postgres() -> bool:
     return connection.vendor == "postgresql"
 
 
+def on_mysql() -> bool:
+    """MySQL or MariaDB (Django's ``mysql`` backend serves both)."""
+    return connection.vendor == "mysql"
+
+
+#: The databases whose servers run the concurrency tests (``server_db``).
+SERVER_DATABASES = frozenset({"postgresql", "mysql"})
+
+
+def on_server_database() -> bool:
+    return connection.vendor in SERVER_DATABASES
+
+
 def redis_url() -> str:
     return str(getattr(settings, "REDIS_URL", "") or "")
 
@@ -56,4 +71,18 @@ def tests_database_url() -> str:
     auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
     host = data.get("HOST") or "127.0.0.1"
     port = f":{data['PORT']}" if data.get("PORT") else ""
-    return f"postgres://{auth}{host}{port}/{quote(data['NAME'])}"
+    scheme = "mysql" if connection.vendor == "mysql" else "postgres"
+    return f"{scheme}://{auth}{host}{port}/{quote(data['NAME'])}"
+
+
+def mysql_transactions(condition: str) -> int:
+    """Transactions of other sessions on the test database (MySQL/MariaDB) meeting the
+    SQL ``condition`` on ``information_schema.INNODB_TRX t``. InnoDB refreshes that table
+    only once it has been left unread for 0.1 s: poll it less often than that."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM information_schema.INNODB_TRX t"
+            " JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id"
+            f" WHERE p.DB = DATABASE() AND t.trx_mysql_thread_id <> CONNECTION_ID() AND {condition}"
+        )
+        return int(cursor.fetchone()[0])

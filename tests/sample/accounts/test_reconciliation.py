@@ -118,6 +118,8 @@ def test_the_lock_backend_setting_follows_the_services() -> None:
         assert backend == "redis"
     elif connection.vendor == "postgresql":
         assert backend == "postgres"
+    elif connection.vendor == "mysql":
+        assert backend == "mysql"
     else:
         assert backend is None  # the embedded default: the host-local lock
 
@@ -126,6 +128,7 @@ def test_the_lock_backend_setting_follows_the_services() -> None:
 
 LOCK_BACKENDS = [
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    pytest.param("mysql", id="mysql", marks=pytest.mark.mysql),
     pytest.param("redis", id="redis", marks=pytest.mark.redis),
     pytest.param(None, id="embedded-default"),
 ]
@@ -193,11 +196,14 @@ def test_the_job_lock_is_the_named_lock(lock_backend: str | None) -> None:
     assert reconcile_ledger()["status"] == "done"
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     "backend",
-    [pytest.param("postgres", id="postgres"), pytest.param("redis", marks=pytest.mark.redis)],
+    [
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+        pytest.param("mysql", id="mysql", marks=pytest.mark.mysql),
+        pytest.param("redis", marks=[pytest.mark.redis, pytest.mark.server_db]),
+    ],
 )
 def test_concurrent_schedulers_run_the_job_once(
     backend: str, settings: Any, monkeypatch: pytest.MonkeyPatch

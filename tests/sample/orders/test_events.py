@@ -169,7 +169,7 @@ class TestConsuming:
 # -- real concurrency (PostgreSQL) -------------------------------------------------------
 
 
-@pytest.mark.postgres
+@pytest.mark.server_db
 @pytest.mark.django_db(transaction=True)
 def test_twenty_concurrent_deliveries_of_one_message_count_once() -> None:
     order = paid_order()
@@ -182,7 +182,7 @@ def test_twenty_concurrent_deliveries_of_one_message_count_once() -> None:
     assert Receipt.objects.count() == 1
 
 
-@pytest.mark.postgres
+@pytest.mark.server_db
 @pytest.mark.redis
 @pytest.mark.django_db(transaction=True)
 def test_twenty_concurrent_deliveries_count_once_with_the_redis_store(settings: Any) -> None:

@@ -258,7 +258,7 @@ def republish_and_drain(orders: list[Order], worker: SampleWorker, sentinel: Ord
     assert done, worker.output()[-4000:]
 
 
-@pytest.mark.postgres
+@pytest.mark.server_db
 @pytest.mark.redis
 @pytest.mark.celery_worker
 @pytest.mark.timeout(180)
@@ -283,7 +283,7 @@ def test_broker_down_during_payments_then_back_every_order_gets_one_receipt(
     assert_each_order_counted_once([*orders, sentinel])
 
 
-@pytest.mark.postgres
+@pytest.mark.server_db
 @pytest.mark.redis
 @pytest.mark.celery_worker
 @pytest.mark.timeout(240)

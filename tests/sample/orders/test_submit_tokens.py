@@ -136,7 +136,7 @@ class TestCheckout:
 # -- real concurrency (PostgreSQL) -------------------------------------------------------
 
 
-@pytest.mark.postgres
+@pytest.mark.server_db
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     "backend",

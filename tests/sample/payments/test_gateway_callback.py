@@ -241,7 +241,7 @@ def gateway_in_thread(body: bytes) -> Any:
     return signed_post(APIClient(raise_request_exception=False), body)
 
 
-@pytest.mark.postgres
+@pytest.mark.server_db
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     "store",
@@ -274,7 +274,7 @@ def test_twenty_concurrent_identical_callbacks_confirm_the_payment_once(
     assert Account.objects.get(user=user).balance == Decimal("100.00")
 
 
-@pytest.mark.postgres
+@pytest.mark.server_db
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_balance_payments_and_gateway_trades_pay_an_order_once(user: User) -> None:
     funded_account("100.00", user=user)

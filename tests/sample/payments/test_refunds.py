@@ -179,7 +179,7 @@ class TestLedgerApi:
         assert_problem(anon_client.get(LEDGER), 401, "not-authenticated")
 
 
-@pytest.mark.postgres
+@pytest.mark.server_db
 @pytest.mark.django_db(transaction=True)
 class TestRefundConcurrency:
     def test_concurrent_cancels_of_one_paid_order_refund_once(self, user: User) -> None:

@@ -25,7 +25,7 @@ PAYMENTS = 4
 DUPLICATES = 2
 
 
-@pytest.mark.postgres
+@pytest.mark.server_db
 @pytest.mark.django_db(transaction=True)
 def test_a_short_storm_matches_the_database(tmp_path: Path) -> None:
     report = tmp_path / "storm.json"
