@@ -93,5 +93,8 @@ urlpatterns = [
     path("staff-function/", staff_function_view, name="staff-function"),
     path("form/", form_view, name="form"),
     path("right-order/", right_order_view, name="right-order"),
-    path("wrong-order/", wrong_order_view, name="wrong-order"),
 ]
+
+#: ``@idempotent`` above an access decorator (check E042): routed only by the check's test
+#: (``tests.testapp.wrong_order_urls``), so no other test's checks see it.
+wrong_order = [path("wrong-order/", wrong_order_view, name="wrong-order")]
