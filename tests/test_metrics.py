@@ -119,7 +119,7 @@ def test_a_storm_is_counted_exactly(settings: Any) -> None:
     # labels are bounded: no key, scope or user appears anywhere in the exposition
     exposition = client.get("/metrics").content.decode()
     assert shared not in exposition and keys[0] not in exposition
-    assert f"user:{user.pk}" not in exposition
+    assert f"user:{user.pk}" not in exposition  # auth.user:<pk> contains it too
 
 
 def test_releases_tokens_and_locks_are_counted() -> None:

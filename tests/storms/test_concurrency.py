@@ -217,7 +217,7 @@ def test_stale_owner_completion_is_fenced_off_over_http(
         thread.start()
         try:
             assert gate.entered.wait(30)  # the slow request has claimed and runs its body
-            age(store, f"user:{user.pk}", key, 1)  # its lease is over, it still runs
+            age(store, f"auth.user:{user.pk}", key, 1)  # its lease is over, it still runs
             results["retry"] = post(client, url, {"amount": 3}, key)
         finally:
             gate.release.set()
