@@ -325,19 +325,19 @@ class FenceBlindStore(CacheStore):
     """A mutant: completion, release and renewal check the state but not the token."""
 
     def _owned(self, scope: str, key: str, fence: int) -> dict[str, Any] | None:
-        record = self.cache.get(self.record_key(scope, key))
+        record = self._get(self.record_key(scope, key))
         if record is None or record["state"] != "in_progress":
             return None
-        return record  # type: ignore[no-any-return]
+        return record
 
 
 class LiveLeaseTakerStore(CacheStore):
     """A mutant: a claim that meets an in-progress record takes it over, lease or not."""
 
     def claim(self, scope: str, key: str, **kwargs: Any) -> Any:
-        record = self.cache.get(self.record_key(scope, key))
+        record = self._get(self.record_key(scope, key))
         if record is not None and record["state"] == "in_progress":
-            self.cache.delete(self.record_key(scope, key))
+            self.raw.delete(self.record_key(scope, key))
         return super().claim(scope, key, **kwargs)
 
 
