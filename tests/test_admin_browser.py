@@ -46,6 +46,18 @@ def test_admin_in_a_real_browser(
     expect(page.locator("select[name=action]")).to_contain_text("Release selected records")
     page.screenshot(path=tmp_path / "changelist.png")
 
+    # on a 1280-pixel screen, beside the sidebar and the filters, every column shows: the
+    # list's box does not scroll sideways (it once hid the dates and the expiry)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.reload()
+    assert "expires" in page.inner_text("#result_list thead").lower()
+    widths = page.evaluate(
+        "(() => { const box = document.querySelector('#changelist .results');"
+        " return [box.scrollWidth, box.clientWidth]; })()"
+    )
+    assert widths[0] <= widths[1], widths
+    assert "completed 201" in page.inner_text("#result_list tbody")
+
     page.goto(f"{live_server.url}/admin/idempotency/idempotencyrecord/{obj.pk}/change/")
     text = page.inner_text("body")
     assert "browser-order-42" in text
