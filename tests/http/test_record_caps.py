@@ -61,6 +61,7 @@ def test_a_caller_over_its_cap_gets_429_and_its_replays_still_work(
     assert not IdempotencyRecord.objects.filter(key=keys[3]).exists()
 
 
+@pytest.mark.server_db  # concurrent threads: SQLite would lock, not count
 @pytest.mark.parametrize("variant", variant_params("db-atomic", "db-lease", "db-cached", "redis"))
 def test_the_cap_holds_under_concurrent_first_requests(
     variant: str, user: Any, wallet: Any, execution_log: Path
