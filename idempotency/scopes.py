@@ -75,7 +75,7 @@ def principal_scope(principal: Any) -> str | None:
     """The scope of one principal, never shared between principals of different kinds.
 
     A user or another model instance (an API key, a client application):
-    ``<app_label>.<model_name>:<pk>`` (``auth.user:1``, see :func:`principal_label`). A
+    ``<app_label>.<model_name>:<pk>`` (``auth.user:1``, see ``principal_label``). A
     token string (or bytes), such as Django Ninja's ``HttpBearer`` returns: ``token:`` and
     an HMAC of it keyed with ``SECRET_KEY``, so the store never holds the token itself (a
     new ``SECRET_KEY`` starts new scopes). Anything else has no stable identity we can

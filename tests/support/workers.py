@@ -116,6 +116,7 @@ def worker_env(queue: str) -> dict[str, str]:
             "BEYOND_CELERY_QUEUE": queue,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
             "CONN_MAX_AGE": "0",
+            "IDEMPOTENCY_TEST_WORKER": "1",  # tests/settings.py: no ledger database
         }
     )
     return env

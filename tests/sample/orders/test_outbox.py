@@ -195,6 +195,7 @@ def sample_env() -> dict[str, str]:
         DATABASE_URL=services.tests_database_url(),
         CELERY_BROKER_URL=BROKER_URL,
         CONN_MAX_AGE="0",
+        IDEMPOTENCY_TEST_WORKER="1",  # tests/settings.py: no ledger database
         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
     )
     return env
