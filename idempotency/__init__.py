@@ -64,6 +64,7 @@ _EXPORTS: dict[str, str] = {
     "StoreNotDurable": "idempotency.exceptions",
     "StoreMisconfigured": "idempotency.exceptions",
     "IdempotencyResponseNotStored": "idempotency.exceptions",
+    "IdempotencyTooManyRecords": "idempotency.exceptions",
     "problem_response": "idempotency.problems",
     "idempotency_settings": "idempotency.conf",
     "purge_expired_records": "idempotency.purge",
@@ -108,6 +109,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         IdempotencyRequestInProgress as IdempotencyRequestInProgress,
     )
     from idempotency.exceptions import IdempotencyResponseNotStored as IdempotencyResponseNotStored
+    from idempotency.exceptions import IdempotencyTooManyRecords as IdempotencyTooManyRecords
     from idempotency.exceptions import ImproperlyApplied as ImproperlyApplied
     from idempotency.exceptions import InProgress as InProgress
     from idempotency.exceptions import InvalidIdempotencyKey as InvalidIdempotencyKey
