@@ -63,7 +63,8 @@ class ChaosUser:
 
     @property
     def scope(self) -> str:
-        return f"user:{self.id}"
+        """The default scope of this user's records: the user model's label and the pk."""
+        return f"auth.user:{self.id}"
 
 
 @dataclass
