@@ -78,7 +78,7 @@ def function_calls() -> dict[str, Call]:
     def settle(ref: str) -> dict[str, Any]:
         return {"ref": ref, "status": "settled", "amount": 1}
 
-    on_db = idempotent_function(key="bench:{ref}", store=DatabaseStore())(settle)
+    on_db = idempotent_function(key="bench:{ref}", store=DatabaseStore(), mode="lease")(settle)
     on_redis = idempotent_function(key="bench:{ref}", store=RedisStore())(settle)
     return {"fn-plain": settle, "fn-db": on_db, "fn-redis": on_redis}
 

@@ -42,7 +42,7 @@ class Backoff:
         self.cap = cap
         self.jitter = jitter
 
-    def _next(self) -> float | None:
+    def next_pause(self) -> float | None:
         """The next pause, or None once the deadline has passed."""
         now = time.monotonic()
         if self.deadline is not None and now >= self.deadline:
@@ -55,7 +55,7 @@ class Backoff:
 
     def pause(self) -> bool:
         """Sleep before the next attempt; False (without sleeping) once time is up."""
-        pause = self._next()
+        pause = self.next_pause()
         if pause is None:
             return False
         time.sleep(pause)
@@ -63,7 +63,7 @@ class Backoff:
 
     async def apause(self) -> bool:
         """:meth:`pause` on the event loop."""
-        pause = self._next()
+        pause = self.next_pause()
         if pause is None:
             return False
         await asyncio.sleep(pause)

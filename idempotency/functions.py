@@ -1,5 +1,6 @@
-"""``@idempotent_function``: run a plain callable at most once per key (the keyed-call
-engine of :mod:`idempotency.calls` for functions; the guide: docs/howto/callbacks.md)."""
+"""``@idempotent_function``: run a plain callable at most once per key (the engine of
+:mod:`idempotency.core.engine`, with the keyed calls of :mod:`idempotency.calls`; the
+guide: docs/howto/callbacks.md)."""
 
 from __future__ import annotations
 
@@ -20,16 +21,17 @@ from idempotency.arguments import (
 )
 from idempotency.calls import (
     ArgumentsMismatch,
+    CallAnswers,
     FunctionKeyMismatch,
-    KeyedCall,
     KeySpec,
     ReplayedRecord,
-    arun,
     call_fingerprint,
+    call_job,
     fingerprint_of,
-    run,
 )
 from idempotency.conf import idempotency_settings
+from idempotency.core import engine
+from idempotency.core.job import Job
 from idempotency.exceptions import IdempotencyKeyMissing, ImproperlyApplied
 from idempotency.policy import CallPolicy
 from idempotency.results import ResultCodec, Serializer, return_annotation
@@ -86,11 +88,11 @@ def idempotent_function(
     lease: float | None = None,
     store: Any = None,
     wait: float | None = None,
-    mode: str = "lease",
+    mode: str | None = None,
     optional: bool = False,
     fingerprint: FingerprintSpec = None,
     serializer: Serializer | None = None,
-    store_errors: bool = False,
+    store_errors: bool | None = None,
     on_replay: Callable[[Any, ReplayedRecord], Any] | None = None,
 ) -> Callable[[Callable[P, R]], IdempotentCallable[P, R]]:
     """Make a callable run at most once per key; repeats return the stored result.
@@ -117,12 +119,12 @@ def idempotent_function(
         Seconds a repeat waits for a running first call before raising
         :class:`~idempotency.exceptions.InProgress` (default: the ``WAIT`` setting).
     ``mode``
-        ``"lease"`` (the default: claim, run, complete), ``"atomic"`` (with
+        ``"lease"`` (claim, run, complete), ``"atomic"`` (with
         :class:`~idempotency.stores.DatabaseStore`: the claim, the function's database
         writes and the stored result commit in one transaction, so a crash leaves none of
         them and a concurrent repeat waits on the record's unique index, then returns the
-        committed result), or ``"auto"`` (atomic where the store supports it, else lease).
-        Atomic mode is for functions whose effects all live in the database; sync only.
+        committed result), or ``"auto"`` (atomic where the store supports it, else lease);
+        default: the ``MODE`` setting (``"auto"``). Async functions run in lease mode.
     ``optional``
         A key part that is None or empty runs the call without idempotency (logged as a
         warning) instead of raising.
@@ -134,7 +136,8 @@ def idempotent_function(
         An object with ``dumps(value)`` and ``loads(data)`` storing the result instead of
         the typed JSON of :mod:`idempotency.results`.
     ``store_errors``
-        Store an exception of the body too: repeats raise it again instead of running.
+        Store an exception of the body too: repeats raise it again instead of running
+        (default: the ``STORE_ERRORS`` setting).
     ``on_replay``
         ``on_replay(result, record)`` is called on each replay with the stored result and
         a :class:`~idempotency.calls.ReplayedRecord` (scope, key, expiry); its return
@@ -161,8 +164,8 @@ def idempotent_function(
         legacy = fingerprint_of("function", owner)
         codec = ResultCodec(owner=owner, annotation=return_annotation(func), serializer=serializer)
 
-        def keyed(args: tuple[Any, ...], kwargs: dict[str, Any]) -> KeyedCall | None:
-            """The call under its key; None to run the body plainly."""
+        def keyed(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Job, CallAnswers] | None:
+            """The call's job and adapter; None to run the body plainly."""
             if not idempotency_settings.ENABLED:
                 return None
             arguments = CallArguments(args, kwargs)  # bound by name once, for both
@@ -173,46 +176,44 @@ def idempotent_function(
                     raise
                 unkeyed(owner, exc)
                 return None
-            resolved = policy.get_store()
             hashed = hasher(arguments) if hasher is not None else None
-            return KeyedCall(
-                store=resolved,
+            job = call_job(
+                policy,
                 scope=scope,
                 key=call_key,
                 fingerprint=call_fingerprint("function", owner, hashed),
-                legacy=legacy,
-                older=None
-                if hashed is None
-                else functools.partial(older_call_fingerprints, "function", owner, hashed),
                 owner=owner,
-                lease=policy.get_lease(),
-                ttl=policy.get_ttl(),
-                wait=policy.get_wait(),
-                atomic=not async_func_given and policy.runs_atomic(resolved),
-                codec=codec,
-                store_errors=policy.get_store_errors(),
-                on_replay=on_replay,
+                interface="function",
+                asynchronous=async_func_given,
             )
+            older = (
+                None
+                if hashed is None
+                else functools.partial(older_call_fingerprints, "function", owner, hashed)
+            )
+            return job, CallAnswers(codec, policy.get_store_errors(), on_replay, legacy, older)
 
         wrapper: Any
         if async_func_given:
             async_func = cast(Callable[..., Awaitable[Any]], func)
 
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                call = keyed(args, kwargs)
-                if call is None:
+                keyed_call = keyed(args, kwargs)
+                if keyed_call is None:
                     return await async_func(*args, **kwargs)
-                return await arun(call, lambda: async_func(*args, **kwargs))
+                job, adapter = keyed_call
+                return await engine.arun(job, adapter, lambda: async_func(*args, **kwargs))
 
             wrapper = functools.wraps(func)(async_wrapper)
             markcoroutinefunction(wrapper)
         else:
 
             def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-                call = keyed(args, kwargs)
-                if call is None:
+                keyed_call = keyed(args, kwargs)
+                if keyed_call is None:
                     return func(*args, **kwargs)
-                return run(call, lambda: func(*args, **kwargs))
+                job, adapter = keyed_call
+                return engine.run(job, adapter, lambda: func(*args, **kwargs))
 
             wrapper = functools.wraps(func)(sync_wrapper)
 

@@ -31,7 +31,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from django.db import connections
 
@@ -281,14 +280,3 @@ def kept_alive(
         yield keeper
     finally:
         keeper.stop()
-
-
-def keep_call_alive(call: Any, claim: Any) -> Any:
-    """:func:`kept_alive` for a keyed call of :mod:`idempotency.calls` (lease mode only)."""
-    from contextlib import nullcontext
-
-    if call.atomic:
-        return nullcontext()
-    return kept_alive(
-        call.store, call.scope, call.key, fence=claim.fence, lease=call.lease, owner=call.owner
-    )

@@ -44,9 +44,9 @@ from idempotency.http.documentation import (
     key_parameter,
     problem_answers,
 )
-from idempotency.http.flow import UNSAFE_METHODS
 from idempotency.http.mixins import IdempotentMixin
 from idempotency.http.policy import Policy
+from idempotency.http.requests import UNSAFE_METHODS
 from idempotency.http.views import policy_of
 from idempotency.problems import PROBLEM_CONTENT_TYPE
 from idempotency.tokens import SubmitTokenPermission

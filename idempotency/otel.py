@@ -31,8 +31,9 @@ long the store took to decide who owns a key, one observation per request).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -44,7 +45,6 @@ from idempotency.logs import key_hash, store_name
 if TYPE_CHECKING:
     from idempotency.tracing import Keyed
 
-P = ParamSpec("P")
 T = TypeVar("T")
 
 OUTCOME = "idempotency.outcome"
@@ -96,12 +96,13 @@ def outcome(name: str, operation: str, result: Any) -> str:
     return "stored" if name == "complete" else "released"
 
 
-def traced(
-    name: str, owner: Keyed, call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
-) -> T:
-    """``call(*args, **kwargs)`` in the span ``idempotency.<name>``, a child of the
-    current span (the request's, under ``opentelemetry-instrumentation-django``)."""
-    operation = getattr(call, "__name__", name).strip("_").removesuffix("_in_transaction")
+@contextmanager
+def spanned(name: str, owner: Keyed, operation: str) -> Iterator[Callable[[T], T]]:
+    """The span ``idempotency.<name>``, a child of the current span (the request's, under
+    ``opentelemetry-instrumentation-django``), around one step whose store method is
+    ``operation``: the block hands what the step returned to the function it gets, which
+    records the outcome and returns it; an exception marks the span as an error."""
+    operation = operation.strip("_").removesuffix("_in_transaction")
     with tracer.start_as_current_span(
         f"idempotency.{name}",
         kind=SpanKind.INTERNAL,
@@ -111,8 +112,13 @@ def traced(
     ) as span:
         if name == "claim":
             span.set_attribute("idempotency.operation", operation)
+
+        def done(result: T) -> T:
+            span.set_attribute(OUTCOME, outcome(name, operation, result))
+            return result
+
         try:
-            result = call(*args, **kwargs)
+            yield done
         except BaseException as exc:
             from idempotency.exceptions import StoreUnavailable
 
@@ -121,8 +127,6 @@ def traced(
             span.set_attribute("error.type", type(exc).__qualname__)
             span.set_status(Status(StatusCode.ERROR))
             raise
-        span.set_attribute(OUTCOME, outcome(name, operation, result))
-        return result
 
 
 def _receiver(name: str) -> Callable[..., None]:
@@ -148,4 +152,4 @@ def connect() -> None:
         signals.OUTCOMES[name].connect(receive, dispatch_uid=f"idempotency.otel.{name}")
 
 
-__all__ = ["CLAIM_DURATION", "OUTCOMES", "attributes", "connect", "outcome", "traced"]
+__all__ = ["CLAIM_DURATION", "OUTCOMES", "attributes", "connect", "outcome", "spanned"]

@@ -18,6 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from idempotency.conf import MODES, idempotency_settings
 from idempotency.stores import get_store
+from idempotency.stores.atomic import AtomicStore
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus
 
 P = TypeVar("P", bound="CallPolicy")
@@ -87,9 +88,10 @@ class CallPolicy:
         atomic where the store supports it); ImproperlyConfigured for atomic mode on a
         store without it."""
         mode = self.mode or idempotency_settings.MODE
+        atomic = isinstance(store, AtomicStore)
         if mode == "auto":
-            return "atomic" if store.supports_atomic else "lease"
-        if mode == "atomic" and not store.supports_atomic:
+            return "atomic" if atomic else "lease"
+        if mode == "atomic" and not atomic:
             raise ImproperlyConfigured(
                 f"{type(store).__name__} cannot run atomic mode; use mode='lease' or DatabaseStore."
             )
@@ -97,6 +99,15 @@ class CallPolicy:
 
     def runs_atomic(self, store: BaseStore) -> bool:
         return self.get_mode(store) == "atomic"
+
+    def extra_databases(self) -> tuple[str, ...] | list[str]:
+        """Aliases atomic mode's transaction spans beside the store's (``ATOMIC_DATABASES``)."""
+        return tuple(idempotency_settings.ATOMIC_DATABASES)
+
+    def get_databases(self, store_alias: str) -> list[str]:
+        """Aliases atomic mode wraps in one transaction: the store's first."""
+        extra = self.extra_databases()
+        return [store_alias, *(alias for alias in extra if alias != store_alias)]
 
 
 def lease_over(claim: Claim | None) -> bool:

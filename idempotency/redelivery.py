@@ -11,10 +11,8 @@ from celery import Task
 from celery.app.task import Context
 from celery.exceptions import Reject, Retry
 
-from idempotency import signals
-from idempotency.calls import KeyedCall
-from idempotency.exceptions import StoreUnavailable
-from idempotency.keyed import log_ref
+from idempotency.core.job import Job
+from idempotency.exceptions import InProgress, StoreUnavailable
 from idempotency.stores.base import Claim
 
 logger = logging.getLogger("idempotency")
@@ -47,7 +45,7 @@ class Redelivery(BaseTask):
 
     def _retry_unavailable(
         self,
-        call: KeyedCall,
+        job: Job,
         exc: StoreUnavailable,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
@@ -62,14 +60,14 @@ class Redelivery(BaseTask):
         logger.warning(
             "idempotency: task %s key %s: the store is unreachable; deferred %.1f s",
             self.name,
-            log_ref(call.scope, call.key),
+            job.ref,
             countdown,
         )
-        reason = f"store unreachable for key {log_ref(call.scope, call.key)}"
+        reason = f"store unreachable for key {job.ref}"
         self._republish(args, kwargs, countdown, reason, exc)
 
     def _defer(
-        self, call: KeyedCall, claim: Claim, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, job: Job, claim: Claim, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> NoReturn:
         """A delivery of a key still in progress: run again once its lease has passed.
 
@@ -80,16 +78,15 @@ class Redelivery(BaseTask):
         """
         request = self.request
         if request.called_directly or request.is_eager:
-            raise call.in_progress()
-        signals.conflict.send(sender=type(call.store), request=None, scope=call.scope, key=call.key)
+            raise InProgress(job.scope, job.key)
         countdown = max(float(claim.retry_after), MIN_DEFER_SECONDS)
         logger.info(
             "idempotency: task %s key %s is in progress elsewhere; deferred %.1f s",
             self.name,
-            log_ref(call.scope, call.key),
+            job.ref,
             countdown,
         )
-        reason = f"key {log_ref(call.scope, call.key)} is in progress elsewhere"
+        reason = f"key {job.ref} is in progress elsewhere"
         self._republish(args, kwargs, countdown, reason)
 
     def _republish(

@@ -19,6 +19,7 @@ from typing import Any
 
 from django.http import HttpRequest
 from django.utils.crypto import salted_hmac
+from django.utils.functional import empty as _empty
 
 
 class SharedScope(str):
@@ -37,6 +38,18 @@ def shared(name: str) -> SharedScope:
     if not isinstance(name, str) or not name:
         raise ValueError("shared() takes a non-empty scope name")
     return SharedScope(name)
+
+
+async def aload_user(request: HttpRequest) -> None:
+    """Under ASGI, load the caller's user on the event loop (``request.auser()``, from
+    Django's authentication middleware) and put it in ``request.user``, so a scope that
+    reads ``request.user`` makes no database query in sync code. Nothing where the user
+    is loaded already, or no authentication middleware ran."""
+    lazy = request.__dict__.get("user")
+    auser = getattr(request, "auser", None)
+    if auser is None or lazy is None or getattr(lazy, "_wrapped", None) is not _empty:
+        return
+    request.user = await auser()
 
 
 def principal_label(principal: Any) -> str:

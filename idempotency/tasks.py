@@ -8,7 +8,6 @@ import functools
 import inspect
 import logging
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
@@ -22,21 +21,17 @@ from idempotency.arguments import (
 )
 from idempotency.beat import purge_expired_records_task, purge_expired_submit_tokens_task
 from idempotency.calls import (
-    KeyedCall,
+    CallAnswers,
     KeySpec,
-    acquire,
     call_fingerprint,
-    fail,
+    call_job,
     fingerprint_of,
-    finish,
     key_builder,
-    replayed,
-    store_failure,
 )
 from idempotency.conf import idempotency_settings
+from idempotency.core import engine
+from idempotency.core.job import Job
 from idempotency.exceptions import IdempotencyKeyMissing, ImproperlyApplied, StoreUnavailable
-from idempotency.keepalive import keep_call_alive
-from idempotency.keyed import log_ref
 from idempotency.policy import CallPolicy
 from idempotency.redelivery import Redelivery
 from idempotency.results import ResultCodec, return_annotation
@@ -54,28 +49,58 @@ logger = logging.getLogger("idempotency")
 P = ParamSpec("P")
 R = TypeVar("R")
 
-#: ``method`` recorded for the admin: the record was claimed by a Celery task.
-TASK_METHOD = "TASK"
-
 
 @dataclass
 class _Running:
     """The claim of the task running in this context (for :meth:`IdempotentTask.retry`)."""
 
     task: IdempotentTask
-    call: KeyedCall
+    job: Job
     claim: Claim
-    released: bool = False
 
     def release(self, reason: BaseException | None) -> None:
-        if not self.released:
-            self.released = True
-            self.call.release(self.claim, reason)
+        if not self.job.finished:
+            engine.release(self.job, self.claim, reason)
 
-    def fail(self, reason: BaseException) -> None:
-        if not self.released:
-            self.released = True
-            fail(self.call, self.claim, reason)
+
+class TaskAnswers(CallAnswers):
+    """:class:`~idempotency.calls.CallAnswers` for one delivery of a task: a duplicate
+    of a key in progress is deferred (published again for later), and the body runs
+    with its claim known to :meth:`IdempotentTask.retry`."""
+
+    def __init__(
+        self,
+        task: IdempotentTask,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        codec: ResultCodec,
+        store_errors: bool,
+        on_replay: Any,
+        legacy: str,
+        older: Callable[[], list[str]] | None,
+    ) -> None:
+        super().__init__(codec, store_errors, on_replay, legacy, older)
+        self.task = task
+        self.args = args
+        self.kwargs = kwargs
+        self.claim: Claim | None = None
+
+    def replay(self, job: Job, claim: Claim) -> Any:
+        logger.info(
+            "idempotency: task %s is a duplicate of key %s; acknowledged and skipped",
+            self.task.name,
+            job.ref,
+        )
+        return super().replay(job, claim)
+
+    def refuse(self, job: Job, claim: Claim) -> Any:
+        if claim.status is not ClaimStatus.MISMATCH:
+            self.task._defer(job, claim, self.args, self.kwargs)
+        return super().refuse(job, claim)
+
+    def bind(self, job: Job, claim: Claim | None) -> None:
+        self.claim = claim
 
 
 _running: contextvars.ContextVar[_Running | None] = contextvars.ContextVar(
@@ -96,13 +121,13 @@ class IdempotentTask(Redelivery):
     idempotency_scope: str = "tasks"
     idempotency_lease: float | None = None
     idempotency_ttl: float | None = None
-    idempotency_wait: float = 0.0
+    idempotency_wait: float | None = None
     idempotency_store: Any = None
-    idempotency_mode: str = "lease"
+    idempotency_mode: str | None = None
     idempotency_optional: bool = False
     idempotency_fingerprint: FingerprintSpec = None
     idempotency_serializer: Any = None
-    idempotency_store_errors: bool = False
+    idempotency_store_errors: bool | None = None
     idempotency_on_replay: Any = None
 
     # -- configuration hooks ---------------------------------------------------------
@@ -175,20 +200,22 @@ class IdempotentTask(Redelivery):
         return CallPolicy(
             ttl=self.idempotency_ttl,
             lease=self.get_idempotency_lease(),
-            wait=float(self.idempotency_wait or 0.0),
+            wait=self.idempotency_wait,
             store=self.idempotency_store,
             mode=self.idempotency_mode,
-            store_errors=bool(self.idempotency_store_errors),
+            store_errors=self.idempotency_store_errors,
         )
 
-    def idempotent_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> KeyedCall | None:
+    def idempotent_call(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Job, TaskAnswers] | None:
+        """This delivery's job and adapter; None to run it without idempotency."""
         if not idempotency_settings.ENABLED:
             return None
         key = self.get_idempotency_key(args, kwargs)
         if key is None:
             return None
         policy = self.get_idempotency_policy()
-        store = policy.get_store()
         codec = self._derived(
             "codec",
             lambda: ResultCodec(
@@ -198,64 +225,48 @@ class IdempotentTask(Redelivery):
             ),
         )
         fingerprint, older = self._fingerprints(args, kwargs)
-        return KeyedCall(
-            store=store,
+        job = call_job(
+            policy,
             scope=self.idempotency_scope,
             key=key,
             fingerprint=fingerprint,
-            older=older,
-            legacy=fingerprint_of("task", self.name),
             owner=self.name,
-            lease=policy.get_lease(),
-            ttl=policy.get_ttl(),
-            wait=policy.get_wait(),
-            method=TASK_METHOD,
-            atomic=policy.runs_atomic(store),
+            interface="task",
+        )
+        answers = TaskAnswers(
+            self,
+            args,
+            kwargs,
             codec=codec,
             store_errors=policy.get_store_errors(),
             on_replay=self._option("idempotency_on_replay"),
+            legacy=fingerprint_of("task", self.name),
+            older=older,
         )
+        return job, answers
 
     # -- the flow --------------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        call = self.idempotent_call(args, kwargs)
-        if call is None:
+        keyed = self.idempotent_call(args, kwargs)
+        if keyed is None:
             return super().__call__(*args, **kwargs)
-        try:
-            with call.store.atomic() if call.atomic else nullcontext():
-                return self._run_keyed(call, args, kwargs)
-        finally:
-            store_failure(call)
+        job, answers = keyed
 
-    def _run_keyed(self, call: KeyedCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        def body() -> Any:
+            assert answers.claim is not None
+            token = _running.set(_Running(self, job, answers.claim))
+            try:
+                return super(IdempotentTask, self).__call__(*args, **kwargs)
+            finally:
+                _running.reset(token)
+
         try:
-            claim = acquire(call)
+            return engine.run(job, answers, body)
         except StoreUnavailable as exc:
-            self._retry_unavailable(call, exc, args, kwargs)
-        if claim.status is ClaimStatus.COMPLETED:
-            logger.info(
-                "idempotency: task %s is a duplicate of key %s; acknowledged and skipped",
-                self.name,
-                log_ref(call.scope, call.key),
-            )
-            return replayed(call, claim)
-        if claim.status is not ClaimStatus.CLAIMED:
-            self._defer(call, claim, args, kwargs)
-        running = _Running(self, call, claim)
-        token = _running.set(running)
-        try:
-            with keep_call_alive(call, claim):
-                result = super().__call__(*args, **kwargs)
-        except BaseException as exc:
-            running.fail(exc)
-            raise
-        finally:
-            _running.reset(token)
-        if running.released:
-            # the body called self.retry() and swallowed its Retry: nothing to store
-            return result
-        return finish(call, claim, result)
+            if job.started:
+                raise
+            self._retry_unavailable(job, exc, args, kwargs)
 
     def retry(self, *args: Any, **kwargs: Any) -> Any:
         """Celery's retry, after releasing this delivery's key (so the retry can claim it).
@@ -273,23 +284,7 @@ class IdempotentTask(Redelivery):
 def idempotent_task(func: Callable[P, R], /) -> Task[P, R]: ...
 @overload
 def idempotent_task(
-    func: None = None,
-    /,
-    *,
-    app: Celery | None = None,
-    key: KeySpec | None = None,
-    scope: str = "tasks",
-    ttl: float | None = None,
-    lease: float | None = None,
-    store: Any = None,
-    wait: float = 0.0,
-    mode: str = "lease",
-    optional: bool = False,
-    fingerprint: FingerprintSpec = None,
-    serializer: Any = None,
-    store_errors: bool = False,
-    on_replay: Callable[..., Any] | None = None,
-    **options: Any,
+    func: None = None, /, **options: Any
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 def idempotent_task(
     func: Callable[..., Any] | None = None,
@@ -301,12 +296,12 @@ def idempotent_task(
     ttl: float | None = None,
     lease: float | None = None,
     store: Any = None,
-    wait: float = 0.0,
-    mode: str = "lease",
+    wait: float | None = None,
+    mode: str | None = None,
     optional: bool = False,
     fingerprint: FingerprintSpec = None,
     serializer: Any = None,
-    store_errors: bool = False,
+    store_errors: bool | None = None,
     on_replay: Callable[..., Any] | None = None,
     **options: Any,
 ) -> Any:

@@ -5,7 +5,8 @@ imported (the spans themselves: :mod:`idempotency.otel`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 from idempotency.conf import idempotency_settings
@@ -43,9 +44,25 @@ def step(name: str, owner: Keyed, call: Callable[P, T], /, *args: P.args, **kwar
     ``call`` returns (:func:`idempotency.otel.outcome`)."""
     if not idempotency_settings.OPENTELEMETRY:
         return call(*args, **kwargs)
-    from idempotency.otel import traced
+    with spanned(name, owner, getattr(call, "__name__", name)) as done:
+        return done(call(*args, **kwargs))
 
-    return traced(name, owner, call, *args, **kwargs)
+
+@contextmanager
+def spanned(name: str, owner: Keyed, operation: str) -> Iterator[Callable[[T], T]]:
+    """The span of one step (:func:`idempotency.otel.spanned`) when tracing is on; else a
+    block whose recorder returns what it is given."""
+    if not idempotency_settings.OPENTELEMETRY:
+        yield _as_is
+        return
+    from idempotency.otel import spanned as otel_spanned
+
+    with otel_spanned(name, owner, operation) as done:
+        yield done
 
 
-__all__ = ["Keyed", "step"]
+def _as_is(result: T) -> T:
+    return result
+
+
+__all__ = ["Keyed", "spanned", "step"]

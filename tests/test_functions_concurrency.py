@@ -84,7 +84,7 @@ def test_stale_owner_takeover_with_the_database_store() -> None:
     """Same contract through a claim made directly on the store (one connection)."""
     calls = Counter()
 
-    @idempotent_function(key="db-slow:{ref}", store=DB_STORE)
+    @idempotent_function(key="db-slow:{ref}", store=DB_STORE, mode="lease")
     def work(ref: str) -> int:
         return calls()
 
@@ -94,7 +94,9 @@ def test_stale_owner_takeover_with_the_database_store() -> None:
     dead = store.claim("functions", f"db-slow:{ref}", fingerprint=fingerprint, lease=0.5, ttl=60)
     assert dead.owned
     with pytest.raises(InProgress):
-        idempotent_function(key="db-slow:{ref}", store=DB_STORE, lease=60)(work.__wrapped__)(ref)
+        idempotent_function(key="db-slow:{ref}", store=DB_STORE, lease=60, mode="lease")(
+            work.__wrapped__
+        )(ref)
     age(store, "functions", f"db-slow:{ref}", 1)
     assert work(ref) == 1  # the dead owner's lease ran out: taken over
     from idempotency.stores.base import StoredResponse
@@ -115,13 +117,13 @@ def test_wait_returns_the_running_calls_result(store: str, monkeypatch: pytest.M
     the first call finishes only once the duplicate is known to be waiting."""
     calls = Counter()
     started, waiting = threading.Event(), threading.Event()
-    pause = Backoff.pause
+    next_pause = Backoff.next_pause
 
-    def noted_pause(self: Backoff) -> bool:
+    def noted_pause(self: Backoff) -> float | None:
         waiting.set()  # the duplicate found the first in progress and waits for it
-        return pause(self)
+        return next_pause(self)
 
-    monkeypatch.setattr(Backoff, "pause", noted_pause)
+    monkeypatch.setattr(Backoff, "next_pause", noted_pause)
 
     @idempotent_function(key="waited:{ref}", store=store, wait=30)
     def slow(ref: str) -> int:

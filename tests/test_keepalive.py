@@ -261,7 +261,7 @@ def test_the_keepalive_stops_when_the_body_ends_and_is_not_needed_in_a_transacti
     before = watchdog().live
     seen: list[int] = []
 
-    @idempotent_function(key="short:{ref}", store=DB_STORE, lease=0.3)
+    @idempotent_function(key="short:{ref}", store=DB_STORE, lease=0.3, mode="lease")
     def short(ref: str) -> str:
         seen.append(watchdog().live - before)
         return "ok"

@@ -23,10 +23,9 @@ SHARED = CallPolicy.option_names()
 
 
 def overload_keywords(func: typing.Any) -> set[str]:
-    """The keyword-only parameters of ``func``'s overloads, or of ``func`` itself."""
-    signatures = [inspect.signature(o) for o in typing.get_overloads(func)] or [
-        inspect.signature(func)
-    ]
+    """The keyword-only parameters of ``func`` and of its overloads."""
+    signatures = [inspect.signature(o) for o in typing.get_overloads(func)]
+    signatures.append(inspect.signature(func))
     return {
         name
         for signature in signatures

@@ -81,7 +81,7 @@ def manual_retry(self: IdempotentTask, label: str) -> int:
     return effect(label)
 
 
-@idempotent_task(app=app, name="eager.slow", key="slow:{label}", lease=30)
+@idempotent_task(app=app, name="eager.slow", key="slow:{label}", lease=30, mode="lease")
 def slow(label: str) -> str:
     # a redelivery takes the key over while this run is still going (its lease ran out)
     store = get_store()
@@ -264,7 +264,7 @@ def atomic_writer(label: str, fail: bool) -> int:
     return Effect.objects.filter(label=label).count()
 
 
-@idempotent_task(app=app, name="eager.lease_writer", key="lease:{label}")
+@idempotent_task(app=app, name="eager.lease_writer", key="lease:{label}", mode="lease")
 def lease_writer(label: str, fail: bool) -> int:
     from tests.testapp.models import Effect
 

@@ -27,7 +27,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from idempotency.exceptions import ImproperlyApplied
-from idempotency.http import flow, handling, ninja
+from idempotency.http import handling, ninja, requests
 from idempotency.http.drf import hooks, view_of
 from idempotency.http.mixins import IdempotentMixin
 from idempotency.http.policy import Policy
@@ -56,7 +56,7 @@ def defer_to_handler(view: View, request: HttpRequest | Request, policy: Policy)
     ``UserPassesTestMixin``) then runs before any replay, as it runs before the view.
     Set on the view instance, which lives for this one request."""
     method = str(request.method or "")
-    if method not in flow.UNSAFE_METHODS or method.lower() not in view.http_method_names:
+    if method not in requests.UNSAFE_METHODS or method.lower() not in view.http_method_names:
         return
     handler = getattr(view, method.lower(), None)
     if handler is None or policy_of(handler) is not None or isinstance(view, IdempotentMixin):

@@ -9,7 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from idempotency.http.flow import Convert, Finalize
+from idempotency.http.answers import Convert, Finalize
 
 
 def view_of(request: Any) -> APIView | None:

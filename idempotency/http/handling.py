@@ -1,40 +1,37 @@
-"""The request flow every HTTP interface shares (decorator, mixin, middleware).
+"""The entry every HTTP interface calls (decorator, mixin, middleware, Ninja): run a
+view under the idempotency contract.
 
-1. Only unsafe methods with a key take part; the key is parsed strictly.
-2. The scope comes from the authenticated caller (this runs after DRF's
-   ``initial()``: authentication, permissions and throttles have passed).
-3. **Atomic mode** (DatabaseStore): look the key up (a replay needs nothing
-   more); if absent, open one transaction for the view's writes, *claim the key
-   in it before the view runs*, run the view and store its response in the same
-   transaction. A concurrent duplicate's claim waits on the unique index until
-   the first commits, then replays it; it never runs the view. A released
-   outcome (5xx, exception) rolls the claim back with the view's writes.
-   ``claim="optimistic"`` runs the view first and inserts the completed record
-   at the end (one statement less), for views whose every effect is in that
-   transaction: concurrent duplicates may then run the view, and all but one
-   roll back.
-4. **Lease mode** (any store): claim first (committed, with a lease and a
-   fencing token), run the view, then complete or release with the token.
-
-This module is the entry (:func:`run`, :func:`run_async`); the shared steps live in
-:mod:`~idempotency.http.flow`, the two modes in :mod:`~idempotency.http.atomic` and
-:mod:`~idempotency.http.lease`.
+1. :func:`~idempotency.http.requests.prepare` decides whether the request takes part
+   and makes its job: the key (parsed strictly), the caller's scope, the fingerprint,
+   the view's options.
+2. The engine (:mod:`idempotency.core.engine`) claims the key, or answers from its
+   record; runs the view; keeps or releases its response (atomic mode: in the view's
+   own transaction), with :class:`~idempotency.http.answers.HttpAnswers` saying how.
+3. Here: a store that cannot be reached before the view ran answers 503, or runs the
+   view unprotected where it opts in (``on_store_unavailable="run"``); a view never
+   runs twice in one request.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponseBase
 
-from idempotency.exceptions import IdempotencyError, StoreMisconfigured, StoreUnavailable
-from idempotency.http.atomic import run_atomic
-from idempotency.http.flow import Call, Convert, Finalize, Prepared, identity, prepare
-from idempotency.http.lease import run_lease, run_lease_async
+from idempotency.core import engine
+from idempotency.core.job import Job
+from idempotency.exceptions import (
+    IdempotencyError,
+    ImproperlyApplied,
+    StoreMisconfigured,
+    StoreUnavailable,
+)
+from idempotency.http.answers import Call, Convert, Finalize, HttpAnswers, identity
 from idempotency.http.policy import Policy
+from idempotency.http.requests import prepare
 
 logger = logging.getLogger("idempotency")
 
@@ -54,36 +51,85 @@ def run(
     so its bytes can be stored (DRF's ``finalize_response`` + ``render``).
     """
     try:
-        prepared = prepare(request, policy)
+        job = prepare(request, policy)
     except ImproperlyConfigured as exc:
         return misconfigured(request, exc)
-    if prepared is None:
+    if job is None:
         return call()
-    if isinstance(prepared, HttpResponseBase):
-        return prepared
-    started = False
-
-    def view() -> HttpResponseBase:
-        nonlocal started
-        started = True
-        return call()
-
+    if isinstance(job, HttpResponseBase):
+        return job
+    answers = HttpAnswers(policy, convert, finalize)
     try:
-        if prepared.mode == "atomic":
-            return run_atomic(prepared, view, convert, finalize)
-        return run_lease(prepared, view, convert, finalize)
-    except StoreUnavailable as exc:
-        if started:  # never run a view twice: its attempt ended with the store gone
-            return exc.as_response()
-        return _unavailable(prepared, exc, call)
-    except IdempotencyError as exc:
-        if started:  # the view's own
-            raise
-        return exc.as_response()  # e.g. an unreadable record: nothing ran
+        response: HttpResponseBase = engine.run(job, answers, lambda: finalize(call()))
+    except Exception as exc:
+        return _not_run(job, policy, exc, call)
+    return response
+
+
+async def run_async(
+    request: HttpRequest, call: Callable[[], Awaitable[HttpResponseBase]], policy: Policy
+) -> HttpResponseBase:
+    """:func:`run` for async views: lease mode (a database transaction cannot span an
+    ``await``); the store's async methods, the view on the event loop."""
+    if policy.mode == "atomic":
+        raise ImproperlyApplied("Async views cannot use atomic mode; use mode='lease'.")
+    lease_policy = policy.merged(mode="lease") if policy.mode is None else policy
+    try:
+        job = await aprepare(request, lease_policy)
     except ImproperlyConfigured as exc:
-        if started:  # the view's own error
-            raise
         return misconfigured(request, exc)
+    if job is None:
+        return await call()
+    if isinstance(job, HttpResponseBase):
+        return job
+    job.mode = "lease"
+    try:
+        response: HttpResponseBase = await engine.arun(job, HttpAnswers(lease_policy), call)
+    except Exception as exc:
+        if job.started or not isinstance(exc, StoreUnavailable):
+            return _not_run(job, lease_policy, exc, None)
+        if lease_policy.get_on_store_unavailable() != "run":
+            return exc.as_response()
+        _warn_unprotected(job)
+        return await call()
+    return response
+
+
+async def aprepare(request: HttpRequest, policy: Policy) -> Job | HttpResponseBase | None:
+    """:func:`prepare` for async views: the caller's user is loaded without a thread
+    (``request.auser()``) before the scope reads it."""
+    from idempotency.scopes import aload_user
+
+    await aload_user(request)
+    return prepare(request, policy)
+
+
+def _not_run(job: Job, policy: Policy, exc: Exception, call: Call | None) -> HttpResponseBase:
+    """The answer when the engine raised ``exc``: the view's own error is raised again;
+    the store's is answered (503), or the view runs unprotected where it opts in and
+    did not run yet."""
+    if isinstance(exc, StoreUnavailable):
+        if job.started or call is None or policy.get_on_store_unavailable() != "run":
+            return exc.as_response()
+        _warn_unprotected(job)
+        return call()
+    if job.started:
+        raise exc  # the view's own error
+    if isinstance(exc, IdempotencyError):
+        return exc.as_response()  # e.g. an unreadable record: nothing ran
+    if isinstance(exc, ImproperlyConfigured):
+        assert job.request is not None
+        return misconfigured(job.request, exc)
+    raise exc
+
+
+def _warn_unprotected(job: Job) -> None:
+    request: Any = job.request
+    logger.warning(
+        "idempotency: store unreachable; running %s %s without idempotency (on_store_unavailable)",
+        request.method,
+        request.path,
+    )
 
 
 def misconfigured(request: HttpRequest, exc: ImproperlyConfigured) -> HttpResponseBase:
@@ -96,55 +142,6 @@ def misconfigured(request: HttpRequest, exc: ImproperlyConfigured) -> HttpRespon
         exc_info=exc,
     )
     return StoreMisconfigured().as_response()
-
-
-def _unavailable(prepared: Prepared, exc: StoreUnavailable, call: Call) -> HttpResponseBase:
-    """The store could not be reached before the view ran: 503, or run it unprotected."""
-    if prepared.policy.get_on_store_unavailable() != "run":
-        return exc.as_response()
-    logger.warning(
-        "idempotency: store unreachable; running %s %s without idempotency (on_store_unavailable)",
-        prepared.request.method,
-        prepared.request.path,
-    )
-    return call()
-
-
-async def run_async(
-    request: HttpRequest, call: Callable[[], Awaitable[HttpResponseBase]], policy: Policy
-) -> HttpResponseBase:
-    """Async views: lease mode (a database transaction cannot span an ``await``)."""
-    if policy.mode == "atomic":
-        from idempotency.exceptions import ImproperlyApplied
-
-        raise ImproperlyApplied("Async views cannot use atomic mode; use mode='lease'.")
-    lease_policy = policy.merged(mode="lease") if policy.mode is None else policy
-    try:
-        prepared = await sync_to_async(prepare)(request, lease_policy)
-    except ImproperlyConfigured as exc:
-        return misconfigured(request, exc)
-    if prepared is None:
-        return await call()
-    if isinstance(prepared, HttpResponseBase):
-        return prepared
-    prepared.mode = "lease"
-    started = False
-
-    async def view() -> HttpResponseBase:
-        nonlocal started
-        started = True
-        return await call()
-
-    try:
-        return await run_lease_async(prepared, view)
-    except StoreUnavailable as exc:
-        if started or prepared.policy.get_on_store_unavailable() != "run":
-            return exc.as_response()
-        return await call()
-    except ImproperlyConfigured as exc:
-        if started:
-            raise
-        return misconfigured(request, exc)
 
 
 __all__ = ["run", "run_async"]

@@ -19,7 +19,7 @@ from django.views import View
 from rest_framework.views import APIView
 
 from idempotency.conf import idempotency_settings
-from idempotency.http import flow, handling, ninja
+from idempotency.http import handling, ninja, requests
 from idempotency.http.decorators import defer_to_handler
 from idempotency.http.discovery import access_gate
 from idempotency.http.fingerprints import keep_body
@@ -131,7 +131,7 @@ def gated_view(view_func: Callable[..., Any]) -> str | None:
     cls = _view_class(view_func)
     if getattr(view_func, "idempotency_exempt", False) or getattr(cls, "idempotency_exempt", False):
         return None
-    if any(_handles_keys_itself(view_func, cls, m) for m in flow.UNSAFE_METHODS):
+    if any(_handles_keys_itself(view_func, cls, m) for m in requests.UNSAFE_METHODS):
         return None
     if isinstance(cls, type) and issubclass(cls, APIView):
         return None
@@ -269,7 +269,7 @@ class IdempotencyMiddleware:
 
     def _resolve(self, request: HttpRequest) -> tuple[Plan, ResolverMatch | None]:
         """The plan of the view this request will reach (resolved as Django will)."""
-        if request.method not in flow.UNSAFE_METHODS:
+        if request.method not in requests.UNSAFE_METHODS:
             return SKIP, None
         try:
             match = get_resolver(getattr(request, "urlconf", None)).resolve(request.path_info)
@@ -327,7 +327,7 @@ class IdempotencyMiddleware:
         view_args: tuple[Any, ...],
         view_kwargs: dict[str, Any],
     ) -> HttpResponseBase | None:
-        if request.method not in flow.UNSAFE_METHODS:
+        if request.method not in requests.UNSAFE_METHODS:
             return None
         plan = self._plan(view_func, str(request.method))
         if plan.substitute is None:

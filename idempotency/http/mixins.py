@@ -15,7 +15,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponseBase
 from rest_framework.request import Request
 
-from idempotency.http import flow, handling
+from idempotency.http import handling, requests
 from idempotency.http.drf import hooks
 from idempotency.http.fingerprints import keep_body
 from idempotency.http.policy import Policy
@@ -93,11 +93,11 @@ class IdempotentMixin:
         return name in self.idempotent_actions
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        if request.method in flow.UNSAFE_METHODS:
+        if request.method in requests.UNSAFE_METHODS:
             # before authentication can parse request.data: the fingerprint reads the raw body
             keep_body(request)
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
-        if request.method not in flow.UNSAFE_METHODS or not self.is_idempotent_action(request):
+        if request.method not in requests.UNSAFE_METHODS or not self.is_idempotent_action(request):
             return
         if in_flow(request):
             return  # an outer interface handles this request's key

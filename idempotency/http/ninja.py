@@ -154,7 +154,7 @@ def document(operation: Any, policy: Any) -> None:
         key_parameter,
         problem_answers,
     )
-    from idempotency.http.flow import UNSAFE_METHODS
+    from idempotency.http.requests import UNSAFE_METHODS
     from idempotency.problems import PROBLEM_CONTENT_TYPE
 
     if getattr(operation, DOCUMENTED, False):

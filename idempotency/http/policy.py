@@ -120,10 +120,10 @@ class Policy(CallPolicy):
     def get_claim(self) -> str:
         return str(idempotency_settings.ATOMIC_CLAIM if self.claim is None else self.claim)
 
-    def get_databases(self, store_alias: str) -> list[str]:
-        """Aliases atomic mode wraps in the view's transaction: the store's first."""
-        extra = idempotency_settings.ATOMIC_DATABASES if self.databases is None else self.databases
-        return [store_alias, *(alias for alias in extra if alias != store_alias)]
+    def extra_databases(self) -> tuple[str, ...] | list[str]:
+        """Aliases atomic mode's transaction spans beside the store's: the view's
+        ``databases``, else ``ATOMIC_DATABASES``."""
+        return super().extra_databases() if self.databases is None else self.databases
 
     def get_scope(self, request: HttpRequest) -> str | None:
         """The caller's scope, or None for an anonymous caller (``ANONYMOUS`` decides).

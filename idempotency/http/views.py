@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from rest_framework.request import Request
 
 from idempotency.exceptions import ImproperlyApplied
-from idempotency.http import flow
+from idempotency.http import requests
 from idempotency.http.policy import Policy
 
 #: Attribute under which ``@idempotent`` leaves its policy on the function it returns.
@@ -39,15 +39,15 @@ def in_flow(request: Any) -> bool:
     """Whether an outer interface (the middleware, the mixin, another ``@idempotent``)
     already handles this request's key: an inner one then only runs the view.
 
-    :func:`~idempotency.http.flow.bind` sets ``request.idempotency`` on the request it
-    was given, a DRF ``Request`` or the Django one it wraps, and only ever on the
+    :meth:`~idempotency.http.answers.HttpAnswers.bind` sets ``request.idempotency`` on
+    the request it was given, a DRF ``Request`` or the Django one it wraps, and only ever on the
     instance: both instance dictionaries are read. (``getattr`` on a DRF ``Request``
     that lacks the attribute raises and catches three ``AttributeError``: 15,000
     instructions on every decorated request.)"""
     context = vars(request).get("idempotency")
     if context is None and isinstance(request, Request):
         context = vars(request._request).get("idempotency")
-    return isinstance(context, flow.IdempotencyContext)
+    return isinstance(context, requests.IdempotencyContext)
 
 
 def policy_of(func: Any) -> Policy | None:

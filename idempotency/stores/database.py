@@ -38,8 +38,8 @@ from idempotency.exceptions import StoreUnavailable
 from idempotency.outages import guard, is_deadlock, is_lock_error
 from idempotency.purge import purge_now_and_then
 from idempotency.stores import statements as sql
+from idempotency.stores.atomic import AtomicStore
 from idempotency.stores.base import (
-    BaseStore,
     Claim,
     ClaimStatus,
     StoredResponse,
@@ -87,7 +87,7 @@ def busy(method: M) -> M:
     return cast(M, wrapper)
 
 
-class DatabaseStore(ResponseCache, BaseStore):
+class DatabaseStore(ResponseCache, AtomicStore):
     """Records in the ``IdempotencyRecord`` table of ``DATABASE_ALIAS`` (the default store).
 
     The claim is an ``INSERT ... ON CONFLICT`` (PostgreSQL and SQLite) or ``INSERT ... ON
@@ -99,7 +99,6 @@ class DatabaseStore(ResponseCache, BaseStore):
     response_cache="redis")``.
     """
 
-    supports_atomic: ClassVar[bool] = True
     #: A claim that meets a live record needs a second statement to read it, so a
     #: repeat is cheapest as one lookup.
     lookup_before_claim: ClassVar[bool] = True
@@ -128,10 +127,6 @@ class DatabaseStore(ResponseCache, BaseStore):
 
     def _records(self) -> Any:
         return self.model.objects.using(self.using)
-
-    def atomic(self) -> Any:
-        """The transaction atomic-mode views run in (the record commits with their writes)."""
-        return transaction.atomic(using=self.using)
 
     def _sql(self, connection: BaseDatabaseWrapper) -> sql.Statements:
         """The statements on ``connection``, built on first use."""

@@ -74,13 +74,13 @@ def test_wait_replays_once_the_first_completes(
     client_a: Client, wallet: Wallet, gate: Gate, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     waiting = threading.Event()
-    pause = Backoff.pause
+    next_pause = Backoff.next_pause
 
-    def noted_pause(self: Backoff) -> bool:
+    def noted_pause(self: Backoff) -> float | None:
         waiting.set()  # the duplicate found the first in progress and waits for it
-        return pause(self)
+        return next_pause(self)
 
-    monkeypatch.setattr(Backoff, "pause", noted_pause)
+    monkeypatch.setattr(Backoff, "next_pause", noted_pause)
     key = new_key()
     results: dict[str, Any] = {}
 

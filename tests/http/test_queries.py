@@ -133,7 +133,7 @@ def test_a_function_replay_on_the_database_is_one_lookup() -> None:
 
     runs: list[str] = []
 
-    @idempotent_function(key="queries:{ref}", store=DatabaseStore())
+    @idempotent_function(key="queries:{ref}", store=DatabaseStore(), mode="lease")
     def settle(ref: str) -> dict[str, str]:
         runs.append(ref)
         return {"ref": ref}

@@ -20,7 +20,7 @@ from django.db import OperationalError, connection, connections, transaction
 from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 
-from idempotency.http.atomic import CLAIM_ATTEMPTS
+from idempotency.core.atomic import CLAIM_ATTEMPTS
 from idempotency.models import IdempotencyRecord
 from idempotency.stores.base import ClaimStatus, StoredResponse
 from idempotency.stores.database import DatabaseStore

@@ -36,7 +36,7 @@ def _body(ref: str, seconds: float) -> dict[str, str]:
 
 BODIES = {
     name: idempotent_function(
-        key="owned:{ref}", store=store, lease=LEASE, wait=0, fingerprint=["ref"]
+        key="owned:{ref}", store=store, lease=LEASE, wait=0, fingerprint=["ref"], mode="lease"
     )(_body)
     for name, store in (
         ("db", "idempotency.stores.DatabaseStore"),

@@ -1,0 +1,157 @@
+"""The engine: one keyed run, for views, functions and tasks alike.
+
+:func:`run` (sync) and :func:`arun` (async) drive one flow, written once. The flow is a
+generator (:func:`flow`) that yields the steps that do I/O (a store call, the work, a
+pause) and gets their results back, so the sync driver calls ``store.claim`` and the
+async one awaits ``store.aclaim``, with no thread in between where the store is
+natively async. Everything that differs between interfaces (how a caller is answered)
+comes from the :class:`~idempotency.core.job.Adapter`.
+
+**Lease mode** (any store): claim the key (a record with a lease and a fencing token)
+or wait for its owner; run the work while a keep-alive renews the lease; complete the
+record with the outcome, or release it, proven by the token.
+
+**Atomic mode** (an :class:`~idempotency.stores.atomic.AtomicStore`, sync only): claim
+the key inside a transaction with the work's own writes and store the outcome in it, so
+they commit together; a released outcome rolls back claim and writes alike. With
+``optimistic``, the work runs first and the completed record is inserted last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from idempotency.conf import idempotency_settings
+from idempotency.core.atomic import atomic_flow, rolled_back
+from idempotency.core.job import Adapter, Job
+from idempotency.core.lease import give_back, lease_flow
+from idempotency.core.steps import ADAPT, STORE, WORK, Flow, Step
+from idempotency.stores.atomic import AtomicStore
+from idempotency.stores.base import Claim
+from idempotency.tracing import spanned
+
+
+def flow(job: Job, adapter: Adapter) -> Flow:
+    """The whole run: the caller's answer is the generator's return value."""
+    if job.mode == "atomic":
+        return (yield from atomic_flow(job, adapter))
+    return (yield from lease_flow(job, adapter))
+
+
+def release(job: Job, claim: Claim, reason: BaseException | None = None) -> None:
+    """Give ``job``'s key back now, while its work runs (a task's ``retry()``): nothing
+    is stored when the work ends."""
+    job.finished = True
+    if job.mode == "atomic":
+        assert isinstance(job.store, AtomicStore)
+        job.store.roll_back(job.databases)
+        rolled_back(job, exception=reason)
+        return
+    drive(give_back(job, claim, exception=reason), job, lambda: None)
+
+
+def _timed(job: Job, span: str | None, method: Callable[..., Any], step: Step) -> Any:
+    if span is None:
+        return method(*step[3], **step[4])
+    started = time.perf_counter()
+    try:
+        if not idempotency_settings.OPENTELEMETRY:
+            return method(*step[3], **step[4])
+        with spanned(span, job, step[2]) as done:
+            return done(method(*step[3], **step[4]))
+    finally:
+        if span == "claim":
+            job.claim_seconds = (job.claim_seconds or 0.0) + time.perf_counter() - started
+
+
+def drive(steps: Flow, job: Job, work: Callable[[], Any], adapter: Adapter | None = None) -> Any:
+    """Run ``steps`` to their end, doing each step in this thread."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = steps.send(value) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        value = error = None
+        kind = step[0]
+        try:
+            if kind is STORE:
+                value = _timed(job, step[1], getattr(job.store, step[2]), step)
+            elif kind is WORK:
+                job.started = True
+                value = work()
+            elif kind is ADAPT:
+                value = _adapt(job, adapter, step)
+            else:
+                time.sleep(step[1])
+        except BaseException as exc:  # handed to the flow, which re-raises what it must
+            error = exc
+
+
+def _adapt(job: Job, adapter: Any, step: Step) -> Any:
+    """An adapter's step: ``replay`` in its span (when tracing is on)."""
+    method = getattr(adapter, step[1])
+    if step[1] != "replay" or not idempotency_settings.OPENTELEMETRY:
+        return method(*step[2])
+    with spanned("replay", job, "replay") as done:
+        return done(method(*step[2]))
+
+
+def run(job: Job, adapter: Adapter, work: Callable[[], Any]) -> Any:
+    """Run ``work`` under ``job``'s key; the caller's answer."""
+    return drive(flow(job, adapter), job, work, adapter)
+
+
+async def arun(job: Job, adapter: Adapter, work: Callable[[], Awaitable[Any]]) -> Any:
+    """:func:`run` for async work (lease mode): the store's async methods are awaited
+    (``aclaim``, ``acomplete``, ...), the work and the pauses run on the event loop."""
+    steps = flow(job, adapter)
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = steps.send(value) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        value = error = None
+        kind = step[0]
+        try:
+            if kind is STORE:
+                value = await _atimed(job, step)
+            elif kind is WORK:
+                job.started = True
+                value = await work()
+            elif kind is ADAPT:
+                twin = getattr(adapter, "a" + step[1], None)
+                value = await twin(*step[2]) if twin is not None else _adapt(job, adapter, step)
+            else:
+                await asyncio.sleep(step[1])
+        except BaseException as exc:
+            error = exc
+
+
+async def _atimed(job: Job, step: Step) -> Any:
+    span, name = step[1], step[2]
+    method = getattr(job.store, "a" + name, None)
+    if method is None:  # a store without async methods: its sync one, in a thread
+        method = sync_to_async(getattr(job.store, name))
+    if span is None:
+        return await method(*step[3], **step[4])
+    started = time.perf_counter()
+    try:
+        if not idempotency_settings.OPENTELEMETRY:
+            return await method(*step[3], **step[4])
+        with spanned(span, job, name) as done:
+            return done(await method(*step[3], **step[4]))
+    finally:
+        if span == "claim":
+            job.claim_seconds = (job.claim_seconds or 0.0) + time.perf_counter() - started
+
+
+__all__ = ["arun", "drive", "flow", "release", "run"]

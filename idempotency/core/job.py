@@ -1,0 +1,165 @@
+"""One keyed run, and what an interface supplies to the engine.
+
+A :class:`Job` is everything the engine needs to know of one run of work under a key:
+the store, the record's scope, key and fingerprint, the mode and the seconds. HTTP
+(:mod:`idempotency.http.requests`), functions (:mod:`idempotency.calls`) and Celery tasks
+(:mod:`idempotency.tasks`) each build one, and an :class:`Adapter` that says how their
+callers are answered: a replayed response or a decoded result, a 409 or an exception.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+from idempotency import signals
+from idempotency.keyed import log_ref
+from idempotency.stores.base import BaseStore, Claim
+
+if TYPE_CHECKING:
+    from django.dispatch import Signal
+    from django.http import HttpRequest
+
+logger = logging.getLogger("idempotency")
+
+
+class Outcome(NamedTuple):
+    """How a run ended, as its interface sees it: what to keep (None: release the key),
+    what the caller gets, and for how long the record is replayed."""
+
+    #: The record's response (a stored response, or an encoded result); None releases.
+    stored: Any
+    #: What the caller gets: a response, a result, or the exception to raise again.
+    answer: Any
+    ttl: float = 0.0
+    #: The HTTP status, for signals (None for functions and tasks).
+    status: int | None = None
+
+
+@dataclass(slots=True)
+class Job:
+    """One run of work under ``(scope, key)``: the options resolved, the state of the run."""
+
+    store: BaseStore
+    scope: str
+    key: str
+    fingerprint: str
+    #: ``"atomic"`` (the store is an AtomicStore) or ``"lease"``.
+    mode: str
+    lease: float
+    ttl: float
+    wait: float
+    #: Recorded for the admin: the HTTP method, ``FUNCTION`` or ``TASK``.
+    method: str
+    #: Recorded for the admin: the path, or the function's or task's name.
+    route: str
+    #: Who runs, in logs: the path, the function's or the task's name.
+    owner: str
+    #: ``http``, ``function`` or ``task`` (spans).
+    interface: str
+    #: A bounded label of whose keys these are (spans): ``shared``, ``auth.user``, ...
+    scope_kind: str = "shared"
+    #: The HTTP request (None for functions and tasks): signals carry it.
+    request: HttpRequest | None = None
+    #: ``(limit, window)``: new records per scope and window (``MAX_NEW_RECORDS``).
+    quota: tuple[int, float] | None = None
+    #: Atomic mode: run first, insert the completed record last (``claim="optimistic"``).
+    optimistic: bool = False
+    #: Atomic mode: the aliases the transaction spans, the store's first.
+    databases: list[str] = field(default_factory=list)
+    #: Seconds the store took to decide who owns the key (look-ups and claims).
+    claim_seconds: float | None = None
+    #: The work has started: from then on it never runs again in this call.
+    started: bool = False
+    #: The claim was given back during the work (a task's ``retry()``): nothing to store.
+    finished: bool = False
+
+    def claim_arguments(self) -> dict[str, Any]:
+        return {
+            "fingerprint": self.fingerprint,
+            "lease": self.lease,
+            "ttl": self.ttl,
+            "method": self.method,
+            "route": self.route,
+        }
+
+    @property
+    def ref(self) -> str:
+        """The record as logs name it (hashed: logs never carry a raw key)."""
+        return log_ref(self.scope, self.key)
+
+    def send(self, signal: Signal, **extra: Any) -> None:
+        """Send ``signal`` for this run (nothing is built when nobody listens)."""
+        if not signals.heard(signal):
+            return
+        signal.send(
+            sender=type(self.store),
+            request=self.request,
+            scope=self.scope,
+            key=self.key,
+            route=self.signal_route(),
+            claim_seconds=self.claim_seconds,
+            **extra,
+        )
+
+    def signal_route(self) -> str | None:
+        """The URL pattern that matched the request (bounded, unlike the path), for
+        metrics; None outside HTTP."""
+        if self.request is None:
+            return None
+        match = getattr(self.request, "resolver_match", None)
+        return str(match.route) if match is not None and match.route else "<unmatched>"
+
+    def stale(self, claim: Claim, what: str) -> None:
+        """The owner's ``what`` (completion, release) was refused: it lost the key."""
+        logger.warning(
+            "idempotency: the %s of %s by %s was refused: its lease ran out and another "
+            "caller took the key over (fence %s). Raise the lease above the work's longest "
+            "run time.",
+            what,
+            self.ref,
+            self.owner,
+            claim.fence,
+        )
+        self.send(signals.stale_owner, fence=claim.fence)
+
+
+class Adapter(Protocol):
+    """What an interface supplies: how its callers are answered. Each method may raise
+    (a function's caller gets exceptions); ``akeep`` and ``afailure``, where present,
+    are used by async callers instead of ``keep`` and ``failure``."""
+
+    def adopts(self, job: Job, claim: Claim) -> bool:
+        """A MISMATCH that is the caller's own record after all (stored under an older
+        fingerprint): set ``job.fingerprint`` to it and return True to claim again."""
+        ...
+
+    def replay(self, job: Job, claim: Claim) -> Any:
+        """The answer from a completed record (``claim.response``)."""
+        ...
+
+    def refuse(self, job: Job, claim: Claim) -> Any:
+        """The answer to a caller that cannot run: IN_PROGRESS (the wait ran out) or
+        MISMATCH."""
+        ...
+
+    def over_quota(self, job: Job, retry_after: float) -> Any:
+        """The answer to a new record over ``MAX_NEW_RECORDS``."""
+        ...
+
+    def bind(self, job: Job, claim: Claim | None) -> None:
+        """The caller owns the key (``claim``: None before an optimistic run)."""
+        ...
+
+    def keep(self, job: Job, result: Any) -> Outcome:
+        """What the work's ``result`` leaves: raising releases the key."""
+        ...
+
+    def failure(self, job: Job, exc: BaseException) -> Outcome | None:
+        """What the work's exception ``exc`` leaves: None releases the key and raises it
+        again; an outcome whose ``answer`` is ``exc`` stores and raises it."""
+        ...
+
+
+__all__ = ["Adapter", "Job", "Outcome"]

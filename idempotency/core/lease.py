@@ -1,0 +1,122 @@
+"""Lease mode (any store): claim the key with a lease and a fencing token, or wait for
+its owner; run the work while a keep-alive renews the lease; complete the record with
+the outcome, or release it, proven by the token."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from idempotency import signals
+from idempotency.core.job import Adapter, Job, Outcome, logger
+from idempotency.core.steps import (
+    ADAPT,
+    WORK,
+    Flow,
+    answer,
+    claim_step,
+    complete_step,
+    lookup_step,
+    over_quota,
+    settle,
+    store_step,
+)
+from idempotency.exceptions import StoreUnavailable
+from idempotency.keepalive import kept_alive
+from idempotency.stores.base import Claim
+
+
+def lease_flow(job: Job, adapter: Adapter) -> Flow:
+    first = (
+        (yield lookup_step(job, "peek"))
+        if job.store.lookup_before_claim
+        else (yield claim_step(job))
+    )
+    state = yield from settle(job, adapter, first, claims=True)
+    assert state is not None
+    if not state.owned:
+        return (yield from answer(job, adapter, state))
+    claim = state
+    if job.quota is not None and not claim.taken_over:
+        try:
+            refused = yield from over_quota(job, adapter)
+        except BaseException:
+            yield from give_back(job, claim)
+            raise
+        if refused is not None:
+            yield from give_back(job, claim, status=429)
+            return refused
+    adapter.bind(job, claim)
+    try:
+        with kept_alive(
+            job.store, job.scope, job.key, fence=claim.fence, lease=job.lease, owner=job.owner
+        ):
+            result = yield (WORK,)
+    except BaseException as exc:
+        return (yield from _failed(job, claim, exc))
+    if job.finished:
+        return result
+    try:
+        outcome = yield (ADAPT, "keep", (job, result))
+    except BaseException as exc:
+        yield from give_back(job, claim, exception=exc)
+        raise
+    yield from _record(job, claim, outcome)
+    return outcome.answer
+
+
+def _failed(job: Job, claim: Claim, exc: BaseException) -> Flow:
+    """Lease mode: the work raised ``exc``; store what the interface keeps of it, or
+    release the key; answer, or raise ``exc`` again."""
+    if job.finished:
+        raise exc
+    try:
+        outcome = yield (ADAPT, "failure", (job, exc))
+    except BaseException:
+        yield from give_back(job, claim, exception=exc)
+        raise
+    if outcome is None:
+        yield from give_back(job, claim, exception=exc)
+        raise exc
+    yield from _record(job, claim, outcome, exception=exc)
+    if outcome.answer is exc:
+        raise exc
+    return outcome.answer
+
+
+def _record(
+    job: Job, claim: Claim, outcome: Outcome, exception: BaseException | None = None
+) -> Flow:
+    """Lease mode: complete the record with the outcome, or release it."""
+    if outcome.stored is None:
+        if exception is not None:
+            yield from give_back(job, claim, exception=exception)
+        else:
+            yield from give_back(job, claim, status=outcome.status)
+        return
+    try:
+        done = yield complete_step(job, claim, outcome)
+    except StoreUnavailable:
+        # the work ran: its caller gets its outcome. The claim ends with its lease, and a
+        # repeat after that runs the work again (its effects need their own unique keys).
+        logger.warning(
+            "idempotency: %s ran but its outcome could not be stored (store unreachable); "
+            "a repeat after the lease runs it again",
+            job.ref,
+        )
+        return
+    if done:
+        job.send(signals.stored, status=outcome.status)
+    else:
+        job.stale(claim, "completion")
+
+
+def give_back(job: Job, claim: Claim, **extra: Any) -> Flow:
+    """Lease mode: give the key back (its lease ends it where the store is unreachable)."""
+    try:
+        released = yield store_step(job, "release", "release", fence=claim.fence)
+    except StoreUnavailable:
+        return
+    if released:
+        job.send(signals.released, **extra)
+    else:
+        job.stale(claim, "release")

@@ -1,0 +1,187 @@
+"""How HTTP callers are answered: the engine's adapter for views.
+
+A completed record is replayed as the response it stored; a record in progress is a
+409 with ``Retry-After``, another request's record a 422 (RFC 9457 problem details). The
+view's response is kept for replay unless its status releases the key (5xx and
+transient 4xx, unless ``store_errors``), and an exception of the view becomes the answer
+DRF's or Ninja's handler gives it (``convert``), or Django's own 500 where the view
+stores errors.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.http import HttpResponseBase
+
+from idempotency import signals
+from idempotency.conf import idempotency_settings
+from idempotency.core.job import Job, Outcome
+from idempotency.exceptions import (
+    IdempotencyError,
+    IdempotencyKeyMismatch,
+    IdempotencyRequestInProgress,
+    IdempotencyTooManyRecords,
+)
+from idempotency.http.policy import Policy
+from idempotency.http.requests import IdempotencyContext
+from idempotency.http.responses import akept, is_storable, kept, replay, retry_after
+from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
+
+Call = Callable[[], HttpResponseBase]
+Convert = Callable[[Exception], HttpResponseBase]
+Finalize = Callable[[HttpResponseBase], HttpResponseBase]
+
+
+def identity(response: HttpResponseBase) -> HttpResponseBase:
+    return response
+
+
+@dataclass
+class HttpAnswers:
+    """The adapter of one request: its policy, and how its view's exceptions are
+    answered (``convert``: DRF's ``handle_exception`` or Ninja's handlers; ``finalize``:
+    DRF's rendering, so a response's bytes can be stored)."""
+
+    policy: Policy
+    convert: Convert | None = None
+    finalize: Finalize = identity
+
+    # -- a request that does not own its key --------------------------------------------
+
+    def adopts(self, job: Job, claim: Claim) -> bool:
+        """A MISMATCH whose record is this request's own after all, fingerprinted under an
+        older secret or unkeyed (before fingerprints were keyed). Not for fingerprint
+        functions of the project's own (they have no older form)."""
+        from idempotency.http.fingerprints import older_request_fingerprints, request_fingerprint
+
+        stored = claim.fingerprint
+        if not stored or stored == job.fingerprint:
+            return False
+        policy = self.policy
+        if (policy.fingerprint or idempotency_settings.imported("FINGERPRINT")) is not (
+            request_fingerprint
+        ):
+            return False
+        headers = idempotency_settings.FINGERPRINT_HEADERS
+        assert job.request is not None
+        if stored not in older_request_fingerprints(job.request, headers):
+            return False
+        job.fingerprint = stored
+        return True
+
+    def replay(self, job: Job, claim: Claim) -> HttpResponseBase:
+        job.send(signals.replayed)
+        assert claim.response is not None
+        return replay(claim.response)
+
+    def refuse(self, job: Job, claim: Claim) -> HttpResponseBase:
+        if claim.status is ClaimStatus.MISMATCH:
+            return IdempotencyKeyMismatch().as_response()
+        wait = retry_after(claim.retry_after, job.lease)
+        return IdempotencyRequestInProgress(retry_after=wait).as_response()
+
+    def over_quota(self, job: Job, left: float) -> HttpResponseBase:
+        return IdempotencyTooManyRecords(retry_after=math.ceil(left)).as_response()
+
+    # -- the owner ----------------------------------------------------------------------
+
+    def bind(self, job: Job, claim: Claim | None) -> None:
+        """The request owns its key: ``request.idempotency`` (set here and nowhere else),
+        which also tells inner interfaces that this request is handled."""
+        assert job.request is not None
+        context = IdempotencyContext(job.scope, job.key, job.fingerprint, job.mode, job.store)
+        if claim is not None:
+            context.fence = claim.fence
+            context.recovery_point = claim.recovery_point
+            context.recovery_data = claim.recovery_data
+            context.taken_over = claim.taken_over
+        job.request.idempotency = context  # type: ignore[attr-defined]  # Django's request has no such attribute: this is it
+
+    def _storable(self, status: int) -> bool:
+        policy = self.policy
+        return (
+            is_storable(status, store_errors=policy.get_store_errors())
+            and policy.get_ttl_for(status) > 0  # ERROR_TTL 0: a definitive 4xx is not kept
+        )
+
+    def _outcome(self, response: HttpResponseBase, stored: StoredResponse | None) -> Outcome:
+        status = response.status_code
+        return Outcome(stored, response, self.policy.get_ttl_for(status), status)
+
+    def keep(self, job: Job, response: HttpResponseBase) -> Outcome:
+        """What to keep of the view's ``response`` (None: its outcome releases the key)."""
+        if not self._storable(response.status_code):
+            return self._outcome(response, None)
+        policy = self.policy
+        stored = kept(
+            response,
+            limit=idempotency_settings.MAX_RESPONSE_BYTES,
+            status_only=policy.get_status_only(),
+            redact=policy.get_redact(),
+        )
+        return self._outcome(response, stored)
+
+    async def akeep(self, job: Job, response: HttpResponseBase) -> Outcome:
+        """:meth:`keep` for async views (which may return async streams)."""
+        if not self._storable(response.status_code):
+            return self._outcome(response, None)
+        policy = self.policy
+        stored = await akept(
+            response,
+            limit=idempotency_settings.MAX_RESPONSE_BYTES,
+            status_only=policy.get_status_only(),
+            redact=policy.get_redact(),
+        )
+        return self._outcome(response, stored)
+
+    def failure(self, job: Job, exc: BaseException) -> Outcome | None:
+        """The answer to the view's exception, or None to re-raise it.
+
+        An :class:`IdempotencyError` is the machinery's own answer (a nested call's
+        mismatch, a stale owner): answered, never kept. DRF's ``handle_exception``
+        (``convert``) answers API exceptions. What nothing converts propagates, unless
+        the view stores errors (``store_errors=True``): then the answer is Django's own
+        (the 500 of ``handler500``), kept so a retry replays it instead of running the
+        view again."""
+        if isinstance(exc, IdempotencyError):
+            return Outcome(None, exc.as_response(), 0.0, exc.status_code)
+        if not isinstance(exc, Exception):
+            return None
+        if self.convert is not None:
+            try:
+                return self.keep(job, self.finalize(self.convert(exc)))
+            except Exception as unconverted:
+                if unconverted is not exc or not self.policy.get_store_errors():
+                    raise
+        elif not self.policy.get_store_errors():
+            return None
+        return self.keep(job, django_answer(job, exc))
+
+    async def afailure(self, job: Job, exc: BaseException) -> Outcome | None:
+        """:meth:`failure` for async views: their exceptions are converted where they are
+        raised (Ninja), so only Django's own answer is left, made in a thread."""
+        if isinstance(exc, IdempotencyError):
+            return Outcome(None, exc.as_response(), 0.0, exc.status_code)
+        if not isinstance(exc, Exception) or not self.policy.get_store_errors():
+            return None
+        response = await sync_to_async(django_answer, thread_sensitive=False)(job, exc)
+        return await self.akeep(job, response)
+
+
+def django_answer(job: Job, exc: Exception) -> HttpResponseBase:
+    """Django's response to ``exc`` (``handler500``, or the technical 500 under DEBUG,
+    which reads the exception being handled: it is raised again here for that)."""
+    from django.core.handlers.exception import response_for_exception
+
+    assert job.request is not None
+    try:
+        raise exc
+    except Exception:
+        return response_for_exception(job.request, exc)
+
+
+__all__ = ["Call", "Convert", "Finalize", "HttpAnswers", "identity"]
