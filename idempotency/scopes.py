@@ -71,6 +71,21 @@ def principal_of(request: Any) -> Any:
     return user
 
 
+async def auser_scope(request: HttpRequest) -> str | None:
+    """:func:`user_scope` for async views: the same scope, the user resolved with ``await
+    request.auser()`` (Django's async twin of the lazy, sync ``request.user``, which
+    would query the database on the event loop) where the request has it and nothing
+    (DRF, Django Ninja) authenticated a principal of its own."""
+    auser = getattr(request, "auser", None)
+    own = vars(request) if hasattr(request, "__dict__") else {}
+    if auser is None or own.get("_request") is not None or own.get("auth") not in (None, False):
+        return user_scope(request)
+    user = await auser()
+    if user is None or not user.is_authenticated:
+        return None
+    return principal_scope(user)
+
+
 def principal_scope(principal: Any) -> str | None:
     """The scope of one principal, never shared between principals of different kinds.
 

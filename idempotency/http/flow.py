@@ -37,6 +37,8 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+#: ``prepare``'s ``scope`` when not given: the policy resolves it.
+_UNRESOLVED: Any = object()
 
 Call = Callable[[], HttpResponseBase]
 Convert = Callable[[Exception], HttpResponseBase]
@@ -176,9 +178,30 @@ def timed(prepared: Prepared, call: Callable[P, T], *args: P.args, **kwargs: P.k
         prepared.claim_seconds = (prepared.claim_seconds or 0.0) + elapsed
 
 
-def prepare(request: HttpRequest, policy: Policy) -> Prepared | HttpResponseBase | None:
+def takes_part(request: HttpRequest, policy: Policy) -> bool:
+    """Whether the request may take part (an unsafe method, with a key or where the view
+    requires one): what :func:`prepare` decides before it needs the caller."""
+    plain: HttpRequest = getattr(request, "_request", request)  # DRF's Request wraps it
+    if plain.method not in UNSAFE_METHODS or not idempotency_settings.ENABLED:
+        return False
+    has_key = header_value(plain, idempotency_settings.HEADER) is not None
+    return has_key or bool(policy.get_required())
+
+
+async def aprepare(request: HttpRequest, policy: Policy) -> Prepared | HttpResponseBase | None:
+    """:func:`prepare` for async views, on the event loop: the caller's scope is resolved
+    asynchronously (:meth:`~idempotency.http.policy.Policy.aget_scope`)."""
+    if not takes_part(request, policy):
+        return None
+    return prepare(request, policy, scope=await policy.aget_scope(request))
+
+
+def prepare(
+    request: HttpRequest, policy: Policy, *, scope: Any = _UNRESOLVED
+) -> Prepared | HttpResponseBase | None:
     """Decide whether the request takes part: None to run the view plainly, a response
-    for an error, or the prepared key, scope and fingerprint."""
+    for an error, or the prepared key, scope and fingerprint. ``scope``: the caller's
+    scope when already resolved (:func:`aprepare`)."""
     plain: HttpRequest = getattr(request, "_request", request)  # DRF's Request wraps it
     if plain.method not in UNSAFE_METHODS or not idempotency_settings.ENABLED:
         return None
@@ -190,7 +213,8 @@ def prepare(request: HttpRequest, policy: Policy) -> Prepared | HttpResponseBase
                     f"This endpoint requires an {idempotency_settings.HEADER} header."
                 )
             return None
-        scope = policy.get_scope(request)
+        if scope is _UNRESOLVED:
+            scope = policy.get_scope(request)
         if scope is None:
             if idempotency_settings.ANONYMOUS == "ignore":
                 return None

@@ -26,13 +26,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponseBase
 
 from idempotency.exceptions import IdempotencyError, StoreMisconfigured, StoreUnavailable
 from idempotency.http.atomic import run_atomic
-from idempotency.http.flow import Call, Convert, Finalize, Prepared, identity, prepare
+from idempotency.http.flow import (
+    Call,
+    Convert,
+    Finalize,
+    Prepared,
+    aprepare,
+    identity,
+    prepare,
+)
 from idempotency.http.lease import run_lease, run_lease_async
 from idempotency.http.policy import Policy
 
@@ -120,7 +127,7 @@ async def run_async(
         raise ImproperlyApplied("Async views cannot use atomic mode; use mode='lease'.")
     lease_policy = policy.merged(mode="lease") if policy.mode is None else policy
     try:
-        prepared = await sync_to_async(prepare)(request, lease_policy)
+        prepared = await aprepare(request, lease_policy)
     except ImproperlyConfigured as exc:
         return misconfigured(request, exc)
     if prepared is None:

@@ -4,6 +4,7 @@ the view runs; the owner completes or releases the key with its token."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from typing import Any
@@ -13,6 +14,7 @@ from django.core.handlers.exception import response_for_exception
 from django.http import HttpResponseBase
 
 from idempotency import signals
+from idempotency.backoff import Backoff
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import IdempotencyError, StoreUnavailable
 from idempotency.http.flow import (
@@ -101,21 +103,31 @@ def record(
                 fingerprint=prepared.fingerprint,
             )
         except StoreUnavailable:
-            # the view ran: answer what it did. Its claim stays until its lease ends, and
-            # a retry after that runs it again (its effects need their own unique keys).
-            logger.warning(
-                "idempotency: %s ran but its response could not be stored (store "
-                "unreachable); a retry after the lease runs it again",
-                log_ref(prepared.scope, prepared.key),
-            )
+            _not_stored(prepared)
             return response
-        if not completed:
-            send(signals.stale_owner, prepared, fence=claim.fence)
-        else:
-            send(signals.stored, prepared, status=response.status_code)
+        _recorded(prepared, claim, response, completed)
     else:
         abort(prepared, claim, status=response.status_code)
     return response
+
+
+def _recorded(
+    prepared: Prepared, claim: Claim, response: HttpResponseBase, completed: bool
+) -> None:
+    if not completed:
+        send(signals.stale_owner, prepared, fence=claim.fence)
+    else:
+        send(signals.stored, prepared, status=response.status_code)
+
+
+def _not_stored(prepared: Prepared) -> None:
+    # the view ran: answer what it did. Its claim stays until its lease ends, and a retry
+    # after that runs it again (its effects need their own unique keys).
+    logger.warning(
+        "idempotency: %s ran but its response could not be stored (store "
+        "unreachable); a retry after the lease runs it again",
+        log_ref(prepared.scope, prepared.key),
+    )
 
 
 def abort(prepared: Prepared, claim: Claim, **extra: Any) -> None:
@@ -130,10 +142,106 @@ def abort(prepared: Prepared, claim: Claim, **extra: Any) -> None:
         )
     except StoreUnavailable:
         return  # the claim ends with its lease; the view's own outcome is what counts
+    _released(prepared, claim, released, **extra)
+
+
+def _released(prepared: Prepared, claim: Claim, released: bool, **extra: Any) -> None:
     if released:
         send(signals.released, prepared, **extra)
     else:
         send(signals.stale_owner, prepared, fence=claim.fence)
+
+
+# -- async views: the same steps on the store's a* methods, on the event loop -----------
+
+
+async def aclaim_or_answer(prepared: Prepared) -> Claim | HttpResponseBase:
+    """:func:`claim_or_answer` on the event loop (the store's ``apeek``/``aclaim``)."""
+    policy, store = prepared.policy, prepared.store
+    started = time.perf_counter()
+    try:
+        if store.lookup_before_claim:
+            seen = await store.apeek(prepared.scope, prepared.key, fingerprint=prepared.fingerprint)
+            waits = (
+                seen is not None
+                and seen.status is ClaimStatus.IN_PROGRESS
+                and policy.get_wait() > 0
+            )
+            if seen is not None and not abandoned(seen) and not waits:
+                return await _aanswer(prepared, seen)
+        for _attempt in range(3):
+            claim = await store.aclaim(
+                prepared.scope,
+                prepared.key,
+                fingerprint=prepared.fingerprint,
+                lease=policy.get_lease(),
+                ttl=policy.get_ttl(),
+                method=prepared.method,
+                route=prepared.path,
+            )
+            if claim.owned:
+                return claim
+            if claim.status is ClaimStatus.IN_PROGRESS and policy.get_wait() > 0:
+                seen = await _apoll(prepared, policy.get_wait())
+                if seen is None:
+                    continue  # released while we waited: try to own it
+                return await _aanswer(prepared, seen)
+            return await _aanswer(prepared, claim)
+        return answer(prepared, Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0))
+    finally:
+        prepared.claim_seconds = (prepared.claim_seconds or 0.0) + time.perf_counter() - started
+
+
+async def _aanswer(prepared: Prepared, claim: Claim) -> HttpResponseBase:
+    if claim.status is ClaimStatus.MISMATCH:
+        # may look the record up again under an older fingerprint (rare): in a thread
+        return await sync_to_async(answer, thread_sensitive=False)(prepared, claim)
+    return answer(prepared, claim)
+
+
+async def _apoll(prepared: Prepared, wait: float) -> Claim | None:
+    """:func:`~idempotency.http.flow.poll` on the event loop."""
+    backoff = Backoff(wait)
+    claim: Claim | None = None
+    while await backoff.apause():
+        claim = await prepared.store.alookup(
+            prepared.scope, prepared.key, fingerprint=prepared.fingerprint
+        )
+        if claim is None or claim.status is not ClaimStatus.IN_PROGRESS:
+            return claim
+    return claim
+
+
+async def aabort(prepared: Prepared, claim: Claim, **extra: Any) -> None:
+    """:func:`abort` on the event loop."""
+    try:
+        released = await prepared.store.arelease(prepared.scope, prepared.key, fence=claim.fence)
+    except StoreUnavailable:
+        return
+    _released(prepared, claim, released, **extra)
+
+
+async def arecord(
+    prepared: Prepared, claim: Claim, response: HttpResponseBase, stored: StoredResponse | None
+) -> HttpResponseBase:
+    """:func:`record` on the event loop."""
+    if stored is None:
+        await aabort(prepared, claim, status=response.status_code)
+        return response
+    try:
+        completed = await prepared.store.acomplete(
+            prepared.scope,
+            prepared.key,
+            fence=claim.fence,
+            response=stored,
+            ttl=prepared.policy.get_ttl_for(response.status_code),
+            fingerprint=prepared.fingerprint,
+        )
+    except StoreUnavailable:
+        _not_stored(prepared)
+        return response
+    _recorded(prepared, claim, response, completed)
+    return response
 
 
 def _over_quota(prepared: Prepared, claim: Claim) -> HttpResponseBase | None:
@@ -198,19 +306,21 @@ def run_lease(
 async def run_lease_async(
     prepared: Prepared, call: Callable[[], Awaitable[HttpResponseBase]]
 ) -> HttpResponseBase:
-    """:func:`run_lease` for async views: the same claim, record and release, each run
-    in a thread; the view and the capture of an async stream on the event loop."""
+    """:func:`run_lease` for async views: the same claim, record and release, on the
+    store's ``a*`` methods; the view and the capture of an async stream on the event
+    loop. Only ``MAX_NEW_RECORDS`` counting runs in a thread (not thread-sensitive)."""
     try:
-        claim = await sync_to_async(claim_or_answer)(prepared)
+        claim = await aclaim_or_answer(prepared)
     except StoreUnavailable:
         raise  # answered (or run unprotected, where the view opts out) by run_async()
     except IdempotencyError as exc:
         return exc.as_response()
     if isinstance(claim, HttpResponseBase):
         return claim
-    refused = await sync_to_async(_over_quota)(prepared, claim)
-    if refused is not None:
-        return refused
+    if prepared.policy.get_max_new_records() is not None:
+        refused = await sync_to_async(_over_quota, thread_sensitive=False)(prepared, claim)
+        if refused is not None:
+            return refused
     bind(prepared, claim)
     try:
         with _kept_alive(prepared, claim):
@@ -219,14 +329,14 @@ async def run_lease_async(
         response = exc.as_response()
     except Exception as exc:
         if not prepared.policy.get_store_errors():
-            await sync_to_async(abort)(prepared, claim, exception=exc)
+            await aabort(prepared, claim, exception=exc)
             raise
         # stored like the answer of a sync view (see flow.answer_to_exception)
         response = await sync_to_async(response_for_exception, thread_sensitive=False)(
             prepared.request, exc
         )
     except BaseException as exc:
-        await sync_to_async(abort)(prepared, claim, exception=exc)
+        await aabort(prepared, claim, exception=exc)
         raise
     stored = None
     policy = prepared.policy
@@ -240,4 +350,4 @@ async def run_lease_async(
             status_only=prepared.policy.get_status_only(),
             redact=prepared.policy.get_redact(),
         )
-    return await sync_to_async(record)(prepared, claim, response, stored)
+    return await arecord(prepared, claim, response, stored)

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from asgiref.sync import iscoroutinefunction
 from django.http import HttpRequest
 
 from idempotency.conf import idempotency_settings
 from idempotency.policy import CallPolicy
-from idempotency.scopes import SharedScope
+from idempotency.scopes import SharedScope, auser_scope, user_scope
+
+#: ``get_scope``'s ``caller`` when not given: the ``SCOPE`` function is called.
+_UNSET: Any = object()
 
 #: What a view does when its store cannot be reached: answer 503, or run unprotected.
 ON_STORE_UNAVAILABLE = ("reject", "run")
@@ -125,23 +130,41 @@ class Policy(CallPolicy):
         extra = idempotency_settings.ATOMIC_DATABASES if self.databases is None else self.databases
         return [store_alias, *(alias for alias in extra if alias != store_alias)]
 
-    def get_scope(self, request: HttpRequest) -> str | None:
+    def get_scope(self, request: HttpRequest, *, caller: Any = _UNSET) -> str | None:
         """The caller's scope, or None for an anonymous caller (``ANONYMOUS`` decides).
 
         A plain string names a part of each caller's records (``"shop"`` is
         ``"shop/auth.user:1"``), never records every caller shares: only
-        :func:`~idempotency.scopes.shared` does that. An empty scope is anonymous."""
+        :func:`~idempotency.scopes.shared` does that. An empty scope is anonymous.
+        ``caller``: the ``SCOPE`` function's answer when already known (:meth:`aget_scope`)."""
         scope = self.scope
-        if scope is None:
-            found = idempotency_settings.imported("SCOPE")(request)
-        elif isinstance(scope, SharedScope):
+        if isinstance(scope, SharedScope):
             return str(scope)
-        elif callable(scope):
+        if callable(scope):
             found = scope(request)
-        else:
+            return str(found) if found else None
+        if caller is _UNSET:
             caller = idempotency_settings.imported("SCOPE")(request)
-            found = f"{scope}/{caller}" if caller else None
+        found = caller if scope is None else (f"{scope}/{caller}" if caller else None)
         return str(found) if found else None
+
+    async def aget_scope(self, request: HttpRequest) -> str | None:
+        """:meth:`get_scope` for async views, on the event loop: the default ``SCOPE``
+        (:func:`~idempotency.scopes.user_scope`) resolves the caller with ``await
+        request.auser()``; an ``async def`` ``SCOPE`` function is awaited; another
+        ``SCOPE`` or view scope function is called as it is (it must not query the
+        database: under ASGI that raises ``SynchronousOnlyOperation``)."""
+        scope = self.scope
+        if isinstance(scope, SharedScope) or callable(scope):
+            return self.get_scope(request)
+        func = idempotency_settings.imported("SCOPE")
+        if func is user_scope:
+            caller = await auser_scope(request)
+        elif iscoroutinefunction(func):
+            caller = await func(request)
+        else:
+            caller = func(request)
+        return self.get_scope(request, caller=caller)
 
     def get_fingerprint(self, request: HttpRequest) -> str:
         func = self.fingerprint or idempotency_settings.imported("FINGERPRINT")
