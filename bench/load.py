@@ -60,10 +60,18 @@ def wrk_path() -> str:
     return path
 
 
-def run_wrk(url: str, *, mode: str, token: str, key: str, seconds: float) -> Phase:
-    """``CONNECTIONS`` connections on ``THREADS`` threads for ``seconds`` against ``url``."""
+def run_wrk(
+    url: str,
+    *,
+    mode: str,
+    token: str,
+    key: str,
+    seconds: float,
+    connections: int = CONNECTIONS,
+) -> Phase:
+    """``connections`` connections on ``THREADS`` threads for ``seconds`` against ``url``."""
     command = [
-        wrk_path(), f"-t{THREADS}", f"-c{CONNECTIONS}", f"-d{max(1, round(seconds))}s",
+        wrk_path(), f"-t{THREADS}", f"-c{connections}", f"-d{max(1, round(seconds))}s",
         "--timeout", "10s", "-s", str(LUA), url, "--", mode, token, key,
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60)

@@ -35,6 +35,7 @@ class Options:
     variants: frozenset[str] | None
     output: Path | None
     command: str
+    asgi: bool = False
 
 
 def parse(argv: list[str] | None = None) -> Options:
@@ -77,15 +78,22 @@ def parse(argv: list[str] | None = None) -> Options:
     parser.add_argument(
         "--output", type=Path, help="markdown report (default bench/RESULTS.md; smoke: none)"
     )
+    parser.add_argument(
+        "--asgi",
+        action="store_true",
+        help="only the ASGI stage: async views under uvicorn, 32 connections (default 3 "
+        "rounds; report printed, written only with --output)",
+    )
     args = parser.parse_args(argv)
     smoke = bool(args.smoke)
     small, large = (1_000, 10_000) if smoke else (10_000, 1_000_000)
     if args.growth:
         small, large = (int(n) for n in args.growth.split(","))
-    output = args.output if args.output is not None else (None if smoke else RESULTS)
+    output = args.output if args.output is not None else (None if smoke or args.asgi else RESULTS)
+    default_rounds = 1 if smoke else (3 if args.asgi else 6)
     return Options(
         smoke=smoke,
-        rounds=args.rounds or (1 if smoke else 6),
+        rounds=args.rounds or default_rounds,
         duration=args.duration or (1.0 if smoke else 2.0),
         storm_size=args.storm_size,
         storms_per_round=args.storms or 1,
@@ -101,4 +109,5 @@ def parse(argv: list[str] | None = None) -> Options:
         command=(
             "python -m bench " + shlex.join(argv if argv is not None else sys.argv[1:])
         ).strip(),
+        asgi=bool(args.asgi),
     )

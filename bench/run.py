@@ -107,10 +107,38 @@ def _chart(report: str, options: Options) -> Path | None:
     return None
 
 
+def run_asgi(options: Options) -> int:
+    """``--asgi``: only the ASGI stage (:mod:`bench.asgi_stage`), its table printed."""
+    from bench.asgi_stage import measure_asgi, render_asgi
+    from bench.variants import ASGI_VARIANTS
+
+    wrk_path()
+    log("preparing PostgreSQL, Redis and migrations")
+    prepare_services(ASGI_VARIANTS)
+    setup_django()
+    users = reset_data()
+    with running(ASGI_VARIANTS) as servers:
+        ratios, failures = measure_asgi(options, servers, users.token)
+    report = render_asgi(ratios, options)
+    print(report)
+    if options.output is not None:
+        options.output.write_text(report)
+    if failures:
+        log("FAILED:\n  " + "\n  ".join(failures))
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     options = parse(argv)
     # a SIGTERM (timeout, CI) unwinds like Ctrl-C, so the servers are stopped
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    if options.asgi:
+        try:
+            return run_asgi(options)
+        except (ServerError, LoadError) as exc:
+            log(f"FAILED: {exc}")
+            return 2
     try:
         results = run(options)
     except (ServerError, LoadError) as exc:

@@ -1,4 +1,5 @@
-"""gunicorn servers of the benchmark: start, wait until ready, measure, stop."""
+"""The benchmark's servers (gunicorn, or uvicorn for the ASGI variants): start, wait until
+ready, measure, stop."""
 
 from __future__ import annotations
 
@@ -38,10 +39,12 @@ class ServerError(RuntimeError):
 
 @dataclass
 class Server:
-    """One gunicorn (2 sync workers) on 127.0.0.1 with one settings module."""
+    """One gunicorn (2 sync workers), or one uvicorn (2 workers, ``asgi``), on 127.0.0.1
+    with one settings module."""
 
     name: str
     settings: str
+    asgi: bool = False
     port: int = field(default_factory=free_port)
     log: Path | None = None
     process: subprocess.Popen[bytes] | None = None
@@ -51,7 +54,7 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, log_dir: Path) -> None:
-        self.log = log_dir / f"gunicorn-{self.name}.log"
+        self.log = log_dir / f"{'uvicorn' if self.asgi else 'gunicorn'}-{self.name}.log"
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": self.settings, "PYTHONUNBUFFERED": "1"}
         command = [
             sys.executable, "-m", "gunicorn", "bench.wsgi:application",
@@ -59,6 +62,12 @@ class Server:
             "--bind", f"127.0.0.1:{self.port}",
             "--chdir", str(ROOT), "--log-level", "warning", "--graceful-timeout", "5",
         ]  # fmt: skip
+        if self.asgi:
+            command = [
+                sys.executable, "-m", "uvicorn", "bench.asgi:application",
+                "--workers", str(WORKERS), "--host", "127.0.0.1", "--port", str(self.port),
+                "--log-level", "warning", "--no-access-log",
+            ]  # fmt: skip
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
                 command,
@@ -80,7 +89,8 @@ class Server:
                 conn.request("GET", "/bench/health/")
                 status = conn.getresponse().status
                 conn.close()
-                if status == 200 and len(self.worker_pids()) == WORKERS:
+                # uvicorn's supervisor may have a helper child beside its workers
+                if status == 200 and len(self.worker_pids()) >= WORKERS:
                     return
             except OSError:
                 pass
@@ -181,10 +191,10 @@ def running(
 ) -> Iterator[dict[str, Server]]:
     """Each variant's server started and ready (logs in a new temporary directory),
     stopped on the way out."""
-    servers = {v.name: Server(v.name, v.settings) for v in variants}
+    servers = {v.name: Server(v.name, v.settings, asgi=v.asgi) for v in variants}
     logs = Path(tempfile.mkdtemp(prefix=prefix))
     try:
-        log(f"starting {len(servers)} gunicorn servers (logs in {logs})")
+        log(f"starting {len(servers)} servers (logs in {logs})")
         for server in servers.values():
             server.start(logs)
         for server in servers.values():

@@ -20,6 +20,8 @@ class Variant:
     replay_status: int = 201
     #: module a peer variant needs; the variant is skipped when it is not installed
     requires: str | None = None
+    #: served by uvicorn (async views) instead of gunicorn
+    asgi: bool = False
 
     @property
     def ours(self) -> bool:
@@ -64,6 +66,20 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("drf-idempotency-redis", "peer 1.0.0: middleware, RedisBackend",
             "bench.settings_peer_drf_redis", "/bench/peer/", "peer", ALL_PATHS,
             requires="drf_idempotency"),
+)  # fmt: skip
+
+
+#: The ASGI stage (``python -m bench --asgi``): async views under uvicorn, each against the
+#: bare async view, first requests and replays (:mod:`bench.asgi_stage`).
+ASGI_VARIANTS: tuple[Variant, ...] = (
+    Variant("async-bare", "bare async def view (JSON in, 201 out), no idempotency",
+            "bench.settings_asgi", "/bench/async-bare/", "reference", (FIRST, REPLAY),
+            asgi=True),
+    Variant("async-redis", "ours: async def view, RedisStore (lease mode)",
+            "bench.settings_asgi", "/bench/async-redis/", "ours", (FIRST, REPLAY), asgi=True),
+    Variant("async-db-lease", "ours: async def view, DatabaseStore (lease mode)",
+            "bench.settings_asgi", "/bench/async-db-lease/", "ours", (FIRST, REPLAY),
+            asgi=True),
 )  # fmt: skip
 
 

@@ -10,10 +10,11 @@ deadlock, a unique violation, a bug) pass through untouched.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from django.db import InterfaceError, OperationalError
@@ -157,26 +158,59 @@ def guard(
     """Decorate a backend method so that an outage raises :class:`StoreUnavailable`.
 
     ``keyed``: the method's first two positional arguments are ``scope`` and ``key``
-    (store methods), sent with the signal.
+    (store methods), sent with the signal. A coroutine function (a store's ``a*``
+    method) is wrapped by a coroutine function (:func:`wrap_errors`).
     """
 
     def decorate(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
-        @functools.wraps(method)
-        def wrapper(self: S, *args: P.args, **kwargs: P.kwargs) -> R:
-            try:
-                return method(self, *args, **kwargs)
-            except Exception as exc:
-                if not is_outage(exc):
-                    raise
-                scope = str(args[0]) if keyed and len(args) > 1 else None
-                key = str(args[1]) if keyed and len(args) > 1 else None
-                raise unavailable(
-                    backend, method.__name__, exc, sender=type(self), scope=scope, key=key
-                ) from exc
+        def problem(self: S, args: tuple[Any, ...], exc: Exception) -> Exception | None:
+            if not is_outage(exc):
+                return None
+            scope = str(args[0]) if keyed and len(args) > 1 else None
+            key = str(args[1]) if keyed and len(args) > 1 else None
+            return unavailable(
+                backend, method.__name__, exc, sender=type(self), scope=scope, key=key
+            )
 
-        return cast("Callable[Concatenate[S, P], R]", wrapper)
+        return wrap_errors(method, problem)
 
     return decorate
+
+
+def wrap_errors(
+    method: Callable[Concatenate[S, P], R],
+    problem: Callable[[S, tuple[Any, ...], Exception], Exception | None],
+) -> Callable[Concatenate[S, P], R]:
+    """``method`` whose exceptions ``problem`` may replace: ``problem(self, args, exc)``
+    returns the exception to raise instead (``from exc``), or None to let ``exc`` pass.
+    A coroutine function gets a coroutine function that does the same around its
+    ``await``: one rule for a store's sync methods and their ``a*`` twins."""
+    if inspect.iscoroutinefunction(method):
+        coroutine = cast("Callable[..., Awaitable[Any]]", method)
+
+        @functools.wraps(method)
+        async def awrapper(self: S, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return await coroutine(self, *args, **kwargs)
+            except Exception as exc:
+                replacement = problem(self, args, exc)
+                if replacement is None:
+                    raise
+                raise replacement from exc
+
+        return cast("Callable[Concatenate[S, P], R]", awrapper)
+
+    @functools.wraps(method)
+    def wrapper(self: S, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as exc:
+            replacement = problem(self, args, exc)
+            if replacement is None:
+                raise
+            raise replacement from exc
+
+    return cast("Callable[Concatenate[S, P], R]", wrapper)
 
 
 class BurstLog:

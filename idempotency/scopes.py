@@ -45,9 +45,11 @@ async def aload_user(request: HttpRequest) -> None:
     Django's authentication middleware) and put it in ``request.user``, so a scope that
     reads ``request.user`` makes no database query in sync code. Nothing where the user
     is loaded already, or no authentication middleware ran."""
-    lazy = request.__dict__.get("user")
-    auser = getattr(request, "auser", None)
+    own = request.__dict__
+    lazy, auser = own.get("user"), getattr(request, "auser", None)
     if auser is None or lazy is None or getattr(lazy, "_wrapped", None) is not _empty:
+        return
+    if own.get("auth") not in (None, False):  # Django Ninja authenticated a principal
         return
     request.user = await auser()
 

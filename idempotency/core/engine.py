@@ -24,8 +24,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from idempotency.conf import idempotency_settings
 from idempotency.core.atomic import atomic_flow, rolled_back
 from idempotency.core.job import Adapter, Job
@@ -138,9 +136,7 @@ async def arun(job: Job, adapter: Adapter, work: Callable[[], Awaitable[Any]]) -
 
 async def _atimed(job: Job, step: Step) -> Any:
     span, name = step[1], step[2]
-    method = getattr(job.store, "a" + name, None)
-    if method is None:  # a store without async methods: its sync one, in a thread
-        method = sync_to_async(getattr(job.store, name))
+    method = getattr(job.store, "a" + name)
     if span is None:
         return await method(*step[3], **step[4])
     started = time.perf_counter()

@@ -21,6 +21,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponseBase
 
+from idempotency.conf import idempotency_settings
 from idempotency.core import engine
 from idempotency.core.job import Job
 from idempotency.exceptions import (
@@ -30,8 +31,10 @@ from idempotency.exceptions import (
     StoreUnavailable,
 )
 from idempotency.http.answers import Call, Convert, Finalize, HttpAnswers, identity
+from idempotency.http.keys import header_value
 from idempotency.http.policy import Policy
-from idempotency.http.requests import prepare
+from idempotency.http.requests import UNSAFE_METHODS, prepare
+from idempotency.scopes import aload_user
 
 logger = logging.getLogger("idempotency")
 
@@ -96,11 +99,11 @@ async def run_async(
 
 
 async def aprepare(request: HttpRequest, policy: Policy) -> Job | HttpResponseBase | None:
-    """:func:`prepare` for async views: the caller's user is loaded without a thread
-    (``request.auser()``) before the scope reads it."""
-    from idempotency.scopes import aload_user
-
-    await aload_user(request)
+    """:func:`prepare` for async views: a request that takes part has its caller's user
+    loaded on the event loop (``request.auser()``) before the scope reads it."""
+    plain: HttpRequest = getattr(request, "_request", request)
+    if plain.method in UNSAFE_METHODS and header_value(plain, idempotency_settings.HEADER):
+        await aload_user(request)
     return prepare(request, policy)
 
 

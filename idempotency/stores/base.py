@@ -9,17 +9,18 @@ absent even before it is purged.
 from __future__ import annotations
 
 import enum
-import functools
 import logging
 import os
 import random
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar, Concatenate, NamedTuple, ParamSpec, TypeVar, cast
+from typing import Any, ClassVar, Concatenate, NamedTuple, ParamSpec, TypeVar
+
+from asgiref.sync import sync_to_async
 
 from idempotency import json_codec
-from idempotency.outages import is_outage, unavailable
+from idempotency.outages import is_outage, unavailable, wrap_errors
 
 logger = logging.getLogger("idempotency")
 
@@ -155,9 +156,10 @@ def unreadable_record(where: str, scope: str, key: str, reason: str) -> Exceptio
 def guarded(
     backend: str,
 ) -> Callable[[Callable[Concatenate[S, str, str, P], R]], Callable[Concatenate[S, str, str, P], R]]:
-    """Decorate a store method of ``(scope, key, ...)``: a value under the record's
-    key that is not a record raises :class:`~idempotency.exceptions.StoreCorrupted`
-    (logged with the key; the caller's work does not run), an outage of ``backend``
+    """Decorate a store method of ``(scope, key, ...)``, sync or ``async``: a value under
+    the record's key that is not a record raises
+    :class:`~idempotency.exceptions.StoreCorrupted` (logged with the key; the caller's
+    work does not run), an outage of ``backend``
     :class:`~idempotency.exceptions.StoreUnavailable` as
     :func:`~idempotency.outages.guard` raises it, anything else passes through. One
     wrapper for both: every claim and completion goes through it."""
@@ -167,27 +169,35 @@ def guarded(
     ) -> Callable[Concatenate[S, str, str, P], R]:
         operation = method.__name__
 
-        @functools.wraps(method)
-        def wrapper(self: S, scope: str, key: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
-            try:
-                return method(self, scope, key, *args, **kwargs)
-            except Exception as exc:
-                problem = corrupted(self, scope, key, exc)
-                if problem is None:
-                    if not is_outage(exc):
-                        raise
-                    problem = unavailable(
-                        backend, operation, exc, sender=type(self), scope=str(scope), key=str(key)
-                    )
-                raise problem from exc
+        def problem(self: S, args: tuple[Any, ...], exc: Exception) -> Exception | None:
+            scope, key = str(args[0]), str(args[1])
+            found = corrupted(self, scope, key, exc)
+            if found is None and is_outage(exc):
+                found = unavailable(
+                    backend, operation, exc, sender=type(self), scope=scope, key=key
+                )
+            return found
 
-        return cast("Callable[Concatenate[S, str, str, P], R]", wrapper)
+        return wrap_errors(method, problem)
 
     return decorate
 
 
 class BaseStore:
-    """Interface of a store; see the module docstring for the contract."""
+    """Interface of a store; see the module docstring for the contract.
+
+    Every operation has an ``async`` twin named ``a<operation>`` (:meth:`aclaim`,
+    :meth:`alookup`, :meth:`apeek`, :meth:`acomplete`, :meth:`arelease`, :meth:`aextend`,
+    :meth:`asave_recovery_point`, :meth:`adelete`, :meth:`acount_new_record`) with the
+    same arguments, answers and errors, as Django's ``BaseCache`` has ``aget`` beside
+    ``get``. By default a twin runs its sync method in a thread of the event loop's
+    default executor (:meth:`run_in_thread`), never in the one thread
+    ``thread_sensitive=True`` would funnel every request of the process through. A store
+    with a native async client overrides the twins (:class:`~idempotency.stores.RedisStore`
+    does); they must keep the contract of their sync methods, and be safe to call from
+    several event loops in turn (one client per running loop, never a connection
+    shared between two loops).
+    """
 
     #: Whether the store can claim inside the view's own database transaction.
     supports_atomic: ClassVar[bool] = False
@@ -290,6 +300,93 @@ class BaseStore:
         this one, and the seconds left of the window. Needed only with ``MAX_NEW_RECORDS``
         (a store without it cannot enforce that limit)."""
         raise NotImplementedError(f"{type(self).__name__} cannot count new records")
+
+    # -- async twins: the sync method in a thread unless the store has native async I/O
+
+    async def run_in_thread(self, func: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        """``func(*args, **kwargs)`` in a thread of the running loop's default executor
+        (``sync_to_async(thread_sensitive=False)``, as Django's ``BaseCache`` a*
+        methods would if they did not share one thread): what every default ``a*`` twin
+        runs its sync method in. A store whose sync calls need care in such threads
+        (:class:`~idempotency.stores.DatabaseStore`: its connection per thread) overrides
+        this one method."""
+        return await sync_to_async(func, thread_sensitive=False)(*args, **kwargs)
+
+    async def aclaim(
+        self,
+        scope: str,
+        key: str,
+        *,
+        fingerprint: str,
+        lease: float,
+        ttl: float,
+        method: str = "",
+        route: str = "",
+    ) -> Claim:
+        """:meth:`claim`, awaitable."""
+        return await self.run_in_thread(
+            self.claim,
+            scope,
+            key,
+            fingerprint=fingerprint,
+            lease=lease,
+            ttl=ttl,
+            method=method,
+            route=route,
+        )
+
+    async def alookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
+        """:meth:`lookup`, awaitable."""
+        return await self.run_in_thread(self.lookup, scope, key, fingerprint=fingerprint)
+
+    async def apeek(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
+        """:meth:`peek`, awaitable."""
+        return await self.run_in_thread(self.peek, scope, key, fingerprint=fingerprint)
+
+    async def acomplete(
+        self,
+        scope: str,
+        key: str,
+        *,
+        fence: int,
+        response: StoredResponse,
+        ttl: float,
+        fingerprint: str = "",
+    ) -> bool:
+        """:meth:`complete`, awaitable."""
+        return await self.run_in_thread(
+            self.complete,
+            scope,
+            key,
+            fence=fence,
+            response=response,
+            ttl=ttl,
+            fingerprint=fingerprint,
+        )
+
+    async def arelease(self, scope: str, key: str, *, fence: int) -> bool:
+        """:meth:`release`, awaitable."""
+        return await self.run_in_thread(self.release, scope, key, fence=fence)
+
+    async def aextend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
+        """:meth:`extend`, awaitable."""
+        return await self.run_in_thread(self.extend, scope, key, fence=fence, lease=lease)
+
+    async def asave_recovery_point(
+        self, scope: str, key: str, *, fence: int, name: str, data: Any = None
+    ) -> bool:
+        """:meth:`save_recovery_point`, awaitable."""
+        return await self.run_in_thread(
+            self.save_recovery_point, scope, key, fence=fence, name=name, data=data
+        )
+
+    async def adelete(self, scope: str, key: str) -> bool:
+        """:meth:`delete`, awaitable."""
+        return await self.run_in_thread(self.delete, scope, key)
+
+    async def acount_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
+        """:meth:`count_new_record`, awaitable."""
+        return await self.run_in_thread(self.count_new_record, scope, window=window)
 
 
 def quota_window(window: float, now: float) -> tuple[int, float]:

@@ -23,8 +23,9 @@ import random
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, TypeVar, cast
+from typing import Any, ClassVar, ParamSpec, TypeVar, cast
 
+from asgiref.sync import sync_to_async
 from django.core.cache import BaseCache
 from django.db import IntegrityError, OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -53,6 +54,8 @@ from idempotency.stores.response_cache import ResponseCache
 DEADLOCK_ATTEMPTS = 3
 
 M = TypeVar("M", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def busy(method: M) -> M:
@@ -127,6 +130,31 @@ class DatabaseStore(ResponseCache, AtomicStore):
 
     def _records(self) -> Any:
         return self.model.objects.using(self.using)
+
+    async def run_in_thread(self, func: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Every ``a*`` twin: the sync call in a thread of the loop's default executor.
+
+        Django's ORM has no async cursor to await: its ``a*`` query methods are
+        ``sync_to_async`` wrappers themselves, in the one thread-sensitive thread. Here
+        the call runs in any executor thread, which keeps a connection of its own (Django's
+        connections are per thread). Django checks a connection's health and age only at
+        request boundaries (``close_old_connections`` on ``request_started`` and
+        ``request_finished``), in the thread that serves the request: never in these
+        threads. So the call does it itself, before and after: a connection the server
+        dropped (a restart, ``pg_terminate_backend``, an idle timeout) or older than
+        ``CONN_MAX_AGE`` is closed, and the next call opens a new one instead of failing
+        on the dead one forever."""
+        alias = self.using
+
+        def call() -> R:
+            connection = connections[alias]
+            connection.close_if_unusable_or_obsolete()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                connection.close_if_unusable_or_obsolete()
+
+        return await sync_to_async(call, thread_sensitive=False)()
 
     def _sql(self, connection: BaseDatabaseWrapper) -> sql.Statements:
         """The statements on ``connection``, built on first use."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from idempotency.codecs import seal, unseal
@@ -37,6 +38,12 @@ from idempotency.stores.base import (
     new_fence,
     now_ms,
     quota_window,
+)
+from idempotency.stores.redis_async import (
+    LoopClients,
+    async_factory,
+    run_script,
+    run_script_waiting,
 )
 from idempotency.stores.redis_channel import Channel, channel_for
 from idempotency.stores.redis_scripts import (
@@ -126,6 +133,10 @@ class RedisStore(BaseStore):
         self._client: Any = None
         self._channel: Channel | None = None
         self._scripts: dict[str, Any] = {}
+        #: the async clients (one per running loop); None where the client has no async
+        #: twin (the a* methods then run the sync ones in threads); unset until first use
+        self._loop_clients: LoopClients | None = None
+        self._async_known = False
 
     @property
     def wait_replicas(self) -> int:
@@ -149,6 +160,26 @@ class RedisStore(BaseStore):
             self._channel = channel_for(client)
             self._client = client
         return self._client
+
+    def async_client(self) -> Any | None:
+        """The ``redis.asyncio`` client of the running event loop (made on its first call
+        there, never shared with another loop: :mod:`~idempotency.stores.redis_async`),
+        or None where the django-redis client has no async twin (Redis Cluster,
+        Sentinel): the ``a*`` methods then run the sync ones in threads."""
+        if not self._async_known:
+            factory = async_factory(self.client)
+            self._loop_clients = LoopClients(factory) if factory is not None else None
+            self._async_known = True
+        return self._loop_clients.get() if self._loop_clients is not None else None
+
+    async def _arun(
+        self, client: Any, source: str, key: str, args: list[Any]
+    ) -> tuple[Any, int | None]:
+        """:meth:`_run` on the async ``client``."""
+        if self.wait_replicas <= 0:
+            return await run_script(client, source, key, args), None
+        timeout_ms = max(1, int(self.wait_timeout * 1000))
+        return await run_script_waiting(client, source, key, args, self.wait_replicas, timeout_ms)
 
     def _command(self, *args: Any) -> Any:
         """One command: on one of the store's own connections where the client allows it
@@ -224,17 +255,39 @@ class RedisStore(BaseStore):
         route: str = "",
     ) -> Claim:
         fence = new_fence()
-        record = self.record_key(scope, key)
-        reply, acknowledged = self._run(
-            "claim",
-            CLAIM,
-            record,
-            [fingerprint, fence, int(lease * 1000), max(1, int(ttl * 1000)), method, route],
-        )
+        args = _claim_args(fingerprint, fence, lease, ttl, method, route)
+        reply, acknowledged = self._run("claim", CLAIM, self.record_key(scope, key), args)
         claim = self._claim_from_reply(reply, fence)
         if claim.owned and not self._durable(acknowledged):
             # not on enough replicas: a failover could lose it, so the work must not start
             self.release(scope, key, fence=fence)
+            raise StoreNotDurable(replicas=self.wait_replicas, acknowledged=acknowledged)
+        return claim
+
+    @guarded("redis")
+    async def aclaim(
+        self,
+        scope: str,
+        key: str,
+        *,
+        fingerprint: str,
+        lease: float,
+        ttl: float,
+        method: str = "",
+        route: str = "",
+    ) -> Claim:
+        client = self.async_client()
+        if client is None:
+            return await super().aclaim(
+                scope, key, fingerprint=fingerprint, lease=lease, ttl=ttl, method=method,
+                route=route,
+            )  # fmt: skip
+        fence = new_fence()
+        args = _claim_args(fingerprint, fence, lease, ttl, method, route)
+        reply, acknowledged = await self._arun(client, CLAIM, self.record_key(scope, key), args)
+        claim = self._claim_from_reply(reply, fence)
+        if claim.owned and not self._durable(acknowledged):
+            await self.arelease(scope, key, fence=fence)
             raise StoreNotDurable(replicas=self.wait_replicas, acknowledged=acknowledged)
         return claim
 
@@ -267,27 +320,25 @@ class RedisStore(BaseStore):
 
     @guarded("redis")
     def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
-        state, fp, lease, status, headers, body, point, data = self._command(
-            "HMGET", self.record_key(scope, key), *_LOOKUP_FIELDS
-        )
-        if state is None:
-            return None
-        if _text(fp) != fingerprint:
-            return Claim(ClaimStatus.MISMATCH, fingerprint=_text(fp))
-        if _text(state) == "c":
-            remaining = self._command("PTTL", self.record_key(scope, key))
-            return Claim(
-                ClaimStatus.COMPLETED,
-                response=StoredResponse.from_parts(int(status), _text(headers), unseal(body)),
-                expires_at=_expires(remaining),
-            )
-        remaining = (int(lease or 0) - now_ms()) / 1000
-        return Claim(
-            ClaimStatus.IN_PROGRESS,
-            retry_after=max(0.0, remaining),
-            recovery_point=_text(point),
-            recovery_data=_data(data),
-        )
+        record = self.record_key(scope, key)
+        fields = self._command("HMGET", record, *_LOOKUP_FIELDS)
+        return _claim_from_fields(fields, fingerprint, lambda: self._command("PTTL", record))
+
+    @guarded("redis")
+    async def alookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
+        client = self.async_client()
+        if client is None:
+            return await super().alookup(scope, key, fingerprint=fingerprint)
+        record = self.record_key(scope, key)
+        # one round trip: the TTL too (read only for a completed record)
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.execute_command("HMGET", record, *_LOOKUP_FIELDS)
+            pipe.execute_command("PTTL", record)
+            fields, remaining = await pipe.execute()
+        return _claim_from_fields(fields, fingerprint, lambda: remaining)
+
+    async def apeek(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
+        return await self.alookup(scope, key, fingerprint=fingerprint)
 
     @guarded("redis")
     def complete(
@@ -300,18 +351,32 @@ class RedisStore(BaseStore):
         ttl: float,
         fingerprint: str = "",
     ) -> bool:
-        done, acknowledged = self._run(
-            "complete",
-            COMPLETE,
-            self.record_key(scope, key),
-            [
-                fence,
-                response.status,
-                response.headers_json(),
-                seal(response.body),
-                max(1, int(ttl * 1000)),
-            ],
-        )
+        args = _complete_args(fence, response, ttl)
+        done, acknowledged = self._run("complete", COMPLETE, self.record_key(scope, key), args)
+        return self._completed(scope, key, done, acknowledged)
+
+    @guarded("redis")
+    async def acomplete(
+        self,
+        scope: str,
+        key: str,
+        *,
+        fence: int,
+        response: StoredResponse,
+        ttl: float,
+        fingerprint: str = "",
+    ) -> bool:
+        client = self.async_client()
+        if client is None:
+            return await super().acomplete(
+                scope, key, fence=fence, response=response, ttl=ttl, fingerprint=fingerprint
+            )
+        args = _complete_args(fence, response, ttl)
+        record = self.record_key(scope, key)
+        done, acknowledged = await self._arun(client, COMPLETE, record, args)
+        return self._completed(scope, key, done, acknowledged)
+
+    def _completed(self, scope: str, key: str, done: Any, acknowledged: int | None) -> bool:
         if done and not self._durable(acknowledged):
             # the work is done and its answer goes out; only a failover in this window
             # could lose the stored response (the claim, replicated, then blocks retries
@@ -330,6 +395,13 @@ class RedisStore(BaseStore):
         return bool(self._eval("release", RELEASE, self.record_key(scope, key), [fence]))
 
     @guarded("redis")
+    async def arelease(self, scope: str, key: str, *, fence: int) -> bool:
+        client = self.async_client()
+        if client is None:
+            return await super().arelease(scope, key, fence=fence)
+        return bool(await run_script(client, RELEASE, self.record_key(scope, key), [fence]))
+
+    @guarded("redis")
     def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
         return bool(
             self._eval(
@@ -338,27 +410,113 @@ class RedisStore(BaseStore):
         )
 
     @guarded("redis")
+    async def aextend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
+        client = self.async_client()
+        if client is None:
+            return await super().aextend(scope, key, fence=fence, lease=lease)
+        args = [fence, max(1, int(lease * 1000))]
+        return bool(await run_script(client, EXTEND, self.record_key(scope, key), args))
+
+    @guarded("redis")
     def save_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None
     ) -> bool:
-        saved, acknowledged = self._run(
-            "recovery",
-            SAVE_RECOVERY_POINT,
-            self.record_key(scope, key),
-            [fence, name, json.dumps(data) if data is not None else ""],
-        )
+        args = _recovery_args(fence, name, data)
+        record = self.record_key(scope, key)
+        saved, acknowledged = self._run("recovery", SAVE_RECOVERY_POINT, record, args)
+        return self._saved(saved, acknowledged)
+
+    @guarded("redis")
+    async def asave_recovery_point(
+        self, scope: str, key: str, *, fence: int, name: str, data: Any = None
+    ) -> bool:
+        client = self.async_client()
+        if client is None:
+            return await super().asave_recovery_point(scope, key, fence=fence, name=name, data=data)
+        args = _recovery_args(fence, name, data)
+        record = self.record_key(scope, key)
+        saved, acknowledged = await self._arun(client, SAVE_RECOVERY_POINT, record, args)
+        return self._saved(saved, acknowledged)
+
+    def _saved(self, saved: Any, acknowledged: int | None) -> bool:
         if saved and not self._durable(acknowledged):
             raise StoreNotDurable(replicas=self.wait_replicas, acknowledged=acknowledged)
         return bool(saved)
 
+    def _quota_counter(self, scope: str, window: float) -> tuple[str, float]:
+        """The counter of ``scope``'s current window and the seconds left of the window."""
+        start, left = quota_window(window, now_ms() / 1000)
+        name = f"{idempotency_settings.KEY_PREFIX}:{{{record_digest(scope, '')}}}:quota:{start}"
+        return name, left
+
     @guard("redis")
     def count_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
         """``INCR`` of the (scope, window) counter and its expiry, in one script."""
-        start, left = quota_window(window, now_ms() / 1000)
-        name = f"{idempotency_settings.KEY_PREFIX}:{{{record_digest(scope, '')}}}:quota:{start}"
+        name, left = self._quota_counter(scope, window)
         count = self._eval("quota", COUNT_NEW_RECORD, name, [max(1, int(left * 1000))])
+        return int(count), left
+
+    @guard("redis")
+    async def acount_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
+        client = self.async_client()
+        if client is None:
+            return await super().acount_new_record(scope, window=window)
+        name, left = self._quota_counter(scope, window)
+        count = await run_script(client, COUNT_NEW_RECORD, name, [max(1, int(left * 1000))])
         return int(count), left
 
     @guard("redis")
     def delete(self, scope: str, key: str) -> bool:
         return bool(self.client.delete(self.record_key(scope, key)))
+
+    @guard("redis")
+    async def adelete(self, scope: str, key: str) -> bool:
+        client = self.async_client()
+        if client is None:
+            return await super().adelete(scope, key)
+        return bool(await client.delete(self.record_key(scope, key)))
+
+
+def _claim_args(
+    fingerprint: str, fence: int, lease: float, ttl: float, method: str, route: str
+) -> list[Any]:
+    return [fingerprint, fence, int(lease * 1000), max(1, int(ttl * 1000)), method, route]
+
+
+def _complete_args(fence: int, response: StoredResponse, ttl: float) -> list[Any]:
+    return [
+        fence,
+        response.status,
+        response.headers_json(),
+        seal(response.body),
+        max(1, int(ttl * 1000)),
+    ]
+
+
+def _recovery_args(fence: int, name: str, data: Any) -> list[Any]:
+    return [fence, name, json.dumps(data) if data is not None else ""]
+
+
+def _claim_from_fields(
+    fields: list[Any], fingerprint: str, remaining: Callable[[], Any]
+) -> Claim | None:
+    """The :class:`Claim` of a record's ``HMGET`` of ``_LOOKUP_FIELDS`` (None: absent);
+    ``remaining`` gives its ``PTTL``, read only for a completed record."""
+    state, fp, lease, status, headers, body, point, data = fields
+    if state is None:
+        return None
+    if _text(fp) != fingerprint:
+        return Claim(ClaimStatus.MISMATCH, fingerprint=_text(fp))
+    if _text(state) == "c":
+        return Claim(
+            ClaimStatus.COMPLETED,
+            response=StoredResponse.from_parts(int(status), _text(headers), unseal(body)),
+            expires_at=_expires(int(remaining())),
+        )
+    left = (int(lease or 0) - now_ms()) / 1000
+    return Claim(
+        ClaimStatus.IN_PROGRESS,
+        retry_after=max(0.0, left),
+        recovery_point=_text(point),
+        recovery_data=_data(data),
+    )
