@@ -198,7 +198,8 @@ def key_part(value: Any, field: str) -> Any:
         return value
     cls = type(value)
     if kind == "unknown":
-        if cls.__str__ is not object.__str__ or cls.__format__ is not object.__format__:
+        own_str = getattr(cls, "__str__", None) is not object.__str__
+        if own_str or getattr(cls, "__format__", None) is not object.__format__:
             return value
         raise NoCanonicalForm(_no_text(field, cls, "its str() is its repr"))
     try:
