@@ -24,7 +24,8 @@ import string
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-# canonical, digest, qualified_name and payload_key lived here: still importable from here
+# canonical, digest, qualified_name, PayloadKey and payload_key lived here: still
+# importable from here
 from idempotency.canonical import (
     NoCanonicalForm,
     arguments_digest,
@@ -36,7 +37,8 @@ from idempotency.canonical import qualified_name as qualified_name
 from idempotency.conf import MAX_KEY_LENGTH
 from idempotency.exceptions import IdempotencyKeyMissing
 from idempotency.keyed import fingerprint_hex, older_fingerprints
-from idempotency.payload_keys import PayloadKey, is_missing
+from idempotency.payload_keys import PayloadKey as PayloadKey
+from idempotency.payload_keys import is_missing
 from idempotency.payload_keys import payload_key as payload_key
 
 #: A key: a format string of the call's arguments, a callable of them, or a PayloadKey.

@@ -344,7 +344,7 @@ def _check_backends(values: dict[str, Any]) -> list[checks.CheckMessage]:
     from idempotency.locks.locking import LOCK_BACKENDS
     from idempotency.tokens.api import TOKEN_BACKENDS
 
-    errors = []
+    errors: list[checks.CheckMessage] = []
     for pluggable in (TOKEN_BACKENDS, LOCK_BACKENDS):
         problem = pluggable.problem(values[pluggable.setting])
         if problem is not None:

@@ -53,9 +53,9 @@ class LockBackend(abc.ABC):
     Name a subclass by its dotted path in ``LOCK_BACKEND`` (or pass it, a class or an
     instance as ``lock(..., backend=)``); a path or class is made with no arguments,
     once per process (until the settings change), and shared by every thread. Built in:
-    :class:`~idempotency.locks.redis.RedisLockBackend` (alias ``"redis"``),
-    :class:`~idempotency.locks.postgres.PostgresLockBackend` (``"postgres"``,
-    ``"postgresql"``) and :class:`~idempotency.locks.mysql.MySQLLockBackend`
+    ``RedisLockBackend`` (alias ``"redis"``),
+    ``PostgresLockBackend`` (``"postgres"``,
+    ``"postgresql"``) and ``MySQLLockBackend``
     (``"mysql"``, ``"mariadb"``).
 
     Methods subclasses must implement: :meth:`holding`.

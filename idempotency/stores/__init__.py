@@ -36,10 +36,8 @@ def get_store(store: str | type[BaseStore] | BaseStore | None = None) -> BaseSto
 
     An instance is returned as it is. A class or dotted path (``STORE`` without an
     argument) is instantiated with no arguments once, and that instance is reused until
-    the settings change.
-
-    Raises:
-        ImproperlyConfigured: ``store`` names no store class.
+    the settings change. A value that names no store class raises
+    ``ImproperlyConfigured``.
     """
     return STORES.get(store)
 

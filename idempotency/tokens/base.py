@@ -33,8 +33,8 @@ class TokenBackend(abc.ABC):
     Name a subclass by its dotted path in ``SUBMIT_TOKEN_BACKEND``; it is made with no
     arguments, once per process (until the settings change), and shared by every thread,
     so it keeps no per-call state. The backend sees only a token's SHA-256 hash, never the
-    token. Built in: :class:`~idempotency.tokens.database.DatabaseTokens` (alias
-    ``"database"``) and :class:`~idempotency.tokens.redis.RedisTokens` (``"redis"``).
+    token. Built in: ``DatabaseTokens`` (alias
+    ``"database"``) and ``RedisTokens`` (``"redis"``).
 
     Methods subclasses must implement: :meth:`issue` and :meth:`consume`. They may
     override :meth:`purge`.
@@ -54,13 +54,13 @@ class TokenBackend(abc.ABC):
     @abc.abstractmethod
     def consume(self, token_hash: str, scope: str, purpose: str) -> str:
         """Use the token up, atomically: of concurrent calls for one token exactly one
-        returns :data:`OK`.
+        returns ``OK``.
 
         Returns:
-            :data:`OK` (it was unused, unexpired and bound to ``scope`` and ``purpose``:
-            it is used now), :data:`USED` (it was consumed already; keep answering so at
-            least :data:`TOMBSTONE_SECONDS` after the consumption, even past its expiry)
-            or :data:`INVALID` (unknown, expired, or bound to another scope or purpose,
+            ``OK`` (it was unused, unexpired and bound to ``scope`` and ``purpose``:
+            it is used now), ``USED`` (it was consumed already; keep answering so at
+            least ``TOMBSTONE_SECONDS`` after the consumption, even past its expiry)
+            or ``INVALID`` (unknown, expired, or bound to another scope or purpose,
             which never consumes it).
 
         Raises:
@@ -69,7 +69,7 @@ class TokenBackend(abc.ABC):
 
     def purge(self, *, now: datetime, batch_size: int) -> int:
         """Delete the tokens expired at ``now`` (and their tombstones, once
-        :data:`TOMBSTONE_SECONDS` old), ``batch_size`` at a time; how many went.
+        ``TOMBSTONE_SECONDS`` old), ``batch_size`` at a time; how many went.
 
         The default deletes nothing: for a backend whose tokens expire by themselves."""
         return 0
