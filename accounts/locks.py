@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import connections
 
 from idempotency import LockNotAcquired, idempotency_settings, lock
+from idempotency.locks import LOCK_BACKENDS, PostgresLockBackend, RedisLockBackend
 
 try:
     import fcntl
@@ -43,13 +44,13 @@ _local_locks_guard = threading.Lock()
 def distributed_lock_usable() -> bool:
     """Whether ``LOCK_BACKEND`` names a backend this deployment actually has."""
     backend = idempotency_settings.LOCK_BACKEND
-    if backend == "redis":
+    if LOCK_BACKENDS.names(backend, RedisLockBackend):
         alias = idempotency_settings.REDIS_ALIAS
         cache = settings.CACHES.get(alias, {})
         return str(cache.get("BACKEND", "")).startswith("django_redis.")
-    if backend in {"postgres", "postgresql"}:
+    if LOCK_BACKENDS.names(backend, PostgresLockBackend):
         return connections[idempotency_settings.DATABASE_ALIAS].vendor == "postgresql"
-    return True  # a LockBackend instance, or a name the library will judge itself
+    return True  # another backend, or a value the library will judge itself
 
 
 def host_lock_usable() -> bool:

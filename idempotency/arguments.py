@@ -5,29 +5,41 @@ A key comes from a format string of the bound arguments, a callable of them, or
 None or empty never becomes part of a key: the call raises
 :class:`~idempotency.exceptions.IdempotencyKeyMissing` (a :class:`ValueError`).
 
-A call's fingerprint hashes its bound arguments canonically (:func:`canonical`): mapping
-keys sorted, ``Decimal`` exact, dataclasses and pydantic models by value, model instances
-by label and primary key, so the same key with other arguments is told apart.
+A template's part that is a mapping, list, set or other structured value is written as
+its canonical JSON (:func:`~idempotency.canonical.key_part`): one key for equal values,
+whatever the order of their keys; a part with no canonical form raises ``TypeError``.
+
+A call's fingerprint hashes its bound arguments canonically
+(:func:`~idempotency.canonical.canonical`): mapping keys sorted, ``Decimal`` exact,
+dataclasses and pydantic models by value, model instances by label and primary key, so
+the same key with other arguments is told apart.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
-import decimal
-import enum
 import hashlib
 import inspect
-import json
 import re
 import string
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+# canonical, digest, qualified_name, PayloadKey and payload_key lived here: still
+# importable from here
+from idempotency.canonical import (
+    NoCanonicalForm,
+    arguments_digest,
+    key_part,
+)
+from idempotency.canonical import canonical as canonical
+from idempotency.canonical import digest as digest
+from idempotency.canonical import qualified_name as qualified_name
 from idempotency.conf import MAX_KEY_LENGTH
 from idempotency.exceptions import IdempotencyKeyMissing
 from idempotency.keyed import fingerprint_hex, older_fingerprints
+from idempotency.payload_keys import PayloadKey as PayloadKey
+from idempotency.payload_keys import is_missing
+from idempotency.payload_keys import payload_key as payload_key
 
 #: A key: a format string of the call's arguments, a callable of them, or a PayloadKey.
 KeySpec = Any
@@ -60,29 +72,6 @@ Builder = Callable[[CallArguments], str]
 Hasher = Callable[[CallArguments], bytes]
 
 
-def qualified_name(func: Callable[..., Any]) -> str:
-    module = getattr(func, "__module__", None) or "?"
-    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
-    return f"{module}.{name}"
-
-
-def is_missing(value: Any) -> bool:
-    """Whether ``value`` cannot be a key part: None, empty, or a collection of those.
-
-    ``0`` and ``False`` are values (an order number may be 0); ``""``, ``[]``, ``{}``,
-    ``[None, None]`` and whitespace are not.
-    """
-    if value is None:
-        return True
-    if isinstance(value, str | bytes):
-        return not value.strip()
-    if isinstance(value, Mapping):
-        return all(is_missing(item) for item in value.values())
-    if isinstance(value, list | tuple | set | frozenset):
-        return all(is_missing(item) for item in value)
-    return False
-
-
 def check_key(value: Any, *, owner: str) -> str:
     """``value`` as a key: a non-empty string of at most :data:`MAX_KEY_LENGTH` characters."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -101,10 +90,15 @@ def check_key(value: Any, *, owner: str) -> str:
     return value
 
 
-def _template_fields(template: str) -> list[str]:
-    """The replacement fields of ``template``, checked to be named ("{order.pk}")."""
-    found: list[str] = []
-    for _text, field, _spec, _conversion in string.Formatter().parse(template):
+#: A key template parsed: ``(literal text, field, format spec, conversion)`` pieces.
+Pieces = list[tuple[str, str | None, str | None, str | None]]
+_CONVERSIONS: dict[str, Callable[[Any], str]] = {"s": str, "r": repr, "a": ascii}
+
+
+def _template_pieces(template: str) -> Pieces:
+    """``template`` parsed, its replacement fields checked to be named ("{order.pk}")."""
+    pieces: Pieces = list(string.Formatter().parse(template))
+    for _text, field, _spec, _conversion in pieces:
         if field is None:
             continue
         root = field.split(".", 1)[0].split("[", 1)[0]
@@ -113,8 +107,24 @@ def _template_fields(template: str) -> list[str]:
                 f"Idempotency key template {template!r}: use named fields such as "
                 "'{order_id}', not positional ones"
             )
-        found.append(field)
-    return found
+    return pieces
+
+
+def _format(pieces: Pieces, parts: Mapping[str, Any], values: Mapping[str, Any]) -> str:
+    """What ``str.format`` writes, each part passed through
+    :func:`~idempotency.canonical.key_part` first (structured values as canonical JSON)."""
+    text: list[str] = []
+    for literal, field, spec, conversion in pieces:
+        text.append(literal)
+        if field is None:
+            continue
+        part = key_part(parts[field], field)
+        if conversion:
+            part = _CONVERSIONS[conversion](part)
+        if spec and "{" in spec:
+            spec = spec.format(**values)
+        text.append(format(part, spec or ""))
+    return "".join(text)
 
 
 def _field_value(field: str, values: Mapping[str, Any]) -> Any:
@@ -169,63 +179,6 @@ def _check_names(names: Iterable[str], signature: inspect.Signature, what: str) 
         )
 
 
-class PayloadKey:
-    """A key made of the SHA-256 of an argument's canonical JSON: see :func:`payload_key`."""
-
-    def __init__(self, argument: str, paths: tuple[str, ...], prefix: str) -> None:
-        self.argument = argument
-        self.paths = paths
-        self.prefix = prefix
-
-    def build(self, values: Mapping[str, Any], *, owner: str) -> str:
-        payload = values.get(self.argument)
-        if self.paths:
-            payload = {path: _at_path(payload, path) for path in self.paths}
-            missing = [path for path, value in payload.items() if is_missing(value)]
-        else:
-            missing = [self.argument] if is_missing(payload) else []
-        if missing:
-            raise IdempotencyKeyMissing(
-                f"The idempotency key of {owner} needs {', '.join(missing)} of argument "
-                f"{self.argument!r}, which is None or empty"
-            )
-        return f"{self.prefix}{digest(payload)}"
-
-    def __repr__(self) -> str:
-        return f"payload_key({self.argument!r}, *{self.paths!r}, prefix={self.prefix!r})"
-
-
-def payload_key(argument: str, *paths: str, prefix: str = "") -> PayloadKey:
-    """A key from argument ``argument``: ``prefix`` + SHA-256 hex of its canonical JSON.
-
-    The mapping keys are sorted, so two deliveries of one event whose keys come in another
-    order share a key, and the key is 64 characters however large the payload. ``paths``
-    (dotted, e.g. ``"body.order_id"``; ``"items.0.sku"`` indexes a list) hash only those
-    parts of it; one that is None or empty raises
-    :class:`~idempotency.exceptions.IdempotencyKeyMissing`::
-
-        @idempotent_function(key=payload_key("event", "detail.id", prefix="evt:"))
-        def on_event(event: dict) -> None: ...
-    """
-    if not argument or not isinstance(argument, str):
-        raise TypeError("payload_key() needs the name of an argument")
-    return PayloadKey(argument, tuple(paths), prefix)
-
-
-def _at_path(value: Any, path: str) -> Any:
-    for part in path.split("."):
-        if value is None:
-            return None
-        if isinstance(value, Mapping):
-            value = value.get(part)
-        elif isinstance(value, list | tuple) and part.lstrip("-").isdigit():
-            index = int(part)
-            value = value[index] if -len(value) <= index < len(value) else None
-        else:
-            value = getattr(value, part, None)
-    return value
-
-
 def key_builder(key: KeySpec, func: Callable[..., Any], *, owner: str) -> Builder:
     """A function of a call's arguments giving its key (see ``idempotent_function``).
 
@@ -244,7 +197,8 @@ def key_builder(key: KeySpec, func: Callable[..., Any], *, owner: str) -> Builde
         return from_payload
     if isinstance(key, str):
         signature = inspect.signature(func)
-        fields = _template_fields(key)
+        pieces = _template_pieces(key)
+        fields = [field for _text, field, _spec, _conversion in pieces if field is not None]
         _check_names(
             [_root(field) for field in fields],
             signature,
@@ -257,7 +211,11 @@ def key_builder(key: KeySpec, func: Callable[..., Any], *, owner: str) -> Builde
             try:
                 parts = {field: _field_value(field, values) for field in fields}
                 missing = [field for field, part in parts.items() if is_missing(part)]
-                value = "" if missing else template.format(**values)
+                value = "" if missing else _format(pieces, parts, values)
+            except NoCanonicalForm as exc:
+                raise NoCanonicalForm(
+                    f"Idempotency key template {template!r} of {owner}: {exc}"
+                ) from None
             except (KeyError, AttributeError, IndexError, TypeError, ValueError) as exc:
                 raise ValueError(
                     f"Idempotency key template {template!r} of {owner} could not be "
@@ -312,72 +270,7 @@ def older_call_fingerprints(kind: str, name: str, arguments: bytes | None) -> li
     return [owner + older[:32] for older in older_fingerprints(arguments)]
 
 
-# -- canonical hashing -------------------------------------------------------------------
-
-
-def canonical(value: Any) -> Any:
-    """``value`` as plain JSON data that is equal exactly when the values are.
-
-    Mapping keys sorted (by :func:`json.dumps`), sets sorted, ``Decimal`` exact (by value:
-    ``10.0`` and ``10.00`` are one amount), dataclasses, pydantic models and objects with
-    ``to_dict()`` by value, Django model instances by label and primary key (their other
-    fields may change between a call and its retry). Anything else raises
-    :class:`TypeError`.
-    """
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return {"$float": repr(value)}
-    if isinstance(value, decimal.Decimal):
-        return {"$decimal": str(value.normalize()) if value.is_finite() else str(value)}
-    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
-        return {"$" + type(value).__name__: value.isoformat()}
-    if isinstance(value, datetime.timedelta):
-        return {"$timedelta": value.total_seconds()}
-    if isinstance(value, uuid.UUID):
-        return {"$uuid": str(value)}
-    if isinstance(value, bytes | bytearray | memoryview):
-        return {"$bytes": bytes(value).hex()}
-    if isinstance(value, enum.Enum):
-        return {"$enum": qualified_name(type(value)), "value": canonical(value.value)}
-    if isinstance(value, Mapping):
-        return {"$map": sorted(([canonical(k), canonical(v)] for k, v in value.items()), key=_json)}
-    if isinstance(value, list | tuple):
-        return [canonical(item) for item in value]
-    if isinstance(value, set | frozenset):
-        return {"$set": sorted((canonical(item) for item in value), key=_json)}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-        return {"$dataclass": qualified_name(type(value)), "fields": canonical(fields)}
-    meta = getattr(value, "_meta", None)
-    if meta is not None and hasattr(value, "pk") and hasattr(meta, "label"):
-        return {"$model": meta.label, "pk": canonical(value.pk)}
-    dump = getattr(value, "model_dump", None)  # pydantic v2
-    if callable(dump):
-        return {"$pydantic": qualified_name(type(value)), "fields": canonical(dump())}
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        return {"$object": qualified_name(type(value)), "fields": canonical(to_dict())}
-    raise TypeError(f"cannot hash a {type(value).__name__} canonically")
-
-
-#: Built once: ``json.dumps`` with options builds a new encoder on every call.
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _json(value: Any) -> str:
-    return _ENCODER.encode(value)
-
-
-def digest(value: Any) -> str:
-    """SHA-256 hex of ``value``'s canonical JSON (keys built from a payload)."""
-    return arguments_digest(value).hex()
-
-
-def arguments_digest(value: Any) -> bytes:
-    """The SHA-256 digest of ``value``'s canonical JSON: never stored as it is (see
-    :func:`call_fingerprint`)."""
-    return hashlib.sha256(_json(canonical(value)).encode()).digest()
+# -- hashing what identifies a call -------------------------------------------------------
 
 
 def arguments_hasher(

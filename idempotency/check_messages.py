@@ -121,6 +121,21 @@ MESSAGES: dict[str, _Message] = {
         "IDEMPOTENCY['OPENTELEMETRY'] is on, but opentelemetry-api is not installed.",
         "pip install 'django-idempotency[otel]', or set OPENTELEMETRY to False.",
     ),
+    "E044": _Message(
+        "{where}{value!r} names no {what}: it cannot be imported ({error}).",
+        "Set IDEMPOTENCY[{name!r}] (or the backend's argument) to an alias ({aliases}) or "
+        "the dotted path of a subclass of {base}.",
+    ),
+    "E045": _Message(
+        "{where}{value!r} names no {what}: {found} is not a subclass of {base}.",
+        "Set IDEMPOTENCY[{name!r}] (or the backend's argument) to an alias ({aliases}) or "
+        "the dotted path of a subclass of {base}.",
+    ),
+    "E046": _Message(
+        "{where}{value!r} names no usable {what}: {found} does not implement {methods}.",
+        "Implement every abstract method of {base} in {found} (the methods subclasses "
+        "must implement come first in its documentation).",
+    ),
     "E030": _Message(
         "{what} keeps its records in the database {alias!r} ({engine}, vendor {vendor!r}), "
         "and DatabaseStore has SQL only for PostgreSQL, MySQL/MariaDB and SQLite: every "

@@ -75,6 +75,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     errors += _check_routers(values)
     errors += _check_middleware()
     errors += _check_codec(values)
+    errors += _check_backends(values)
     errors += _check_purge(values, uses)
     errors += _check_gates()
     return _unique(errors)
@@ -322,12 +323,35 @@ def _redis_users(
             alias = getattr(instance, "alias", None) or default
             if what not in users.setdefault(alias, []):
                 users[alias].append(what)
-    # LOCK_BACKEND defaults to "redis" but is inert until a lock is taken: check it when set
-    if raw.get("LOCK_BACKEND") == "redis":
-        users.setdefault(default, []).append("LOCK_BACKEND 'redis'")
-    if values["SUBMIT_TOKEN_BACKEND"] == "redis":
-        users.setdefault(default, []).append("SUBMIT_TOKEN_BACKEND 'redis'")
+    from idempotency.locks.locking import LOCK_BACKENDS
+    from idempotency.locks.redis import RedisLockBackend
+    from idempotency.tokens.api import TOKEN_BACKENDS
+    from idempotency.tokens.redis import RedisTokens
+
+    # LOCK_BACKEND defaults to Redis but is inert until a lock is taken: check it when set
+    locks = raw.get("LOCK_BACKEND")
+    if locks is not None and LOCK_BACKENDS.names(locks, RedisLockBackend):
+        users.setdefault(default, []).append(f"LOCK_BACKEND {locks!r}")
+    tokens = values["SUBMIT_TOKEN_BACKEND"]
+    if TOKEN_BACKENDS.names(tokens, RedisTokens):
+        users.setdefault(default, []).append(f"SUBMIT_TOKEN_BACKEND {tokens!r}")
     return users
+
+
+def _check_backends(values: dict[str, Any]) -> list[checks.CheckMessage]:
+    """E044, E045 and E046: SUBMIT_TOKEN_BACKEND or LOCK_BACKEND names no usable backend
+    (it cannot be imported, is no subclass of its base class, or is abstract)."""
+    from idempotency.locks.locking import LOCK_BACKENDS
+    from idempotency.tokens.api import TOKEN_BACKENDS
+
+    errors: list[checks.CheckMessage] = []
+    for pluggable in (TOKEN_BACKENDS, LOCK_BACKENDS):
+        problem = pluggable.problem(values[pluggable.setting])
+        if problem is not None:
+            errors.append(
+                checks.Error(problem.text, hint=problem.hint, id=f"idempotency.{problem.code}")
+            )
+    return errors
 
 
 def _redis_unavailable(alias: Any) -> str:

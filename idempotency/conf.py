@@ -34,8 +34,10 @@ HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 
 #: What a setting's value may be. ``seconds``: a finite number; ``integer``: an int;
 #: ``choice``: one of :attr:`Setting.choices`; ``path``: a dotted path (or the object
-#: itself); ``header``/``headers``: one or a list of header names; ``cache``/``database``:
-#: an alias; ``aliases``: a list of database aliases; ``names``: a list of strings. Each
+#: itself); ``backend``: a dotted path, class or instance of a pluggable part, or an
+#: alias of a built-in one (:mod:`idempotency.backends` resolves it);
+#: ``header``/``headers``: one or a list of header names; ``cache``/``database``: an alias;
+#: ``aliases``: a list of database aliases; ``names``: a list of strings. Each
 #: with the type the settings table names it by.
 _LABELS = {
     "bool": "bool",
@@ -44,6 +46,7 @@ _LABELS = {
     "integer": "int",
     "choice": "str",
     "path": "dotted path",
+    "backend": "dotted path",
     "header": "str",
     "headers": "list of str",
     "names": "list of str",
@@ -92,6 +95,7 @@ class Setting:
             "integer": f"an integer {bound}",
             "choice": "one of " + ", ".join(repr(c) for c in self.choices),
             "path": "the dotted path of an importable object",
+            "backend": "an alias or the dotted path of a backend class",
             "header": "a header name",
             "headers": "a list of header names",
             "names": "a list of strings",
@@ -119,6 +123,8 @@ class Setting:
             return value in self.choices
         if kind == "path":
             return isinstance(value, str) or callable(value)
+        if kind == "backend":
+            return True  # resolving it is the checks' (E044, E045, E046)
         if kind == "header":
             return isinstance(value, str) and bool(HEADER_NAME.match(value))
         if kind in ("headers", "names", "aliases"):
@@ -366,16 +372,17 @@ SETTINGS: dict[str, Setting] = {
         "X-Submit-Token", "Request header that carries a one-time submit token.", "header"
     ),
     "SUBMIT_TOKEN_BACKEND": Setting(
-        "database",
-        'Backend of submit tokens: "database" or "redis".',
-        "choice",
-        choices=("database", "redis"),
+        "idempotency.tokens.database.DatabaseTokens",
+        "Dotted path of the submit-token backend, a subclass of "
+        'idempotency.tokens.base.TokenBackend; aliases: "database", "redis".',
+        "backend",
     ),
     "LOCK_BACKEND": Setting(
-        "redis",
-        'Backend of idempotency.locks.lock(): "redis", "postgres" or "mysql" (MySQL/MariaDB).',
-        "choice",
-        choices=("redis", "postgres", "mysql"),
+        "idempotency.locks.redis.RedisLockBackend",
+        "Dotted path of the backend of idempotency.locks.lock(), a subclass of "
+        'idempotency.locks.base.LockBackend; aliases: "redis", "postgres" (or '
+        '"postgresql"), "mysql" (or "mariadb").',
+        "backend",
     ),
     "PURGE_BATCH_SIZE": Setting(
         5000, "Rows deleted per batch by purge_idempotency_records.", "integer"

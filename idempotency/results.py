@@ -42,6 +42,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
+from idempotency.canonical import dataclass_fields, kind_of
 from idempotency.conf import idempotency_settings, on_reload
 from idempotency.exceptions import StoredError
 from idempotency.stores.base import StoredResponse
@@ -196,40 +197,35 @@ class ResultCodec:
         return self.unpack(data)
 
     def pack(self, value: Any) -> Any:
-        if isinstance(value, enum.Enum):
-            return self._tagged("enum", value, self.pack(value.value))
-        if value is None or isinstance(value, bool | int | float | str):
+        """``value`` as tagged JSON data (its kind by :func:`~idempotency.canonical.kind_of`,
+        the one place that tells the types apart)."""
+        kind = kind_of(value)
+        if kind in ("none", "bool", "int", "float", "str"):
             return value
-        if isinstance(value, list):
+        if kind == "list":
             return [self.pack(item) for item in value]
-        if isinstance(value, dict):
+        if kind == "dict":
             if TAG not in value and all(isinstance(k, str) for k in value):
                 return {k: self.pack(v) for k, v in value.items()}
             return {TAG: "dict", "v": [[self.pack(k), self.pack(v)] for k, v in value.items()]}
-        if isinstance(value, tuple | set | frozenset):
-            return {TAG: type(value).__name__, "v": [self.pack(item) for item in value]}
-        if isinstance(value, decimal.Decimal):
-            return {TAG: "decimal", "v": str(value)}
-        if isinstance(value, datetime.datetime | datetime.date | datetime.time):
-            return {TAG: type(value).__name__, "v": value.isoformat()}
-        if isinstance(value, datetime.timedelta):
-            return {TAG: "timedelta", "v": [value.days, value.seconds, value.microseconds]}
-        if isinstance(value, uuid.UUID):
-            return {TAG: "uuid", "v": str(value)}
-        if isinstance(value, bytes | bytearray):
-            return {TAG: "bytes", "v": base64.b64encode(bytes(value)).decode()}
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            fields = {
-                f.name: self.pack(getattr(value, f.name))
-                for f in dataclasses.fields(value)
-                if f.init
-            }
-            return self._tagged("dataclass", value, fields)
-        if callable(getattr(value, "model_dump", None)) and callable(
-            getattr(type(value), "model_validate", None)
-        ):
+        if kind in ("tuple", "set", "frozenset"):
+            return {TAG: kind, "v": [self.pack(item) for item in value]}
+        if kind in ("decimal", "uuid"):
+            return {TAG: kind, "v": str(value)}
+        if kind in ("datetime", "date", "time"):
+            return {TAG: kind, "v": value.isoformat()}
+        if kind == "timedelta":
+            return {TAG: kind, "v": [value.days, value.seconds, value.microseconds]}
+        if kind == "bytes" and not isinstance(value, memoryview):
+            return {TAG: kind, "v": base64.b64encode(bytes(value)).decode()}
+        if kind == "enum":
+            return self._tagged("enum", value, self.pack(value.value))
+        if kind == "dataclass":
+            fields = dataclass_fields(value, init_only=True)
+            return self._tagged("dataclass", value, {k: self.pack(v) for k, v in fields.items()})
+        if kind == "pydantic" and callable(getattr(type(value), "model_validate", None)):
             return self._tagged("pydantic", value, value.model_dump(mode="json"))
-        if callable(getattr(value, "to_dict", None)) and _from_dict_class(type(value)):
+        if kind == "object" and _from_dict_class(type(value)):
             return self._tagged("object", value, self.pack(value.to_dict()))
         raise TypeError(f"{type(value).__name__} is not storable")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
+import time
 import uuid
 from decimal import Decimal
 from typing import Any
@@ -32,6 +33,7 @@ from idempotency.stores import get_store
 from idempotency.stores.base import StoredResponse
 from tests.support.counting import Counter, unique
 from tests.support.stores import ALL_STORES, DB_STORE
+from tests.support.storms import run_threads
 from tests.support.tasks import inprocess_app
 
 pytestmark = pytest.mark.django_db
@@ -144,6 +146,80 @@ def test_payload_key_ignores_mapping_order_and_stays_short(store: str) -> None:
     key = on_event.key_for(big)
     assert key.startswith("evt:") and len(key) == 4 + 64
     assert on_event({**big, "total": 6}) == 2  # another payload, another key
+
+
+# -- key templates: structured parts are canonical, whatever their order ----------------
+
+
+@pytest.mark.parametrize("store", ALL_STORES)
+def test_a_dict_in_a_key_template_gives_one_key_in_any_order(store: str) -> None:
+    runs = Counter()
+
+    @idempotent_function(key="sort:{payload}", store=store)
+    def sort(payload: dict[str, Any]) -> int:
+        return runs()
+
+    nonce = unique("n")
+    first = {"id": nonce, "lines": [{"sku": "a", "qty": 1}], "tags": {"x", "y"}}
+    second = {"tags": {"y", "x"}, "lines": [{"qty": 1, "sku": "a"}], "id": nonce}
+    assert sort.key_for(first) == sort.key_for(second)
+    assert sort(first) == sort(second) == 1
+    assert sort({**first, "id": unique("n")}) == 2  # another payload, another key
+    assert sort.key_for({"b": 1, "a": 2}) == 'sort:{"$map":[["a",2],["b",1]]}'
+
+
+@pytest.mark.parametrize("store", ALL_STORES)
+def test_scalar_parts_keep_their_keys(store: str) -> None:
+    @idempotent_function(key="pay:{ref}:{amount:.2f}:{when}", store=store)
+    def pay(ref: str, amount: Decimal, when: Any) -> None:
+        return None
+
+    when = uuid.UUID(int=5)
+    assert pay.key_for("r", Decimal("10.5"), when) == f"pay:r:10.50:{when}"
+
+
+class Opaque:
+    """No __str__ of its own: its text would be a repr with a memory address."""
+
+
+@pytest.mark.parametrize("store", ALL_STORES)
+def test_a_part_with_no_canonical_text_is_refused_by_name(store: str) -> None:
+    runs = Counter()
+
+    @idempotent_function(key="x:{thing}", store=store)
+    def use(thing: Any) -> int:
+        return runs()
+
+    for thing in (Opaque(), [Opaque()]):
+        with pytest.raises(TypeError, match=r"'x:\{thing\}' of .*key part \{thing\} is a"):
+            use(thing)
+    assert runs.count == 0
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_reordered_dicts_from_ten_threads_run_once_on_postgres() -> None:
+    runs = Counter()
+
+    @idempotent_function(key="sort:{payload}", store=DB_STORE, wait=30)
+    def sort(payload: dict[str, Any]) -> int:
+        count = runs()
+        time.sleep(0.3)  # still running while the others claim
+        return count
+
+    nonce = unique("n")
+    items = [("id", nonce), ("a", 1), ("b", [1, 2]), ("c", {"d": 1, "e": 2})]
+
+    def call(index: int) -> int:
+        rotated = items[index % len(items) :] + items[: index % len(items)]
+        payload = dict(rotated)
+        if index % 2:
+            payload["c"] = {"e": 2, "d": 1}
+        return sort(payload)
+
+    results = run_threads(10, call)
+    assert results == [1] * 10
+    assert runs.count == 1
 
 
 def test_payload_key_paths_hash_only_those_parts() -> None:

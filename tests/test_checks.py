@@ -158,7 +158,9 @@ def test_e006_atomic_mode_with_a_store_that_cannot(store: str) -> None:
     [
         {"STORE": REDIS_STORE},
         {"LOCK_BACKEND": "redis"},
+        {"LOCK_BACKEND": "idempotency.locks.redis.RedisLockBackend"},
         {"SUBMIT_TOKEN_BACKEND": "redis"},
+        {"SUBMIT_TOKEN_BACKEND": "idempotency.tokens.redis.RedisTokens"},
     ],
 )
 def test_e007_redis_needed_but_the_cache_is_not_django_redis(setting: dict[str, Any]) -> None:
@@ -270,9 +272,20 @@ def test_e013_store_is_not_a_store_class() -> None:
     only("E013", IDEMPOTENCY={"STORE": "collections.OrderedDict"})
 
 
-@pytest.mark.parametrize("setting", [{"LOCK_BACKEND": "zookeeper"}, {"SUBMIT_TOKEN_BACKEND": 1}])
-def test_e014_backend_choices(setting: dict[str, Any]) -> None:
-    only("E014", IDEMPOTENCY=setting)
+@pytest.mark.parametrize(
+    ("setting", "code"),
+    [
+        ({"LOCK_BACKEND": "zookeeper"}, "E044"),
+        ({"SUBMIT_TOKEN_BACKEND": "tokens.Missing"}, "E044"),
+        ({"SUBMIT_TOKEN_BACKEND": 1}, "E045"),
+        ({"LOCK_BACKEND": "idempotency.tokens.database.DatabaseTokens"}, "E045"),
+        ({"LOCK_BACKEND": "idempotency.locks.base.DatabaseLockBackend"}, "E046"),
+    ],
+)
+def test_e044_e045_e046_backends(setting: dict[str, Any], code: str) -> None:
+    """A backend that cannot be imported (E044), is no subclass of its base class (E045)
+    or leaves abstract methods unimplemented (E046); more in tests/test_backends.py."""
+    only(code, IDEMPOTENCY=setting)
 
 
 def test_e015_database_alias_not_in_databases() -> None:

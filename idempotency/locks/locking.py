@@ -9,16 +9,12 @@ from types import TracebackType
 from typing import Any, TypeVar, cast
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
-from django.core.exceptions import ImproperlyConfigured
 
 from idempotency import signals
+from idempotency.backends import Pluggable
 from idempotency.backoff import Backoff
-from idempotency.conf import idempotency_settings
 from idempotency.exceptions import LockNotAcquired, StoreUnavailable
 from idempotency.locks.base import Holding, LockBackend
-from idempotency.locks.mysql import MySQLLockBackend
-from idempotency.locks.postgres import PostgresLockBackend
-from idempotency.locks.redis import RedisLockBackend
 
 logger = logging.getLogger("idempotency.locks")
 
@@ -30,19 +26,34 @@ _FIRST_POLL_INTERVAL = 0.005
 _DEFAULT: Any = object()
 
 
-def get_backend(backend: str | LockBackend | None = None) -> LockBackend:
-    if isinstance(backend, LockBackend):
-        return backend
-    name = backend or idempotency_settings.LOCK_BACKEND
-    if name == "redis":
-        return RedisLockBackend()
-    if name in {"postgres", "postgresql"}:
-        return PostgresLockBackend()
-    if name in {"mysql", "mariadb"}:
-        return MySQLLockBackend()
-    raise ImproperlyConfigured(
-        f"Unknown lock backend {name!r}: use 'redis', 'postgres', 'mysql' or a LockBackend instance"
-    )
+#: A lock backend as ``lock(backend=)`` and ``LOCK_BACKEND`` take it.
+BackendSpec = str | type[LockBackend] | LockBackend | None
+
+#: The lock backends: ``LOCK_BACKEND``, a dotted path to a
+#: :class:`~idempotency.locks.base.LockBackend` subclass (or a class or instance); the
+#: built-in ones' short names are aliases.
+LOCK_BACKENDS = Pluggable(
+    "LOCK_BACKEND",
+    "lock backend",
+    lambda: LockBackend,
+    {
+        "redis": "idempotency.locks.redis.RedisLockBackend",
+        "postgres": "idempotency.locks.postgres.PostgresLockBackend",
+        "postgresql": "idempotency.locks.postgres.PostgresLockBackend",
+        "mysql": "idempotency.locks.mysql.MySQLLockBackend",
+        "mariadb": "idempotency.locks.mysql.MySQLLockBackend",
+    },
+)
+
+
+def get_backend(backend: BackendSpec = None) -> LockBackend:
+    """The lock backend ``backend`` names (default: ``LOCK_BACKEND``).
+
+    Raises:
+        ImproperlyConfigured: It names no usable backend (check ``idempotency.E044``,
+            ``E045`` or ``E046`` reports the setting at startup).
+    """
+    return LOCK_BACKENDS.get(backend)
 
 
 class Lock:
@@ -58,7 +69,7 @@ class Lock:
         *,
         timeout: float | None = 30.0,
         wait: float | None = 0.0,
-        backend: str | LockBackend | None = None,
+        backend: BackendSpec = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("A lock needs a non-empty name")
@@ -208,7 +219,7 @@ def lock(
     *,
     timeout: float | None = 30.0,
     wait: float | None = 0.0,
-    backend: str | LockBackend | None = None,
+    backend: BackendSpec = None,
 ) -> Lock:
     """A distributed lock named ``name``: ``with lock(...)``, ``async with`` or ``@lock(...)``.
 
@@ -222,8 +233,9 @@ def lock(
             :meth:`Lock.extend`. None: only a release frees it.
         wait: Seconds to wait for a lock someone else holds, polling with jittered
             backoff; 0 (the default) tries once, None waits forever.
-        backend: ``"redis"``, ``"postgres"``, ``"mysql"`` or a backend instance (default
-            ``LOCK_BACKEND``).
+        backend: A :class:`~idempotency.locks.base.LockBackend` subclass's dotted path,
+            the class or an instance, or an alias: ``"redis"``, ``"postgres"``,
+            ``"mysql"`` (default ``LOCK_BACKEND``).
 
     Raises:
         LockNotAcquired: On entry, when the lock stayed held by someone else for

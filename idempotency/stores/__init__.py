@@ -1,6 +1,7 @@
 """Stores keep idempotency records; :func:`get_store` returns the configured one.
 
-Stores are resolved from dotted paths and kept per path until settings change.
+Stores are resolved from dotted paths and kept per path until settings change, as
+token and lock backends are (:mod:`idempotency.backends`).
 """
 
 from __future__ import annotations
@@ -8,9 +9,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from django.utils.module_loading import import_string
-
-from idempotency.conf import idempotency_settings, on_reload
+from idempotency.backends import Pluggable
 
 if TYPE_CHECKING:
     from idempotency.stores.base import BaseStore
@@ -20,7 +19,16 @@ if TYPE_CHECKING:
 
 __all__ = ["get_store", "record_digest", "DatabaseStore", "RedisStore", "CacheStore"]
 
-_stores: dict[str, BaseStore] = {}
+
+def _base_store() -> type[BaseStore]:
+    from idempotency.stores.base import BaseStore
+
+    return BaseStore
+
+
+#: The stores: ``STORE``, a dotted path to a :class:`~idempotency.stores.base.BaseStore`
+#: subclass, or a class or instance.
+STORES: Pluggable[BaseStore] = Pluggable("STORE", "store", _base_store)
 
 
 def get_store(store: str | type[BaseStore] | BaseStore | None = None) -> BaseStore:
@@ -28,30 +36,10 @@ def get_store(store: str | type[BaseStore] | BaseStore | None = None) -> BaseSto
 
     An instance is returned as it is. A class or dotted path (``STORE`` without an
     argument) is instantiated with no arguments once, and that instance is reused until
-    the settings change.
+    the settings change. A value that names no store class raises
+    ``ImproperlyConfigured``.
     """
-    from idempotency.stores.base import BaseStore
-
-    if isinstance(store, BaseStore):
-        return store
-    if store is None:
-        store = idempotency_settings.STORE
-    if isinstance(store, BaseStore):  # an instance given in settings
-        return store
-    path = f"{store.__module__}.{store.__qualname__}" if isinstance(store, type) else str(store)
-    try:
-        return _stores[path]
-    except KeyError:
-        pass
-    cls = store if isinstance(store, type) else import_string(path)
-    instance: BaseStore = cls()
-    _stores[path] = instance
-    return instance
-
-
-@on_reload
-def _reset() -> None:
-    _stores.clear()
+    return STORES.get(store)
 
 
 def record_digest(scope: str, key: str) -> str:

@@ -154,7 +154,11 @@ class DatabaseStore(ResponseCache, AtomicStore):
             finally:
                 connection.close_if_unusable_or_obsolete()
 
-        return await sync_to_async(call, thread_sensitive=False)()
+        # SQLite serialises writers per database file, and its connections in other
+        # threads only meet "database is locked": there, Django's one sync thread, as
+        # its own async ORM does
+        sqlite = connections[alias].vendor == "sqlite"
+        return await sync_to_async(call, thread_sensitive=sqlite)()
 
     def _sql(self, connection: BaseDatabaseWrapper) -> sql.Statements:
         """The statements on ``connection``, built on first use."""

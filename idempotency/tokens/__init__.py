@@ -2,12 +2,14 @@
 (how to use them and how each backend consumes: docs/howto/submit-tokens.md)."""
 
 from idempotency.tokens.api import (
+    TOKEN_BACKENDS,
     consume_submit_token,
+    get_token_backend,
     issue_submit_token,
     issue_token,
     purge_expired_submit_tokens,
 )
-from idempotency.tokens.base import IssuedToken, token_scope
+from idempotency.tokens.base import IssuedToken, TokenBackend, token_scope
 from idempotency.tokens.database import DatabaseTokens
 from idempotency.tokens.redis import RedisTokens
 from idempotency.tokens.views import (
@@ -17,12 +19,15 @@ from idempotency.tokens.views import (
 )
 
 __all__ = [
+    "TOKEN_BACKENDS",
     "DatabaseTokens",
     "IssuedToken",
     "RedisTokens",
     "SubmitTokenIssueView",
     "SubmitTokenPermission",
+    "TokenBackend",
     "consume_submit_token",
+    "get_token_backend",
     "issue_submit_token",
     "issue_token",
     "purge_expired_submit_tokens",

@@ -6,10 +6,10 @@ import secrets
 from datetime import datetime
 from typing import Any
 
-from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
 from idempotency import signals
+from idempotency.backends import Pluggable
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import (
     SubmitTokenInvalid,
@@ -20,23 +20,36 @@ from idempotency.tokens.base import (
     OK,
     USED,
     IssuedToken,
+    TokenBackend,
     check_purpose,
     hash_token,
     token_scope,
 )
-from idempotency.tokens.database import DatabaseTokens
-from idempotency.tokens.redis import RedisTokens
+
+#: The submit-token backends: ``SUBMIT_TOKEN_BACKEND``, a dotted path to a
+#: :class:`~idempotency.tokens.base.TokenBackend` subclass (or a class or instance);
+#: ``"database"`` and ``"redis"`` are aliases of the built-in ones.
+TOKEN_BACKENDS = Pluggable(
+    "SUBMIT_TOKEN_BACKEND",
+    "submit-token backend",
+    lambda: TokenBackend,
+    {
+        "database": "idempotency.tokens.database.DatabaseTokens",
+        "redis": "idempotency.tokens.redis.RedisTokens",
+    },
+)
 
 
-def _backend() -> DatabaseTokens | RedisTokens:
-    name = idempotency_settings.SUBMIT_TOKEN_BACKEND
-    if name == "database":
-        return DatabaseTokens()
-    if name == "redis":
-        return RedisTokens()
-    raise ImproperlyConfigured(
-        f"IDEMPOTENCY['SUBMIT_TOKEN_BACKEND'] must be 'database' or 'redis', got {name!r}"
-    )
+def get_token_backend(
+    backend: str | type[TokenBackend] | TokenBackend | None = None,
+) -> TokenBackend:
+    """The token backend ``backend`` names (default: ``SUBMIT_TOKEN_BACKEND``).
+
+    Raises:
+        ImproperlyConfigured: It names no usable backend (check ``idempotency.E044``,
+            ``E045`` or ``E046`` reports the setting at startup).
+    """
+    return TOKEN_BACKENDS.get(backend)
 
 
 # -- the API -----------------------------------------------------------------------------
@@ -55,7 +68,7 @@ def issue_token(*, user_or_scope: Any, purpose: str, ttl: float | None = None) -
     if seconds <= 0:
         raise ValueError("A submit token's ttl must be positive")
     token = secrets.token_urlsafe(32)
-    expires_at = _backend().issue(hash_token(token), scope, purpose, seconds)
+    expires_at = get_token_backend().issue(hash_token(token), scope, purpose, seconds)
     return IssuedToken(token=token, scope=scope, purpose=purpose, expires_at=expires_at)
 
 
@@ -104,7 +117,7 @@ def consume_submit_token(*, token: str, user_or_scope: Any, purpose: str) -> Non
         or not purpose
     ):
         raise SubmitTokenInvalid()
-    outcome = _backend().consume(hash_token(token), scope, purpose)
+    outcome = get_token_backend().consume(hash_token(token), scope, purpose)
     if outcome == OK:
         return
     if outcome == USED:
@@ -116,7 +129,7 @@ def consume_submit_token(*, token: str, user_or_scope: Any, purpose: str) -> Non
 def purge_expired_submit_tokens(
     *, batch_size: int | None = None, now: datetime | None = None
 ) -> int:
-    """Delete expired submit-token rows of the database backend, in batches.
+    """Delete expired submit tokens of the backend (rows of the database backend), in batches.
 
     A consumed row is kept as a tombstone until it is both expired and a minute old
     (``TOMBSTONE_SECONDS``), so a late second use still answers "used", not "invalid".
@@ -127,10 +140,8 @@ def purge_expired_submit_tokens(
         now: The moment to judge expiry by (default: now).
 
     Returns:
-        The number of rows deleted (0 with the Redis backend).
+        The number of tokens deleted (0 with the Redis backend).
     """
-    backend = _backend()
-    if not isinstance(backend, DatabaseTokens):
-        return 0
+    backend = get_token_backend()
     size = int(batch_size or idempotency_settings.PURGE_BATCH_SIZE)
     return backend.purge(now=now or timezone.now(), batch_size=max(1, size))

@@ -1,7 +1,9 @@
-"""What every token backend and view shares: limits, outcomes, scopes and hashing."""
+"""What every token backend and view shares: the backend's base class, limits, outcomes,
+scopes and hashing."""
 
 from __future__ import annotations
 
+import abc
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +25,54 @@ class IssuedToken:
     scope: str
     purpose: str
     expires_at: datetime
+
+
+class TokenBackend(abc.ABC):
+    """Where submit tokens live: the base class of every ``SUBMIT_TOKEN_BACKEND``.
+
+    Name a subclass by its dotted path in ``SUBMIT_TOKEN_BACKEND``; it is made with no
+    arguments, once per process (until the settings change), and shared by every thread,
+    so it keeps no per-call state. The backend sees only a token's SHA-256 hash, never the
+    token. Built in: ``DatabaseTokens`` (alias
+    ``"database"``) and ``RedisTokens`` (``"redis"``).
+
+    Methods subclasses must implement: :meth:`issue` and :meth:`consume`. They may
+    override :meth:`purge`.
+    """
+
+    @abc.abstractmethod
+    def issue(self, token_hash: str, scope: str, purpose: str, ttl: float) -> datetime:
+        """Keep a new token bound to ``scope`` and ``purpose`` for ``ttl`` seconds.
+
+        Returns:
+            When it expires.
+
+        Raises:
+            StoreUnavailable: The backend cannot be reached.
+        """
+
+    @abc.abstractmethod
+    def consume(self, token_hash: str, scope: str, purpose: str) -> str:
+        """Use the token up, atomically: of concurrent calls for one token exactly one
+        returns ``OK``.
+
+        Returns:
+            ``OK`` (it was unused, unexpired and bound to ``scope`` and ``purpose``:
+            it is used now), ``USED`` (it was consumed already; keep answering so at
+            least ``TOMBSTONE_SECONDS`` after the consumption, even past its expiry)
+            or ``INVALID`` (unknown, expired, or bound to another scope or purpose,
+            which never consumes it).
+
+        Raises:
+            StoreUnavailable: The backend cannot be reached.
+        """
+
+    def purge(self, *, now: datetime, batch_size: int) -> int:
+        """Delete the tokens expired at ``now`` (and their tombstones, once
+        ``TOMBSTONE_SECONDS`` old), ``batch_size`` at a time; how many went.
+
+        The default deletes nothing: for a backend whose tokens expire by themselves."""
+        return 0
 
 
 # -- scope, purpose, hashing -------------------------------------------------------------

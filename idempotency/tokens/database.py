@@ -1,4 +1,4 @@
-"""Submit tokens as :class:`~idempotency.models.SubmitToken` rows (``"database"``)."""
+"""Submit tokens as :class:`~idempotency.models.SubmitToken` rows (alias ``"database"``)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from django.utils import timezone
 
 from idempotency.conf import idempotency_settings
 from idempotency.outages import guard
-from idempotency.tokens.base import INVALID, OK, TOMBSTONE_SECONDS, USED
+from idempotency.tokens.base import INVALID, OK, TOMBSTONE_SECONDS, USED, TokenBackend
 
 
-class DatabaseTokens:
+class DatabaseTokens(TokenBackend):
     """Tokens as :class:`~idempotency.models.SubmitToken` rows (the default backend)."""
 
     @property

@@ -1,4 +1,4 @@
-"""Submit tokens on Redis (``SUBMIT_TOKEN_BACKEND = "redis"``): one Lua script consumes."""
+"""Submit tokens on Redis (alias ``"redis"``): one Lua script consumes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from idempotency.conf import idempotency_settings
 from idempotency.outages import guard
-from idempotency.tokens.base import TOMBSTONE_SECONDS
+from idempotency.tokens.base import TOMBSTONE_SECONDS, TokenBackend
 
 REDIS_CONSUME = """
 local bound = redis.call('GET', KEYS[1])
@@ -27,7 +27,7 @@ return 'invalid'
 """
 
 
-class RedisTokens:
+class RedisTokens(TokenBackend):
     """Tokens as Redis strings; consumption is one compare-delete-and-tombstone script."""
 
     @property
