@@ -7,7 +7,12 @@ registry (it is safe in settings modules and ``AppConfig`` code).
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
+from importlib.abc import Loader, MetaPathFinder
+from importlib.machinery import ModuleSpec
+from importlib.util import spec_from_loader
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -76,6 +81,35 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = sorted(_EXPORTS)
+
+# -- moved modules (tools/relayout.py keeps this table) --
+#: Modules that moved, by their old dotted path: importing the old path gives the module
+#: at the new one (the same module object, so its classes, pickles and ``import_string``
+#: paths in settings stay valid).
+_MOVED: dict[str, str] = {
+    "idempotency.check_messages": "idempotency.checks.messages",
+    "idempotency.client.policy": "idempotency.client.retries",
+}
+# -- end of moved modules --
+
+
+class _MovedModules(MetaPathFinder, Loader):
+    """Finds the old path of a moved module (:data:`_MOVED`) and answers the new module."""
+
+    def find_spec(
+        self, fullname: str, path: Any = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        return spec_from_loader(fullname, self) if fullname in _MOVED else None
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType:
+        return import_module(_MOVED[spec.name])
+
+    def exec_module(self, module: ModuleType) -> None:
+        """Nothing to run: the module ran under its new name."""
+
+
+if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
+    sys.meta_path.append(_MovedModules())
 
 
 def __getattr__(name: str) -> Any:
