@@ -37,6 +37,7 @@ import ast
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,6 +156,11 @@ def path_of(module: str, *, package: bool = False) -> str:
     return f"{base}/__init__.py" if package else f"{base}.py"
 
 
+def docstring(text: str) -> str:
+    """A module docstring of ``text``, wrapped at 92 columns."""
+    return '"""' + "\n".join(textwrap.wrap(text, 92)) + '"""\n'
+
+
 def check_table() -> None:
     """No new path may begin with an old one, or a second run would rewrite it again."""
     olds = [*MOVES, *TEST_MOVES]
@@ -181,7 +187,7 @@ def ensure_package(module: str, dry: bool) -> None:
             continue
         _PLANNED.add(init)
         doc = PACKAGES.get(name, f"Tests of {name.replace('tests.', 'idempotency.', 1)}.")
-        text = f'"""{doc}"""\n' if name.startswith("idempotency") else ""
+        text = docstring(doc) if name.startswith("idempotency") else ""
         print(f"  create {init.relative_to(ROOT)}")
         if not dry:
             init.parent.mkdir(parents=True, exist_ok=True)
@@ -210,11 +216,18 @@ def reexports(source: Path) -> list[str]:
     for node in ast.parse(source.read_text()).body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.append(node.name)
-        elif isinstance(node, ast.Assign):
+        elif isinstance(node, ast.Assign) and not _helper(node.value):
             names += [t.id for t in node.targets if isinstance(t, ast.Name)]
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             names.append(node.target.id)
     return [n for n in dict.fromkeys(names) if n != "__all__"]
+
+
+def _helper(value: ast.expr) -> bool:
+    """A type variable or a logger: the module's own, not worth re-exporting."""
+    called = value.func if isinstance(value, ast.Call) else None
+    name = called.attr if isinstance(called, ast.Attribute) else getattr(called, "id", "")
+    return name in {"TypeVar", "ParamSpec", "getLogger"}
 
 
 def become_package(module: str, submodule: str, dry: bool) -> None:
@@ -228,7 +241,7 @@ def become_package(module: str, submodule: str, dry: bool) -> None:
     (ROOT / new).parent.mkdir(parents=True, exist_ok=True) if not dry else None
     git("mv", old, new, dry=dry)
     public = [n for n in names if not n.startswith("_")]
-    lines = [f'"""{PACKAGES[module]}"""', "", "from __future__ import annotations", ""]
+    lines = [docstring(PACKAGES[module]).rstrip("\n"), "", "from __future__ import annotations", ""]
     lines += [f"from {submodule} import {n} as {n}" for n in names]
     if module == "idempotency.tasks":
         lines += ["", "from idempotency.tasks import periodic  # noqa: F401 (registers them)"]
@@ -337,6 +350,12 @@ def rewrite_files(dry: bool) -> None:
             print(f"  rewrite {file.relative_to(ROOT)}: {count} path(s)")
             if not dry:
                 file.write_text(new, errors="surrogateescape")
+    news = tuple(replacements().values())
+    for file in files_to_rewrite():  # longer paths, longer lines
+        if file.suffix == ".py" and not dry:
+            for number, line in enumerate(file.read_text(errors="replace").splitlines(), 1):
+                if len(line) > 100 and any(new in line for new in news):
+                    print(f"  by hand (over 100 columns): {file.relative_to(ROOT)}:{number}")
     parents = {old.rpartition(".")[0] for old in MOVES}
     opening = re.compile(r"^\s*from (" + "|".join(map(re.escape, parents)) + r") import \($")
     for file in files_to_rewrite():  # what the one-line rule cannot do: ``import (`` blocks
@@ -388,7 +407,8 @@ def main() -> None:
     rewrite_files(dry)
     print("moved modules:")
     record_moves(dry)
-    print("dry run: nothing changed" if dry else "done: run ruff format, then the checks")
+    print("dry run: nothing changed" if dry else "done: now ruff check --fix (import order),")
+    print("ruff format, the 'by hand' lines above, then python3 dev.py lint typecheck docs test")
 
 
 if __name__ == "__main__":
