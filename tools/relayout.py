@@ -242,10 +242,32 @@ def become_package(module: str, submodule: str, dry: bool) -> None:
     git("mv", old, new, dry=dry)
     public = [n for n in names if not n.startswith("_")]
     lines = [docstring(PACKAGES[module]).rstrip("\n"), "", "from __future__ import annotations", ""]
-    lines += [f"from {submodule} import {n} as {n}" for n in names]
-    if module == "idempotency.tasks":
-        lines += ["", "from idempotency.tasks import periodic  # noqa: F401 (registers them)"]
-    lines += ["", "__all__ = [" + ", ".join(f'"{n}"' for n in sorted(public)) + "]", ""]
+    lines += ["from importlib import import_module", "from typing import TYPE_CHECKING, Any", ""]
+    if module == "idempotency.tasks":  # Celery's autodiscovery imports this package
+        lines += ["from idempotency.tasks import periodic  # noqa: F401 (registers them)", ""]
+    lines += [
+        "# name -> the module that defines it, imported on first use (as idempotency's own",
+        "# names are): importing a sibling module never imports this one's code",
+        "_EXPORTS: dict[str, str] = {",
+        *(f'    "{n}": "{submodule}",' for n in names),
+        "}",
+        "",
+        "__all__ = [" + ", ".join(f'"{n}"' for n in sorted(public)) + "]",
+        "",
+        "",
+        "def __getattr__(name: str) -> Any:",
+        "    module_name = _EXPORTS.get(name)",
+        "    if module_name is None:",
+        '        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")',
+        "    value = getattr(import_module(module_name), name)",
+        "    globals()[name] = value",
+        "    return value",
+        "",
+        "",
+        "if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers",
+        *(f"    from {submodule} import {n} as {n}" for n in names),
+        "",
+    ]
     _PLANNED.add(init)
     print(f"  write {init.relative_to(ROOT)} (re-exports {len(names)} names of {submodule})")
     if not dry:
