@@ -223,6 +223,23 @@ def reexports(source: Path) -> list[str]:
     return [n for n in dict.fromkeys(names) if n != "__all__"]
 
 
+def imported_from(module: str) -> list[str]:
+    """The names the repository's Python files import from ``module`` (``from module import
+    name``): those the module imported itself count too, once others take them from it."""
+    found: list[str] = []
+    for file in files_to_rewrite():
+        if file.suffix != ".py":
+            continue
+        try:
+            tree = ast.parse(file.read_text())
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == module and not node.level:
+                found += [alias.name for alias in node.names if alias.name != "*"]
+    return list(dict.fromkeys(found))
+
+
 def _helper(value: ast.expr) -> bool:
     """A type variable or a logger: the module's own, not worth re-exporting."""
     called = value.func if isinstance(value, ast.Call) else None
@@ -238,6 +255,7 @@ def become_package(module: str, submodule: str, dry: bool) -> None:
     if not source.exists():
         return
     names = reexports(source)
+    names += [n for n in imported_from(module) if n not in names]
     (ROOT / new).parent.mkdir(parents=True, exist_ok=True) if not dry else None
     git("mv", old, new, dry=dry)
     public = [n for n in names if not n.startswith("_")]
