@@ -7,12 +7,12 @@ registry (it is safe in settings modules and ``AppConfig`` code).
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import sys
+import types
 from importlib import import_module
-from importlib.abc import Loader, MetaPathFinder
-from importlib.machinery import ModuleSpec
-from importlib.util import spec_from_loader
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -93,18 +93,20 @@ _MOVED: dict[str, str] = {
 # -- end of moved modules --
 
 
-class _MovedModules(MetaPathFinder, Loader):
+class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds the old path of a moved module (:data:`_MOVED`) and answers the new module."""
 
     def find_spec(
-        self, fullname: str, path: Any = None, target: ModuleType | None = None
-    ) -> ModuleSpec | None:
-        return spec_from_loader(fullname, self) if fullname in _MOVED else None
+        self, fullname: str, path: Any = None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in _MOVED:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
 
-    def create_module(self, spec: ModuleSpec) -> ModuleType:
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         return import_module(_MOVED[spec.name])
 
-    def exec_module(self, module: ModuleType) -> None:
+    def exec_module(self, module: types.ModuleType) -> None:
         """Nothing to run: the module ran under its new name."""
 
 
