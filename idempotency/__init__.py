@@ -7,6 +7,11 @@ registry (it is safe in settings modules and ``AppConfig`` code).
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import types
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +81,37 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = sorted(_EXPORTS)
+
+# -- moved modules (tools/relayout.py keeps this table) --
+#: Modules that moved, by their old dotted path: importing the old path gives the module
+#: at the new one (the same module object, so its classes, pickles and ``import_string``
+#: paths in settings stay valid).
+_MOVED: dict[str, str] = {
+    "idempotency.check_messages": "idempotency.checks.messages",
+    "idempotency.client.policy": "idempotency.client.retries",
+}
+# -- end of moved modules --
+
+
+class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds the old path of a moved module (:data:`_MOVED`) and answers the new module."""
+
+    def find_spec(
+        self, fullname: str, path: Any = None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in _MOVED:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        return import_module(_MOVED[spec.name])
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        """Nothing to run: the module ran under its new name."""
+
+
+if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
+    sys.meta_path.append(_MovedModules())
 
 
 def __getattr__(name: str) -> Any:

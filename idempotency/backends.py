@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from idempotency.check_messages import MESSAGES
+from idempotency.checks.messages import MESSAGES
 from idempotency.conf import idempotency_settings, on_reload
 
 T = TypeVar("T")

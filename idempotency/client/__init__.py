@@ -22,7 +22,7 @@ raises :class:`KeyRejected`. At the deadline: :class:`DeadlineExceeded`, whose
 from __future__ import annotations
 
 from idempotency.client.clients import AsyncIdempotentClient, IdempotentClient
-from idempotency.client.policy import (
+from idempotency.client.retries import (
     DEFAULT_HEADER,
     REPLAYED_HEADER,
     AnswerError,

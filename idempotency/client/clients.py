@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 import httpx
 import tenacity
 
-from idempotency.client.policy import (
+from idempotency.client.retries import (
     DEFAULT_HEADER,
     UNSAFE_METHODS,
     IdempotentResponse,

@@ -17,8 +17,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
-from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -34,7 +32,6 @@ from idempotency.client import (
     KeyRejected,
     RetryEvent,
     RetryPolicy,
-    retry_after_seconds,
 )
 
 Answer = tuple[int, dict[str, str], dict[str, Any] | None]
@@ -240,41 +237,6 @@ def test_the_async_client_follows_the_same_rules(scripted: Any) -> None:
     answer = asyncio.run(pay())
     assert answer.replayed and answer.attempts == 2
     assert server.received[0]["key"] == server.received[1]["key"] == answer.key
-
-
-def test_retry_after_parsing() -> None:
-    def seconds(value: str) -> float | None:
-        return retry_after_seconds(httpx.Response(409, headers={"Retry-After": value}))
-
-    assert seconds("3") == 3.0
-    assert seconds("0.5") == 0.5
-    assert seconds("-4") == 0.0
-    assert seconds("soon") is None
-    assert seconds("nan") is None
-    later = datetime.now(UTC) + timedelta(seconds=30)
-    parsed = seconds(format_datetime(later, usegmt=True))
-    assert parsed is not None and 25 <= parsed <= 30
-    assert retry_after_seconds(httpx.Response(409)) is None
-
-
-def test_backoff_grows_is_capped_and_jittered() -> None:
-    steady = RetryPolicy(backoff=0.5, max_backoff=4, jitter=False)
-    assert [steady.pause(n, None) for n in range(1, 7)] == [0.5, 1, 2, 4, 4, 4]
-    assert steady.pause(3, 2.5) == 2.5  # the server's Retry-After wins
-    jittered = RetryPolicy(backoff=0.5, max_backoff=4)
-    pauses = [jittered.pause(4, None) for _ in range(200)]
-    assert all(0 <= p <= 4 for p in pauses) and len(set(pauses)) > 100
-    assert all(2.0 <= jittered.pause(1, 2.0) <= 2.2 for _ in range(50))
-    with pytest.raises(ValueError):
-        RetryPolicy(deadline=0)
-
-
-def test_each_attempt_gets_at_most_the_time_left() -> None:
-    policy = RetryPolicy(timeout=httpx.Timeout(10.0, connect=5.0))
-    cut = policy.attempt_timeout(2.5)
-    assert (cut.connect, cut.read, cut.write, cut.pool) == (2.5, 2.5, 2.5, 2.5)
-    full = policy.attempt_timeout(100)
-    assert (full.connect, full.read) == (5.0, 10.0)
 
 
 def _documented(name: str) -> Any:

@@ -111,7 +111,7 @@ def test_code_blocks_are_highlighted_and_the_chart_loads(site: str, page: Page) 
 
 def test_generated_reference_tables(site: str, page: Page) -> None:
     """The generated pages are real tables with a row per problem class and check id."""
-    from idempotency.check_messages import MESSAGES
+    from idempotency.checks.messages import MESSAGES
     from idempotency.exceptions import IdempotencyError
 
     rows = page.locator("table tbody tr")

@@ -1,9 +1,12 @@
 """The messages of the system checks (:mod:`idempotency.checks`), kept together so each
-id names one problem only."""
+id names one problem only, and how a check makes one."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from django.core import checks
 
 
 @dataclass(frozen=True)
@@ -198,3 +201,20 @@ MESSAGES: dict[str, _Message] = {
         "this warning (SILENCED_SYSTEM_CHECKS).",
     ),
 }
+
+
+def message(code: str, **values: Any) -> checks.CheckMessage:
+    """The check message of ``code`` (an Error for ``E…``, a Warning for ``W…``), its
+    text and hint filled with ``values``."""
+    entry = MESSAGES[code]
+    level = checks.Error if code.startswith("E") else checks.Warning
+    return level(
+        entry.msg.format(**values),
+        hint=entry.hint.format(**values),
+        id=f"idempotency.{code}",
+    )
+
+
+def cap(text: str) -> str:
+    """``text`` with its first letter upper-cased (a message's subject)."""
+    return text[:1].upper() + text[1:]

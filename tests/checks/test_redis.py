@@ -1,8 +1,11 @@
-"""``check --deploy``: W007, the Redis behind the store persists nothing (a private Redis
-with and without AOF or RDB, one that forbids CONFIG, one that cannot be reached)."""
+"""The Redis behind stores, tokens and locks (idempotency.checks.redis): E007, a django-redis
+connection it cannot have; and ``check --deploy``'s W007, a Redis that persists nothing (a
+private Redis with and without AOF or RDB, one that forbids CONFIG, one that cannot be
+reached)."""
 
 from __future__ import annotations
 
+import importlib.util
 from io import StringIO
 from typing import Any
 
@@ -12,9 +15,44 @@ from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 from chaos.services import PrivateRedis, redis_server_binary
-from idempotency.checks import check_redis_persistence
+from idempotency.checks import check_redis_persistence, check_settings
+from tests.support.checks import LOCMEM, REDIS, ids, one_database, only
 from tests.support.faults import caches_with, dead_redis_url, private_redis
 from tests.support.stores import REDIS_STORE
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"STORE": REDIS_STORE},
+        {"LOCK_BACKEND": "redis"},
+        {"LOCK_BACKEND": "idempotency.locks.redis.RedisLockBackend"},
+        {"SUBMIT_TOKEN_BACKEND": "redis"},
+        {"SUBMIT_TOKEN_BACKEND": "idempotency.tokens.redis.RedisTokens"},
+    ],
+)
+def test_e007_redis_needed_but_the_cache_is_not_django_redis(setting: dict[str, Any]) -> None:
+    only("E007", IDEMPOTENCY=setting, CACHES=LOCMEM)
+    assert ids(IDEMPOTENCY=setting, CACHES=REDIS) == []
+
+
+def test_e007_redis_alias_missing() -> None:
+    only("E007", IDEMPOTENCY={"STORE": REDIS_STORE, "REDIS_ALIAS": "redis"}, CACHES=REDIS)
+
+
+def test_e007_django_redis_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: Any) -> Any:
+        return None if name == "django_redis" else real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    with override_settings(
+        IDEMPOTENCY={"STORE": REDIS_STORE}, CACHES=REDIS, DATABASES=one_database()
+    ):
+        (message,) = check_settings()
+    assert message.id == "idempotency.E007"
+    assert "not installed" in message.msg
 
 
 def _persistence_ids(server_url: str, **idempotency: Any) -> list[str]:

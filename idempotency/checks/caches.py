@@ -1,0 +1,67 @@
+"""What the checks read about caches: the backend behind an alias, whether a backend is
+(a subclass of) another, and the checks of ``RESPONSE_CACHE`` (E008, E020, W003)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+from django.utils.module_loading import import_string
+
+from idempotency.checks.messages import message
+
+LOCMEM = "django.core.cache.backends.locmem.LocMemCache"
+DUMMY = "django.core.cache.backends.dummy.DummyCache"
+REDIS_CACHE = "django_redis.cache.RedisCache"
+
+
+def cache_backend(alias: Any) -> str | None:
+    """The BACKEND of the cache ``alias``, or None when there is no such cache."""
+    caches: dict[str, Any] = getattr(settings, "CACHES", {}) or {}
+    config = caches.get(alias) if isinstance(alias, str) else None
+    return str(config.get("BACKEND", "")) if isinstance(config, dict) else None
+
+
+def backend_is(backend: str | None, path: str) -> bool:
+    """Whether the class at the dotted path ``backend`` is (a subclass of) the one at
+    ``path``; False when either cannot be imported."""
+    if not backend or backend == path:
+        return bool(backend)
+    try:
+        cls, base = import_string(backend), import_string(path)
+    except Exception:  # noqa: BLE001 - an unimportable backend is Django's own check
+        return False
+    return isinstance(cls, type) and isinstance(base, type) and issubclass(cls, base)
+
+
+def unpickles(backend: str) -> bool:
+    """Whether records in a cache of ``backend`` could only be read through its
+    unpickling serializer (:mod:`idempotency.stores.raw_cache` reads the others raw)."""
+    from idempotency.stores.raw_cache import DJANGO_BUILTIN_REDIS, DJANGO_REDIS, IN_PROCESS
+
+    readable = (DJANGO_REDIS, DJANGO_BUILTIN_REDIS, *IN_PROCESS)
+    return not any(backend_is(backend, path) for path in readable)
+
+
+def no_cache(what: str, alias: Any) -> checks.CheckMessage:
+    """E008: ``what`` names a cache that is not in CACHES."""
+    aliases = ", ".join(sorted(getattr(settings, "CACHES", {}) or {})) or "(none)"
+    return message("E008", what=what, alias=alias, aliases=aliases)
+
+
+def check_response_cache(values: dict[str, Any]) -> list[checks.CheckMessage]:
+    """E008, W003 and E020 for ``RESPONSE_CACHE``: a cache that exists, is shared and
+    never unpickles what it reads."""
+    alias = values["RESPONSE_CACHE"]
+    if not isinstance(alias, str):
+        return []
+    backend = cache_backend(alias)
+    if backend is None:
+        return [no_cache("IDEMPOTENCY['RESPONSE_CACHE']", alias)]
+    if backend_is(backend, LOCMEM):
+        return [message("W003", alias=alias)]
+    if unpickles(backend):
+        what = "IDEMPOTENCY['RESPONSE_CACHE']"
+        return [message("E020", what=what, alias=alias, backend=backend)]
+    return []

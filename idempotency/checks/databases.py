@@ -1,0 +1,92 @@
+"""The databases behind DatabaseStore and atomic mode: a vendor the store has SQL for
+(E030), aliases that exist (E015, E017), writes left outside atomic mode's transaction
+(W006), and routers that make the store's alias a read replica (W008)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+
+from idempotency.checks.messages import cap, message
+from idempotency.checks.stores import DATABASE_STORE, Use, is_store
+from idempotency.conf import SETTINGS
+
+#: The database vendors (``connection.vendor``) DatabaseStore has SQL for.
+SUPPORTED_VENDORS = frozenset({"postgresql", "mysql", "sqlite"})
+
+
+def _vendor(engine: str) -> str | None:
+    """The ``vendor`` of a database ENGINE's wrapper (``connection.vendor``, read from the
+    class: nothing connects), or None when the backend cannot be loaded (Django reports
+    that itself)."""
+    from django.db.utils import load_backend
+
+    try:
+        vendor = load_backend(engine).DatabaseWrapper.vendor
+    except Exception:  # noqa: BLE001 - a backend that does not load is Django's to report
+        return None
+    return str(vendor)
+
+
+def check_database_vendors(values: dict[str, Any], uses: list[Use]) -> list[checks.CheckMessage]:
+    """E030: a DatabaseStore in use on a database it has no SQL for (Oracle, a third-party
+    backend), caught at startup instead of answering 500 to every keyed request."""
+    databases: dict[str, Any] = getattr(settings, "DATABASES", {}) or {}
+    errors = []
+    for what, store, instance, _mode in uses:
+        if not is_store(store, DATABASE_STORE):
+            continue
+        alias = getattr(instance, "_using", None) or values["DATABASE_ALIAS"]
+        engine = (databases.get(alias) or {}).get("ENGINE") if isinstance(alias, str) else None
+        if not isinstance(engine, str):
+            continue  # an unknown alias is E015
+        vendor = _vendor(engine)
+        if vendor is not None and vendor not in SUPPORTED_VENDORS:
+            errors.append(
+                message("E030", what=cap(what), alias=alias, engine=engine, vendor=vendor)
+            )
+    return errors
+
+
+def check_database_aliases(values: dict[str, Any]) -> list[checks.CheckMessage]:
+    """E015 (DATABASE_ALIAS), E017 (ATOMIC_DATABASES) and W006 (databases outside atomic
+    mode's transaction)."""
+    alias = values["DATABASE_ALIAS"]
+    databases = getattr(settings, "DATABASES", {}) or {}
+    known = ", ".join(sorted(databases)) or "(none)"
+    if not isinstance(alias, str) or alias not in databases:
+        return [message("E015", alias=alias, aliases=known)]
+    wrapped = values["ATOMIC_DATABASES"]
+    if not SETTINGS["ATOMIC_DATABASES"].accepts(wrapped):
+        return []  # E004
+    unknown = [name for name in wrapped if name not in databases]
+    if unknown:
+        return [message("E017", unknown=unknown, known=known)]
+    if values["MODE"] != "lease":
+        outside = sorted(set(databases) - {alias, *wrapped})
+        if outside:
+            return [message("W006", aliases=", ".join(outside), alias=alias)]
+    return []
+
+
+def check_routers(values: dict[str, Any]) -> list[checks.CheckMessage]:
+    """W008: the store's alias is one the routers only read from (a replica)."""
+    alias = values["DATABASE_ALIAS"]
+    databases = getattr(settings, "DATABASES", {}) or {}
+    if not getattr(settings, "DATABASE_ROUTERS", None) or alias not in databases:
+        return []
+    from django.db import router
+
+    from idempotency.models import IdempotencyRecord, SubmitToken
+
+    for model in (IdempotencyRecord, SubmitToken):
+        try:
+            read = router.db_for_read(model)
+            write = router.db_for_write(model)
+        except Exception:  # noqa: BLE001 - a router's own bug is not ours to report
+            continue
+        if read == alias and write != alias:
+            return [message("W008", alias=alias, model=model._meta.label, write=write)]
+    return []

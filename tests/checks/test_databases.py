@@ -1,0 +1,97 @@
+"""The databases behind DatabaseStore and atomic mode (idempotency.checks.databases): E015,
+E017, W006, E030."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import pytest
+from django.conf import settings as django_settings
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.test import override_settings
+
+from idempotency.checks import check_settings
+from tests.support.checks import ids, only, two_databases
+from tests.support.stores import CACHE_STORE, REDIS_STORE
+
+
+def test_e015_database_alias_not_in_databases() -> None:
+    only("E015", IDEMPOTENCY={"DATABASE_ALIAS": "records"})
+
+
+def test_e017_atomic_databases() -> None:
+    only("E017", IDEMPOTENCY={"ATOMIC_DATABASES": ["nope"]}, DATABASES=two_databases())
+
+
+def test_w006_a_database_outside_atomic_modes_transaction() -> None:
+    only("W006", DATABASES=two_databases())
+    assert ids(IDEMPOTENCY={"ATOMIC_DATABASES": ["ledger"]}, DATABASES=two_databases()) == []
+    # lease mode has no transaction to leave anything out of
+    assert ids(IDEMPOTENCY={"MODE": "lease"}, DATABASES=two_databases()) == []
+
+
+OTHER_VENDOR = "tests.testapp.otherdb"
+
+
+def _databases(engine: str) -> dict[str, Any]:
+    """The one database ``default``, on ``engine`` (nothing connects: the check reads the
+    backend's ``vendor``)."""
+    return {"default": {"ENGINE": engine, "NAME": "records"}}
+
+
+def test_e030_a_database_store_on_a_vendor_it_has_no_sql_for() -> None:
+    with override_settings(IDEMPOTENCY={}, DATABASES=_databases(OTHER_VENDOR)):
+        messages = [m for m in check_settings() if m.id == "idempotency.E030"]
+    assert len(messages) == 1
+    text = messages[0].msg + messages[0].hint
+    assert "'othervendor'" in text and OTHER_VENDOR in text and "'default'" in text
+    assert "RedisStore" in text and "CacheStore" in text
+
+
+@pytest.mark.parametrize(
+    "engine",
+    [
+        "django.db.backends.sqlite3",
+        "django.db.backends.postgresql",
+        pytest.param(
+            "django.db.backends.mysql",
+            marks=pytest.mark.skipif(
+                importlib.util.find_spec("MySQLdb") is None, reason="mysqlclient not installed"
+            ),
+        ),
+    ],
+)
+def test_e030_not_on_the_vendors_with_sql(engine: str) -> None:
+    """The same configuration on a database the store has SQL for passes."""
+    assert ids(IDEMPOTENCY={}, DATABASES=_databases(engine)) == []
+
+
+@pytest.mark.parametrize("store", [REDIS_STORE, CACHE_STORE])
+def test_e030_not_for_stores_without_sql(store: str) -> None:
+    """RedisStore and CacheStore, the stores the message names, are not judged by it
+    (their own checks, on their caches, still run)."""
+    found = ids(IDEMPOTENCY={"STORE": store}, DATABASES=_databases(OTHER_VENDOR))
+    assert "idempotency.E030" not in found
+
+
+def test_e030_names_a_store_instance_on_another_alias() -> None:
+    from idempotency.stores.database import DatabaseStore
+
+    databases = {
+        "default": django_settings.DATABASES["default"],
+        "legacy": _databases(OTHER_VENDOR)["default"],
+    }
+    store = DatabaseStore(using="legacy")
+    with override_settings(IDEMPOTENCY={"STORE": store}, DATABASES=databases):
+        messages = [m for m in check_settings() if m.id == "idempotency.E030"]
+    assert len(messages) == 1 and "'legacy'" in messages[0].msg
+
+
+def test_check_command_fails_on_a_database_store_without_sql() -> None:
+    with (
+        override_settings(IDEMPOTENCY={}, DATABASES=_databases(OTHER_VENDOR)),
+        pytest.raises(SystemCheckError, match=r"idempotency\.E030"),
+    ):
+        call_command("check", databases=[])

@@ -1,0 +1,88 @@
+"""The stores in use and their caches and modes (idempotency.checks.stores): E006, E008,
+E012, E013, E020, W001, W004, W005."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support.checks import DUMMY, LOCMEM, REDIS, ids, one_database, only
+from tests.support.stores import CACHE_STORE, REDIS_STORE
+
+
+@pytest.mark.parametrize("store", [CACHE_STORE, REDIS_STORE])
+def test_e006_atomic_mode_with_a_store_that_cannot(store: str) -> None:
+    assert "idempotency.E006" in ids(IDEMPOTENCY={"MODE": "atomic", "STORE": store}, CACHES=REDIS)
+    assert "idempotency.E006" not in ids(IDEMPOTENCY={"MODE": "atomic"})
+
+
+def test_e008_cache_alias_not_in_caches() -> None:
+    only("E008", IDEMPOTENCY={"RESPONSE_CACHE": "responses"}, CACHES=REDIS)
+    only("E008", IDEMPOTENCY={"STORE": CACHE_STORE, "CACHE_ALIAS": "records"}, CACHES=REDIS)
+
+
+def test_e012_cache_store_on_dummy_cache() -> None:
+    only("E012", IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=DUMMY)
+
+
+FILE_CACHE = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+        "LOCATION": "/tmp/idempotency-e020",
+    }
+}
+
+
+BUILTIN_REDIS = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": "redis://127.0.0.1:6379/15",
+    }
+}
+
+
+def test_e020_records_in_a_cache_that_unpickles() -> None:
+    """Issue 36, finding 2: a cache read only through pickle is refused for records."""
+    only("E020", IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=FILE_CACHE)
+    only("E020", IDEMPOTENCY={"RESPONSE_CACHE": "default"}, CACHES=FILE_CACHE)
+    # the caches read raw (Redis) or in-process are fine
+    assert ids(IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=REDIS) == []
+    assert ids(IDEMPOTENCY={"RESPONSE_CACHE": "default"}, CACHES=BUILTIN_REDIS) == []
+
+
+def test_e013_store_is_not_a_store_class() -> None:
+    only("E013", IDEMPOTENCY={"STORE": "collections.OrderedDict"})
+
+
+def test_w001_cache_store_on_locmem() -> None:
+    only("W001", IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=LOCMEM)
+    assert ids(IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=REDIS) == []
+
+
+@pytest.fixture
+def atomic_requests() -> dict[str, Any]:
+    """DATABASES as configured, with ATOMIC_REQUESTS on for the default database."""
+    return {
+        alias: {**config, "ATOMIC_REQUESTS": alias == "default"}
+        for alias, config in one_database().items()
+    }
+
+
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+def test_w004_atomic_requests_with_lease_mode(atomic_requests: dict[str, Any]) -> None:
+    only("W004", IDEMPOTENCY={"MODE": "lease"}, DATABASES=atomic_requests)
+    # atomic mode, or a lease kept outside the database, is fine
+    assert ids(IDEMPOTENCY={"MODE": "auto"}, DATABASES=atomic_requests) == []
+    assert (
+        ids(
+            IDEMPOTENCY={"MODE": "lease", "STORE": REDIS_STORE},
+            DATABASES=atomic_requests,
+            CACHES=REDIS,
+        )
+        == []
+    )
+
+
+def test_w005_response_cache_unused_by_the_store() -> None:
+    only("W005", IDEMPOTENCY={"STORE": REDIS_STORE, "RESPONSE_CACHE": "default"}, CACHES=REDIS)
