@@ -31,7 +31,7 @@ def stand_ins() -> dict[str, Patch]:
     from django.http import HttpResponse
 
     from idempotency.http import atomic, flow, lease
-    from idempotency.http.policy import Policy
+    from idempotency.http.options import Policy
     from idempotency.stores import base
     from idempotency.stores.base import StoredResponse
 

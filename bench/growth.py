@@ -18,9 +18,9 @@ from datetime import timedelta
 from django.db import connection
 from django.utils import timezone
 
-from idempotency.purge import purge_expired_records
 from idempotency.stores.base import StoredResponse
 from idempotency.stores.database import DatabaseStore
+from idempotency.stores.purge import purge_expired_records
 
 SEED_CHUNK = 250_000
 RESPONSE = StoredResponse(

@@ -1,7 +1,7 @@
 """Gunicorn configuration of the soak's workers (``GUNICORN_CMD_ARGS="--config
 python:chaos.soak_gunicorn"``): each worker times its keep-alive renewals.
 
-A renewal falls due every third of the lease (:mod:`idempotency.keepalive`); how late it
+A renewal falls due every third of the lease (:mod:`idempotency.core.keepalive`); how late it
 ends past that moment is what decides whether the lease outlives it. Each worker appends
 one line per renewal, ``<late at start> <late at end> <lease> <outcome>`` (seconds;
 ``renewed``, ``failed``: the store did not answer, or ``lost``: refused), to
@@ -16,7 +16,7 @@ from typing import Any
 
 
 def post_fork(server: Any, worker: Any) -> None:
-    from idempotency.keepalive import KeepAlive
+    from idempotency.core.keepalive import KeepAlive
 
     path = f"{os.environ['SOAK_RENEWALS']}.{os.getpid()}"
     renew = KeepAlive.renew

@@ -25,8 +25,8 @@ _EXPORTS: dict[str, str] = {
     "IdempotentMixin": "idempotency.http.mixins",
     "IdempotencyMiddleware": "idempotency.http.middleware",
     "shared": "idempotency.scopes",
-    "recovery_point": "idempotency.recovery",
-    "get_recovery_point": "idempotency.recovery",
+    "recovery_point": "idempotency.core.recovery",
+    "get_recovery_point": "idempotency.core.recovery",
     # beyond HTTP
     "idempotent_function": "idempotency.functions",
     "IdempotentTask": "idempotency.tasks",
@@ -54,9 +54,9 @@ _EXPORTS: dict[str, str] = {
     "InProgress": "idempotency.exceptions",
     "FunctionKeyMismatch": "idempotency.exceptions",
     "ArgumentsMismatch": "idempotency.exceptions",
-    "ReplayedRecord": "idempotency.calls",
-    "payload_key": "idempotency.arguments",
-    "PayloadKey": "idempotency.arguments",
+    "ReplayedRecord": "idempotency.functions.calls",
+    "payload_key": "idempotency.functions.arguments",
+    "PayloadKey": "idempotency.functions.arguments",
     "IdempotentCallable": "idempotency.functions",
     "IdempotencyKeyMissing": "idempotency.exceptions",
     "StoredError": "idempotency.exceptions",
@@ -72,12 +72,12 @@ _EXPORTS: dict[str, str] = {
     "IdempotencyTooManyRecords": "idempotency.exceptions",
     "problem_response": "idempotency.problems",
     "idempotency_settings": "idempotency.conf",
-    "purge_expired_records": "idempotency.purge",
-    "PurgeResult": "idempotency.purge",
+    "purge_expired_records": "idempotency.stores.purge",
+    "PurgeResult": "idempotency.stores.purge",
     "purge_expired_submit_tokens": "idempotency.tokens",
     # observability (optional extras: imported only when used)
-    "metrics_view": "idempotency.metrics",
-    "JsonFormatter": "idempotency.logs",
+    "metrics_view": "idempotency.observability.metrics",
+    "JsonFormatter": "idempotency.observability.logs",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -89,6 +89,30 @@ __all__ = sorted(_EXPORTS)
 _MOVED: dict[str, str] = {
     "idempotency.check_messages": "idempotency.checks.messages",
     "idempotency.client.policy": "idempotency.client.retries",
+    "idempotency.calls": "idempotency.functions.calls",
+    "idempotency.backends": "idempotency.core.backends",
+    "idempotency.canonical": "idempotency.core.canonical",
+    "idempotency.payload_keys": "idempotency.functions.payload_keys",
+    "idempotency.policy": "idempotency.core.options",
+    "idempotency.keepalive": "idempotency.core.keepalive",
+    "idempotency.backoff": "idempotency.core.backoff",
+    "idempotency.outages": "idempotency.core.outages",
+    "idempotency.recovery": "idempotency.core.recovery",
+    "idempotency.keyed": "idempotency.core.keyed_hashes",
+    "idempotency.json_codec": "idempotency.core.json_codec",
+    "idempotency.arguments": "idempotency.functions.arguments",
+    "idempotency.results": "idempotency.functions.results",
+    "idempotency.redelivery": "idempotency.tasks.redelivery",
+    "idempotency.beat": "idempotency.tasks.periodic",
+    "idempotency.logs": "idempotency.observability.logs",
+    "idempotency.metrics": "idempotency.observability.metrics",
+    "idempotency.otel": "idempotency.observability.otel",
+    "idempotency.tracing": "idempotency.observability.tracing",
+    "idempotency.purge": "idempotency.stores.purge",
+    "idempotency.reencryption": "idempotency.stores.reencryption",
+    "idempotency.http.views": "idempotency.http.view_marks",
+    "idempotency.http.handling": "idempotency.http.handler",
+    "idempotency.http.policy": "idempotency.http.options",
 }
 # -- end of moved modules --
 
@@ -128,10 +152,9 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
-    from idempotency.arguments import PayloadKey as PayloadKey
-    from idempotency.arguments import payload_key as payload_key
-    from idempotency.calls import ReplayedRecord as ReplayedRecord
     from idempotency.conf import idempotency_settings as idempotency_settings
+    from idempotency.core.recovery import get_recovery_point as get_recovery_point
+    from idempotency.core.recovery import recovery_point as recovery_point
     from idempotency.exceptions import ArgumentsMismatch as ArgumentsMismatch
     from idempotency.exceptions import FunctionKeyMismatch as FunctionKeyMismatch
     from idempotency.exceptions import (
@@ -160,23 +183,24 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.exceptions import SubmitTokenUsed as SubmitTokenUsed
     from idempotency.functions import IdempotentCallable as IdempotentCallable
     from idempotency.functions import idempotent_function as idempotent_function
+    from idempotency.functions.arguments import PayloadKey as PayloadKey
+    from idempotency.functions.arguments import payload_key as payload_key
+    from idempotency.functions.calls import ReplayedRecord as ReplayedRecord
     from idempotency.http.decorators import idempotency_exempt as idempotency_exempt
     from idempotency.http.decorators import idempotent as idempotent
     from idempotency.http.middleware import IdempotencyMiddleware as IdempotencyMiddleware
     from idempotency.http.mixins import IdempotentMixin as IdempotentMixin
     from idempotency.locks import Lock as Lock
     from idempotency.locks import lock as lock
-    from idempotency.logs import JsonFormatter as JsonFormatter
-    from idempotency.metrics import metrics_view as metrics_view
+    from idempotency.observability.logs import JsonFormatter as JsonFormatter
+    from idempotency.observability.metrics import metrics_view as metrics_view
     from idempotency.problems import problem_response as problem_response
-    from idempotency.purge import PurgeResult as PurgeResult
-    from idempotency.purge import purge_expired_records as purge_expired_records
-    from idempotency.recovery import get_recovery_point as get_recovery_point
-    from idempotency.recovery import recovery_point as recovery_point
     from idempotency.scopes import shared as shared
     from idempotency.stores import get_store as get_store
     from idempotency.stores.cache import CacheStore as CacheStore
     from idempotency.stores.database import DatabaseStore as DatabaseStore
+    from idempotency.stores.purge import PurgeResult as PurgeResult
+    from idempotency.stores.purge import purge_expired_records as purge_expired_records
     from idempotency.stores.redis import RedisStore as RedisStore
     from idempotency.tasks import IdempotentTask as IdempotentTask
     from idempotency.tasks import idempotent_task as idempotent_task

@@ -13,16 +13,16 @@ def connect_observers() -> None:
     ``prometheus_client`` and ``opentelemetry`` are imported only when enabled; this runs
     again whenever the settings change, so ``override_settings`` turns them on too.
     """
-    from idempotency import logs
     from idempotency.conf import idempotency_settings
+    from idempotency.observability import logs
 
     logs.connect()
     if idempotency_settings.METRICS:
-        from idempotency import metrics
+        from idempotency.observability import metrics
 
         metrics.connect()
     if idempotency_settings.OPENTELEMETRY:
-        from idempotency import otel
+        from idempotency.observability import otel
 
         otel.connect()
 

@@ -23,9 +23,9 @@ from typing import Any, TypeVar
 from idempotency.exceptions import ImproperlyApplied
 from idempotency.http import ninja as glue
 from idempotency.http.decorators import policy_from, wrap_operation
-from idempotency.http.policy import Policy
+from idempotency.http.options import Policy
 from idempotency.http.requests import UNSAFE_METHODS
-from idempotency.http.views import policy_of
+from idempotency.http.view_marks import policy_of
 
 T = TypeVar("T")
 

@@ -45,9 +45,9 @@ from idempotency.http.documentation import (
     problem_answers,
 )
 from idempotency.http.mixins import IdempotentMixin
-from idempotency.http.policy import Policy
+from idempotency.http.options import Policy
 from idempotency.http.requests import UNSAFE_METHODS
-from idempotency.http.views import policy_of
+from idempotency.http.view_marks import policy_of
 from idempotency.problems import PROBLEM_CONTENT_TYPE
 from idempotency.tokens import SubmitTokenPermission
 

@@ -90,8 +90,8 @@ TESTAPP_URLS = (
     "tests/http/",
     "tests/stores/",
     "tests/storms/",
-    "tests/test_outages.py",
-    "tests/test_policy.py",
+    "tests/core/test_outages.py",
+    "tests/core/test_options.py",
 )
 SLOW_LEFT_OUT = pytest.StashKey[int]()
 
@@ -204,8 +204,8 @@ def _process_state() -> Iterator[None]:
     ``.get()`` of an eager result would raise)."""
     from celery.result import _set_task_join_will_block
 
-    from idempotency.outages import bursts
-    from idempotency.purge import reset_purge_counter
+    from idempotency.core.outages import bursts
+    from idempotency.stores.purge import reset_purge_counter
 
     bursts.reset()
     reset_purge_counter()

@@ -1,4 +1,4 @@
-"""Pluggable parts chosen by dotted path, class or instance (idempotency.backends): a third
+"""Pluggable parts chosen by dotted path, class or instance (idempotency.core.backends): a third
 party's token and lock backends, the built-in ones by alias, and what a bad value gives."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from idempotency import idempotent_function
 from idempotency.checks import check_settings
 from idempotency.codecs import FernetCodec, IdentityCodec, UndecodableBody
 from idempotency.models import IdempotencyRecord
-from idempotency.reencryption import reencrypt_records
+from idempotency.stores.reencryption import reencrypt_records
 from tests.support.at_rest import stored_anywhere
 from tests.support.stores import STORE_VARIANTS, store_params
 from tests.testapp.executions import executions

@@ -42,7 +42,7 @@ def test_the_circle_finder_finds_a_circle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert circles(graph) == [["a", "b", "c"]]
     graph = import_graph(modules(PACKAGES, SCRIPTS))
-    assert "idempotency.core.engine" in graph["idempotency.http.handling"]
+    assert "idempotency.core.engine" in graph["idempotency.http.handler"]
     assert "bench.servers" in graph["bench.run"]
 
 

@@ -14,7 +14,7 @@ from django.test import Client
 from ninja import NinjaAPI, Router
 
 from idempotency import ImproperlyApplied
-from idempotency.http.views import policy_of
+from idempotency.http.view_marks import policy_of
 from idempotency.models import IdempotencyRecord
 from idempotency.ninja import protect
 from tests.testapp.executions import executions

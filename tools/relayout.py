@@ -46,7 +46,10 @@ ROOT = Path(__file__).resolve().parents[1]
 #: submodules' names unless listed.
 MOVES: dict[str, str] = {
     # core/: the engine, its options, and what every keyed call relies on
-    "idempotency.calls": "idempotency.core.engine",
+    "idempotency.calls": "idempotency.functions.calls",
+    "idempotency.backends": "idempotency.core.backends",
+    "idempotency.canonical": "idempotency.core.canonical",
+    "idempotency.payload_keys": "idempotency.functions.payload_keys",
     "idempotency.policy": "idempotency.core.options",
     "idempotency.keepalive": "idempotency.core.keepalive",
     "idempotency.backoff": "idempotency.core.backoff",
@@ -71,7 +74,6 @@ MOVES: dict[str, str] = {
     # http/: names that say what the modules hold
     "idempotency.http.views": "idempotency.http.view_marks",
     "idempotency.http.handling": "idempotency.http.handler",
-    "idempotency.http.flow": "idempotency.http.steps",
     "idempotency.http.policy": "idempotency.http.options",
 }
 

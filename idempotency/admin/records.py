@@ -20,8 +20,8 @@ from django.utils.translation import gettext_lazy as _
 
 from idempotency.admin.previews import body_preview
 from idempotency.models import IdempotencyRecord
-from idempotency.purge import purge_expired_records
 from idempotency.stores.database import DatabaseStore
+from idempotency.stores.purge import purge_expired_records
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[IdempotencyRecord]

@@ -14,7 +14,7 @@ HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 #: What a setting's value may be. ``seconds``: a finite number; ``integer``: an int;
 #: ``choice``: one of :attr:`Setting.choices`; ``path``: a dotted path (or the object
 #: itself); ``backend``: a dotted path, class or instance of a pluggable part, or an
-#: alias of a built-in one (:mod:`idempotency.backends` resolves it);
+#: alias of a built-in one (:mod:`idempotency.core.backends` resolves it);
 #: ``header``/``headers``: one or a list of header names; ``cache``/``database``: an alias;
 #: ``aliases``: a list of database aliases; ``names``: a list of strings. Each
 #: with the type the settings table names it by.

@@ -11,6 +11,7 @@ from django.db import IntegrityError, OperationalError
 
 from idempotency import signals
 from idempotency.core.job import Adapter, Job, Outcome
+from idempotency.core.outages import is_lock_error
 from idempotency.core.steps import (
     BUSY,
     WORK,
@@ -24,10 +25,9 @@ from idempotency.core.steps import (
     settle,
     store_step,
 )
-from idempotency.outages import is_lock_error
+from idempotency.observability.tracing import spanned
 from idempotency.stores.atomic import AtomicStore, ClaimLocked
 from idempotency.stores.base import Claim, ClaimStatus
-from idempotency.tracing import spanned
 
 #: Attempts of an atomic-mode claim chosen as a deadlock's victim. On MySQL/MariaDB the
 #: duplicates waiting on a claim whose transaction rolls back meet on the freed gap of

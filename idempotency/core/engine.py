@@ -29,9 +29,9 @@ from idempotency.core.atomic import atomic_flow, rolled_back
 from idempotency.core.job import Adapter, Job
 from idempotency.core.lease import give_back, lease_flow
 from idempotency.core.steps import ADAPT, STORE, WORK, Flow, Step
+from idempotency.observability.tracing import spanned
 from idempotency.stores.atomic import AtomicStore
 from idempotency.stores.base import Claim
-from idempotency.tracing import spanned
 
 
 def flow(job: Job, adapter: Adapter) -> Flow:

@@ -2,7 +2,7 @@
 
 A :class:`Job` is everything the engine needs to know of one run of work under a key:
 the store, the record's scope, key and fingerprint, the mode and the seconds. HTTP
-(:mod:`idempotency.http.requests`), functions (:mod:`idempotency.calls`) and Celery tasks
+(:mod:`idempotency.http.requests`), functions (:mod:`idempotency.functions.calls`) and Celery tasks
 (:mod:`idempotency.tasks`) each build one, and an :class:`Adapter` that says how their
 callers are answered: a replayed response or a decoded result, a 409 or an exception.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from idempotency import signals
-from idempotency.keyed import log_ref
+from idempotency.core.keyed_hashes import log_ref
 from idempotency.stores.base import BaseStore, Claim
 
 if TYPE_CHECKING:

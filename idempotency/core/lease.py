@@ -8,6 +8,7 @@ from typing import Any
 
 from idempotency import signals
 from idempotency.core.job import Adapter, Job, Outcome, logger
+from idempotency.core.keepalive import kept_alive
 from idempotency.core.steps import (
     ADAPT,
     WORK,
@@ -21,7 +22,6 @@ from idempotency.core.steps import (
     store_step,
 )
 from idempotency.exceptions import StoreUnavailable
-from idempotency.keepalive import kept_alive
 from idempotency.stores.base import Claim
 
 

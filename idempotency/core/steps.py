@@ -14,9 +14,9 @@ from collections.abc import Generator
 from typing import Any
 
 from idempotency import signals
-from idempotency.backoff import Backoff
+from idempotency.core.backoff import Backoff
 from idempotency.core.job import Adapter, Job, Outcome
-from idempotency.policy import lease_over
+from idempotency.core.options import lease_over
 from idempotency.stores.base import Claim, ClaimStatus
 
 STORE, WORK, PAUSE, ADAPT = range(4)

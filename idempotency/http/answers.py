@@ -26,7 +26,7 @@ from idempotency.exceptions import (
     IdempotencyRequestInProgress,
     IdempotencyTooManyRecords,
 )
-from idempotency.http.policy import Policy
+from idempotency.http.options import Policy
 from idempotency.http.requests import IdempotencyContext
 from idempotency.http.responses import akept, is_storable, kept, replay, retry_after
 from idempotency.stores.base import Claim, ClaimStatus, StoredResponse

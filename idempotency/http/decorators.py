@@ -27,11 +27,12 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from idempotency.exceptions import ImproperlyApplied
-from idempotency.http import handling, ninja, requests
+from idempotency.http import handler as handling
+from idempotency.http import ninja, requests
 from idempotency.http.drf import hooks, view_of
 from idempotency.http.mixins import IdempotentMixin
-from idempotency.http.policy import Policy
-from idempotency.http.views import MARKER, in_flow, policy_of, split_view_args
+from idempotency.http.options import Policy
+from idempotency.http.view_marks import MARKER, in_flow, policy_of, split_view_args
 
 F = TypeVar("F", bound=Callable[..., Any])
 

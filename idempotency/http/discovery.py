@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from idempotency.http import ninja
-from idempotency.http.views import policy_of
+from idempotency.http.view_marks import policy_of
 
 if TYPE_CHECKING:
-    from idempotency.http.policy import Policy
+    from idempotency.http.options import Policy
 
 #: Methods (and viewset actions) that take part.
 HANDLER_NAMES = ("post", "put", "patch", "delete")

@@ -1,6 +1,6 @@
 """Request fingerprints: what makes two requests with one key "the same request".
 
-The fingerprint is an HMAC-SHA256, under a server secret (:mod:`idempotency.keyed`), of
+The fingerprint is an HMAC-SHA256, under a server secret (:mod:`idempotency.core.keyed_hashes`), of
 the SHA-256 digest of the method, the path, the query string, the media type (without
 parameters), the canonical body and any configured headers. A key reused with a
 different fingerprint is refused with 422. Keyed, a stored fingerprint gives no
@@ -53,9 +53,13 @@ from django.http import HttpRequest
 from django.http.request import RawPostDataException
 
 from idempotency.conf import idempotency_settings, on_reload
+from idempotency.core.json_codec import decoder_of, dumps, encoder_of
+from idempotency.core.keyed_hashes import (
+    fingerprint_end,
+    fingerprint_start,
+    older_streamed_fingerprints,
+)
 from idempotency.http.keys import header_value
-from idempotency.json_codec import decoder_of, dumps, encoder_of
-from idempotency.keyed import fingerprint_end, fingerprint_start, older_streamed_fingerprints
 
 #: Deepest JSON nesting canonicalised; deeper bodies are fingerprinted as raw bytes.
 MAX_JSON_DEPTH = 200

@@ -19,14 +19,15 @@ from django.views import View
 from rest_framework.views import APIView
 
 from idempotency.conf import idempotency_settings
-from idempotency.http import handling, ninja, requests
+from idempotency.http import handler as handling
+from idempotency.http import ninja, requests
 from idempotency.http.decorators import defer_to_handler
 from idempotency.http.discovery import access_gate
 from idempotency.http.fingerprints import keep_body
 from idempotency.http.keys import header_value
 from idempotency.http.mixins import IdempotentMixin
-from idempotency.http.policy import Policy
-from idempotency.http.views import policy_of
+from idempotency.http.options import Policy
+from idempotency.http.view_marks import policy_of
 
 logger = logging.getLogger("idempotency")
 

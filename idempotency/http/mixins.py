@@ -15,11 +15,12 @@ from typing import Any
 from django.http import HttpRequest, HttpResponseBase
 from rest_framework.request import Request
 
-from idempotency.http import handling, requests
+from idempotency.http import handler as handling
+from idempotency.http import requests
 from idempotency.http.drf import hooks
 from idempotency.http.fingerprints import keep_body
-from idempotency.http.policy import Policy
-from idempotency.http.views import in_flow, policy_of
+from idempotency.http.options import Policy
+from idempotency.http.view_marks import in_flow, policy_of
 
 
 class IdempotentMixin:
@@ -39,7 +40,7 @@ class IdempotentMixin:
     ``idempotency_databases``, ``idempotency_fingerprint``,
     ``idempotency_status_only``, ``idempotency_redact``, ``idempotency_max_new_records``,
     ``idempotency_record_window``, ``idempotency_error_ttl`` (one per option of
-    :class:`~idempotency.http.policy.Policy`); ``idempotent_actions`` limits it to the
+    :class:`~idempotency.http.options.Policy`); ``idempotent_actions`` limits it to the
     named actions or methods. Override :meth:`get_idempotency_scope` to key by
     something other than the user, or :meth:`get_idempotency_policy` to decide per
     request.
@@ -72,7 +73,7 @@ class IdempotentMixin:
 
     def get_idempotency_policy(self) -> Policy:
         """The options of this view: its class attributes over ``idempotency_policy``
-        (one ``idempotency_<name>`` per option of :class:`~idempotency.http.policy.Policy`;
+        (one ``idempotency_<name>`` per option of :class:`~idempotency.http.options.Policy`;
         ``scope`` comes from :meth:`get_idempotency_scope`)."""
         base = self.idempotency_policy or Policy()
         options: dict[str, Any] = {}

@@ -136,7 +136,7 @@ def contribute(operation: Any) -> None:
     """Ninja's hook for what decorates an operation's function: called once per
     operation built from it (``_ninja_contribute_to_operation``)."""
     bind(operation)
-    from idempotency.http.views import policy_of
+    from idempotency.http.view_marks import policy_of
 
     policy = policy_of(operation.view_func)
     if policy is not None:
@@ -221,7 +221,7 @@ def call_sync(
 ) -> HttpResponseBase:
     """Run a sync operation's ``body`` under the flow; its result becomes Ninja's response
     inside it (atomic mode: inside the transaction), so that response is what is stored."""
-    from idempotency.http import handling
+    from idempotency.http import handler as handling
 
     respond, convert = hooks(operation, request, kwargs)
     return handling.run(request, lambda: respond(body()), policy, convert=convert)
@@ -237,7 +237,7 @@ async def call_async(
     """:func:`call_sync` for async operations (lease mode). The body's exceptions that the
     API's handlers answer (``HttpError``, ``ValidationError``…) become their response, and
     are stored as the sync path stores them; what none handles releases the key."""
-    from idempotency.http import handling
+    from idempotency.http import handler as handling
 
     respond, convert = hooks(operation, request, kwargs)
 

@@ -25,7 +25,7 @@ from idempotency.exceptions import (
     StaleOwner,
 )
 from idempotency.http.keys import header_value, parse_key
-from idempotency.http.policy import Policy
+from idempotency.http.options import Policy
 from idempotency.problems import problem_response
 from idempotency.scopes import SharedScope
 from idempotency.stores import record_digest

@@ -11,8 +11,8 @@ from typing import Any, TypeVar, cast
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 
 from idempotency import signals
-from idempotency.backends import Pluggable
-from idempotency.backoff import Backoff
+from idempotency.core.backends import Pluggable
+from idempotency.core.backoff import Backoff
 from idempotency.exceptions import LockNotAcquired, StoreUnavailable
 from idempotency.locks.base import Holding, LockBackend
 

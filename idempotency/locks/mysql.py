@@ -19,8 +19,8 @@ from typing import Any
 from django.db import DatabaseError
 
 from idempotency.conf import idempotency_settings
+from idempotency.core.outages import guard
 from idempotency.locks.base import DatabaseLockBackend, Holding
-from idempotency.outages import guard
 
 #: ``wait_timeout`` of a lock without a timeout: a year, MySQL's and MariaDB's largest.
 _FOREVER = 31_536_000

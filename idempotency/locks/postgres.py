@@ -9,8 +9,8 @@ from typing import Any
 
 from django.db import DatabaseError
 
+from idempotency.core.outages import guard
 from idempotency.locks.base import DatabaseLockBackend, Holding
-from idempotency.outages import guard
 
 
 def advisory_key(name: str) -> int:

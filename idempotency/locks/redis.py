@@ -7,8 +7,8 @@ import secrets
 from typing import Any
 
 from idempotency.conf import idempotency_settings
+from idempotency.core.outages import guard
 from idempotency.locks.base import Holding, LockBackend
-from idempotency.outages import guard
 
 REDIS_RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end

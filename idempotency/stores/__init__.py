@@ -1,7 +1,7 @@
 """Stores keep idempotency records; :func:`get_store` returns the configured one.
 
 Stores are resolved from dotted paths and kept per path until settings change, as
-token and lock backends are (:mod:`idempotency.backends`).
+token and lock backends are (:mod:`idempotency.core.backends`).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from idempotency.backends import Pluggable
+from idempotency.core.backends import Pluggable
 
 if TYPE_CHECKING:
     from idempotency.stores.base import BaseStore

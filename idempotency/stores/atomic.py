@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from django.db import DatabaseError, OperationalError, connections, transaction
 
 from idempotency.conf import idempotency_settings
-from idempotency.outages import is_deadlock, is_lock_error
+from idempotency.core.outages import is_deadlock, is_lock_error
 from idempotency.stores.base import BaseStore, Claim, StoredResponse
 from idempotency.stores.savepoints import batched_releases
 

@@ -19,8 +19,8 @@ from typing import Any, ClassVar, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
 
-from idempotency import json_codec
-from idempotency.outages import is_outage, unavailable, wrap_errors
+from idempotency.core import json_codec
+from idempotency.core.outages import is_outage, unavailable, wrap_errors
 
 logger = logging.getLogger("idempotency")
 
@@ -133,10 +133,10 @@ def corrupted(store: object, scope: str, key: str, exc: Exception) -> Exception 
 
 def unreadable_record(where: str, scope: str, key: str, reason: str) -> Exception:
     """A :class:`~idempotency.exceptions.StoreCorrupted` for the record of ``(scope,
-    key)``, logged as an error under its hashed name (:func:`idempotency.keyed.log_ref`):
-    logs never carry a raw key or scope."""
+    key)``, logged as an error under its hashed name
+    (:func:`idempotency.core.keyed_hashes.log_ref`): logs never carry a raw key or scope."""
+    from idempotency.core.keyed_hashes import log_ref
     from idempotency.exceptions import StoreCorrupted
-    from idempotency.keyed import log_ref
 
     ref = log_ref(scope, key)
     logger.error(
@@ -161,7 +161,7 @@ def guarded(
     :class:`~idempotency.exceptions.StoreCorrupted` (logged with the key; the caller's
     work does not run), an outage of ``backend``
     :class:`~idempotency.exceptions.StoreUnavailable` as
-    :func:`~idempotency.outages.guard` raises it, anything else passes through. One
+    :func:`~idempotency.core.outages.guard` raises it, anything else passes through. One
     wrapper for both: every claim and completion goes through it."""
 
     def decorate(

@@ -29,7 +29,7 @@ from django.core.cache import BaseCache, caches
 
 from idempotency.codecs import seal, unseal
 from idempotency.conf import idempotency_settings
-from idempotency.outages import guard
+from idempotency.core.outages import guard
 from idempotency.stores import record_digest
 from idempotency.stores.base import (
     BaseStore,

@@ -35,9 +35,8 @@ from django.utils import timezone
 
 from idempotency.codecs import UndecodableBody, seal, unseal
 from idempotency.conf import idempotency_settings
+from idempotency.core.outages import guard, is_deadlock, is_lock_error
 from idempotency.exceptions import StoreUnavailable
-from idempotency.outages import guard, is_deadlock, is_lock_error
-from idempotency.purge import purge_now_and_then
 from idempotency.stores import statements as sql
 from idempotency.stores.atomic import AtomicStore
 from idempotency.stores.base import (
@@ -48,6 +47,7 @@ from idempotency.stores.base import (
     new_fence,
     quota_window,
 )
+from idempotency.stores.purge import purge_now_and_then
 from idempotency.stores.response_cache import ResponseCache
 
 #: Attempts of a store statement chosen as a deadlock's victim outside a transaction.

@@ -25,9 +25,9 @@ from typing import Any, ClassVar
 
 from idempotency.codecs import seal, unseal
 from idempotency.conf import idempotency_settings
+from idempotency.core.keyed_hashes import log_ref
+from idempotency.core.outages import guard
 from idempotency.exceptions import StoreNotDurable
-from idempotency.keyed import log_ref
-from idempotency.outages import guard
 from idempotency.stores import record_digest
 from idempotency.stores.base import (
     BaseStore,

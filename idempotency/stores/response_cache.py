@@ -22,7 +22,7 @@ from django.core.cache import BaseCache, caches
 from idempotency import signals
 from idempotency.codecs import UndecodableBody, unseal
 from idempotency.conf import idempotency_settings
-from idempotency.outages import bursts
+from idempotency.core.outages import bursts
 from idempotency.stores import record_digest
 from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
 from idempotency.stores.raw_cache import RawCache

@@ -9,8 +9,8 @@ from typing import Any
 from django.utils import timezone
 
 from idempotency import signals
-from idempotency.backends import Pluggable
 from idempotency.conf import idempotency_settings
+from idempotency.core.backends import Pluggable
 from idempotency.exceptions import (
     SubmitTokenInvalid,
     SubmitTokenUsed,

@@ -9,7 +9,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from idempotency.conf import idempotency_settings
-from idempotency.outages import guard
+from idempotency.core.outages import guard
 from idempotency.tokens.base import INVALID, OK, TOMBSTONE_SECONDS, USED, TokenBackend
 
 

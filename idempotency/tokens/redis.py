@@ -9,7 +9,7 @@ from typing import Any
 from django.utils import timezone
 
 from idempotency.conf import idempotency_settings
-from idempotency.outages import guard
+from idempotency.core.outages import guard
 from idempotency.tokens.base import TOMBSTONE_SECONDS, TokenBackend
 
 REDIS_CONSUME = """

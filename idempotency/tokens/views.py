@@ -23,7 +23,7 @@ from idempotency.exceptions import (
     SubmitTokenInvalid,
     SubmitTokenUsed,
 )
-from idempotency.http.views import split_view_args
+from idempotency.http.view_marks import split_view_args
 from idempotency.tokens.api import consume_submit_token, issue_token
 from idempotency.tokens.base import MAX_PURPOSE_LENGTH, check_purpose, token_scope
 

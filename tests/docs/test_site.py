@@ -126,7 +126,7 @@ def test_generated_reference_tables(site: str, page: Page) -> None:
 
 
 def _subclasses(cls: type) -> set[type]:
-    import idempotency.calls  # noqa: F401  (defines a problem class too)
+    import idempotency.functions.calls  # noqa: F401  (defines a problem class too)
 
     found = set()
     for sub in cls.__subclasses__():

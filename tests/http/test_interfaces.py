@@ -298,7 +298,7 @@ def test_in_flow_sees_a_context_bound_on_either_request() -> None:
     from rest_framework.request import Request
 
     from idempotency.http.requests import IdempotencyContext
-    from idempotency.http.views import in_flow
+    from idempotency.http.view_marks import in_flow
     from idempotency.stores.cache import CacheStore
 
     def context() -> IdempotencyContext:

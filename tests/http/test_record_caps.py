@@ -83,7 +83,7 @@ def test_the_cap_holds_under_concurrent_first_requests(
 
 
 def test_a_view_sets_its_own_cap(client_a: Client, wallet: Any) -> None:
-    from idempotency.http.policy import Policy
+    from idempotency.http.options import Policy
 
     policy = Policy(max_new_records=2, record_window=30)
     assert (policy.get_max_new_records(), policy.get_record_window()) == (2, 30.0)
@@ -127,7 +127,7 @@ def test_ended_windows_counters_are_purged(client_a: Client, wallet: Any) -> Non
     from datetime import timedelta
 
     from idempotency.models import RecordQuota
-    from idempotency.purge import purge_expired_records
+    from idempotency.stores.purge import purge_expired_records
 
     with override_settings(IDEMPOTENCY=capped("db-atomic", 5)):
         post(client_a, str(uuid.uuid4()))

@@ -79,7 +79,7 @@ def test_a_foreign_value_under_a_redis_record_answers_a_problem_and_runs_nothing
     """Defect 3 over HTTP: not a raw ``WRONGTYPE`` 500, but the library's problem."""
     from django_redis import get_redis_connection
 
-    from idempotency.keyed import log_ref
+    from idempotency.core.keyed_hashes import log_ref
     from idempotency.stores.redis import RedisStore
 
     key = str(uuid.uuid4())

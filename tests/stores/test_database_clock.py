@@ -72,8 +72,8 @@ def test_an_expired_lease_is_taken_over_by_the_servers_clock(
 
 
 def test_the_purge_judges_expiry_by_the_servers_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    from idempotency import purge
     from idempotency.models import IdempotencyRecord
+    from idempotency.stores import purge
 
     store = DatabaseStore()
     assert store.insert_completed("user:1", "kept", fingerprint="fp", response=RESPONSE, ttl=60)

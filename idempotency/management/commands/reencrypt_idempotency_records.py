@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from idempotency.management.commands.purge_idempotency_records import _positive_int
-from idempotency.reencryption import reencrypt_records
+from idempotency.stores.reencryption import reencrypt_records
 
 
 class Command(BaseCommand):

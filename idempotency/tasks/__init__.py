@@ -1,0 +1,50 @@
+"""Idempotent Celery tasks (``IdempotentTask``, ``@idempotent_task``), their redelivery, and
+the periodic tasks this package registers."""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from idempotency.tasks import periodic  # noqa: F401 (registers them)
+
+# name -> the module that defines it, imported on first use (as idempotency's own
+# names are): importing a sibling module never imports this one's code
+_EXPORTS: dict[str, str] = {
+    "_Running": "idempotency.tasks.task",
+    "TaskAnswers": "idempotency.tasks.task",
+    "_running": "idempotency.tasks.task",
+    "IdempotentTask": "idempotency.tasks.task",
+    "idempotent_task": "idempotency.tasks.task",
+    "purge_expired_records_task": "idempotency.tasks.task",
+    "purge_expired_submit_tokens_task": "idempotency.tasks.task",
+}
+
+__all__ = [
+    "IdempotentTask",
+    "TaskAnswers",
+    "idempotent_task",
+    "purge_expired_records_task",
+    "purge_expired_submit_tokens_task",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
+    from idempotency.tasks.task import IdempotentTask as IdempotentTask
+    from idempotency.tasks.task import TaskAnswers as TaskAnswers
+    from idempotency.tasks.task import _Running as _Running
+    from idempotency.tasks.task import _running as _running
+    from idempotency.tasks.task import idempotent_task as idempotent_task
+    from idempotency.tasks.task import purge_expired_records_task as purge_expired_records_task
+    from idempotency.tasks.task import (
+        purge_expired_submit_tokens_task as purge_expired_submit_tokens_task,
+    )

@@ -1,0 +1,200 @@
+"""Structured logs: one record per non-trivial outcome, with fields and without content."""
+
+from __future__ import annotations
+
+import json
+import logging
+from decimal import Decimal
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from idempotency import JsonFormatter, signals
+from idempotency.observability import metrics
+from idempotency.observability.logs import key_hash
+from idempotency.scopes import user_scope
+from idempotency.stores.database import DatabaseStore
+from tests.support.factories import OrderFactory, UserFactory, funded_account
+
+pytestmark = pytest.mark.django_db
+
+LOGGER = "idempotency.outcomes"
+FIELDS = {"outcome", "scope_hash", "key_hash", "route", "store", "claim_seconds"}
+SECRET = "body-secret-4711"  # in every request body; must never reach a log record
+KEY = "log-key-0815"
+
+
+@pytest.fixture
+def client() -> APIClient:
+    user = UserFactory()
+    client = APIClient(raise_request_exception=False)
+    client.force_authenticate(user=user)
+    client.user = user  # type: ignore[attr-defined]
+    return client
+
+
+def create(client: APIClient, amount: str = "5.00", key: str = KEY) -> Any:
+    return client.post(
+        "/api/orders/",
+        {"request_id": SECRET, "amount": amount},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY=key,
+    )
+
+
+def outcome_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == LOGGER]
+
+
+def assert_no_content(record: logging.LogRecord) -> None:
+    text = json.dumps({k: str(v) for k, v in record.__dict__.items()}) + record.getMessage()
+    assert SECRET not in text  # no request body, and the response body echoes it
+    assert KEY not in text  # no raw key
+    assert "amount" not in text
+
+
+def test_replay_and_mismatch_each_log_one_record(
+    client: APIClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    assert create(client).status_code == 201
+    assert outcome_records(caplog) == []  # a first request is routine: no record
+    replay = create(client)
+    assert replay["Idempotent-Replayed"] == "true"
+    assert SECRET.encode() in replay.content  # the body does hold the secret
+    assert create(client, amount="6.00").status_code == 422
+
+    replayed, mismatch = outcome_records(caplog)
+    for record, outcome, level in [
+        (replayed, "replayed", logging.INFO),
+        (mismatch, "mismatch", logging.WARNING),
+    ]:
+        fields = {name: getattr(record, name) for name in FIELDS}
+        assert fields["outcome"] == outcome
+        assert record.levelno == level
+        scope = user_scope(SimpleNamespace(user=client.user))  # type: ignore[attr-defined,arg-type]
+        assert fields["scope_hash"] == key_hash(str(scope))
+        assert fields["key_hash"] == key_hash(KEY)
+        assert KEY not in record.getMessage() and str(scope) not in record.getMessage()
+        assert fields["route"] == "api/orders/"
+        assert fields["store"] == "DatabaseStore"
+        assert isinstance(fields["claim_seconds"], float) and fields["claim_seconds"] >= 0
+        assert_no_content(record)
+
+
+def test_a_release_logs_the_error_class_only(
+    client: APIClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    funded_account("1.00", user=client.user)  # type: ignore[attr-defined]
+    order = OrderFactory(user=client.user, amount=Decimal("50.00"))  # type: ignore[attr-defined]
+    response = client.post(
+        f"/api/orders/{order.pk}/pay/",
+        {"pay_no": SECRET},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY=KEY,
+    )
+    assert response.status_code == 409  # insufficient funds: transient, released
+    (record,) = outcome_records(caplog)
+    assert record.outcome == "released"  # type: ignore[attr-defined]
+    # the view raised; its class is logged, never its message
+    assert record.error == "InsufficientFundsError"  # type: ignore[attr-defined]
+    assert record.route == "api/orders/<order_id:pk>/pay/"  # type: ignore[attr-defined]
+    assert_no_content(record)
+
+
+def test_stale_owners_and_unreachable_stores_are_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    signals.stale_owner.send(
+        sender=DatabaseStore, request=None, scope="fn:settle", key=KEY, fence=3
+    )
+    signals.store_unavailable.send(
+        sender=None, store="RedisStore", exception=ConnectionError(f"down {SECRET}")
+    )
+    stale, unavailable = outcome_records(caplog)
+    assert (stale.outcome, stale.levelno, stale.key_hash) == (  # type: ignore[attr-defined]
+        "stale_owner",
+        logging.WARNING,
+        key_hash(KEY),
+    )
+    assert unavailable.store == "RedisStore"  # type: ignore[attr-defined]
+    assert unavailable.error == "ConnectionError"  # type: ignore[attr-defined]
+    assert unavailable.levelno == logging.ERROR
+    for record in (stale, unavailable):
+        assert_no_content(record)
+
+
+def test_the_setting_turns_the_records_off(
+    client: APIClient, caplog: pytest.LogCaptureFixture, settings: Any
+) -> None:
+    settings.IDEMPOTENCY = {**settings.IDEMPOTENCY, "LOG_OUTCOMES": False}
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    create(client)
+    assert create(client)["Idempotent-Replayed"] == "true"
+    assert outcome_records(caplog) == []
+
+
+def test_a_replay_dispatches_nothing_while_its_record_is_off_and_nobody_listens(
+    client: APIClient, caplog: pytest.LogCaptureFixture, settings: Any
+) -> None:
+    dispatched: list[str] = []
+    send = signals.replayed.send
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        dispatched.append(kwargs["key"])
+        return send(*args, **kwargs)
+
+    heard: list[str] = []
+
+    def listener(sender: Any, **kwargs: Any) -> None:
+        heard.append(kwargs["key"])
+
+    signals.replayed.send = counted  # type: ignore[method-assign]
+    # the sample's metrics listen to every outcome: leave the log receiver alone
+    signals.replayed.disconnect(dispatch_uid="idempotency.observability.metrics.replayed")
+    signals.replayed.has_listeners()  # drops receivers that earlier tests' garbage left
+    try:
+        caplog.set_level(logging.WARNING, logger=LOGGER)  # replays log at INFO: off
+        create(client, key="quiet-1")
+        assert create(client, key="quiet-1")["Idempotent-Replayed"] == "true"
+        assert dispatched == []  # the log receiver alone, its level off: not sent at all
+
+        signals.replayed.connect(listener)  # someone listens: sent, and they hear it
+        try:
+            assert create(client, key="quiet-1")["Idempotent-Replayed"] == "true"
+        finally:
+            signals.replayed.disconnect(listener)
+        assert dispatched == heard == ["quiet-1"]
+
+        caplog.set_level(logging.INFO, logger=LOGGER)  # the record on again: sent, logged
+        assert create(client, key="quiet-1")["Idempotent-Replayed"] == "true"
+        assert dispatched == ["quiet-1", "quiet-1"]
+        assert [r.outcome for r in outcome_records(caplog)] == ["replayed"]  # type: ignore[attr-defined]
+
+        # off by the setting (metrics off too: a settings change connects them again)
+        settings.IDEMPOTENCY = {**settings.IDEMPOTENCY, "LOG_OUTCOMES": False, "METRICS": False}
+        assert create(client, key="quiet-1")["Idempotent-Replayed"] == "true"
+        assert dispatched == ["quiet-1", "quiet-1"]  # off by the setting: not sent either
+    finally:
+        del signals.replayed.send
+        metrics.connect()
+
+
+def test_json_formatter_renders_the_fields(
+    client: APIClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    create(client)
+    create(client)
+    (record,) = outcome_records(caplog)
+    line = JsonFormatter().format(record)
+    data = json.loads(line)
+    assert data["level"] == "INFO" and data["logger"] == LOGGER
+    assert data["message"].startswith("idempotency replayed")
+    assert set(data) >= FIELDS
+    assert data["key_hash"] == key_hash(KEY)
+    assert SECRET not in line and KEY not in line
