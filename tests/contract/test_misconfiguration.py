@@ -40,6 +40,7 @@ INVALID = {
     "integer": 1.5,
     "choice": "nonsense",
     "path": "no_such_module.thing",
+    "backend": "no_such_module.Backend",
     "header": "bad header",
     "headers": "Accept",
     "names": "field",
