@@ -9,7 +9,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 
 from idempotency.conf import idempotency_settings
 from idempotency.core import engine
@@ -224,7 +224,7 @@ def idempotent_function(
             return policy.get_store().delete(scope, build(CallArguments(args, kwargs)))
 
         async def aforget(*args: Any, **kwargs: Any) -> bool:
-            return await sync_to_async(forget)(*args, **kwargs)
+            return await policy.get_store().adelete(scope, build(CallArguments(args, kwargs)))
 
         wrapper.key_for = key_for
         wrapper.forget = forget

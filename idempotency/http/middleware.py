@@ -303,7 +303,10 @@ class IdempotencyMiddleware:
         response: HttpResponseBase
         if plan.policy is None or match is None:
             return await self.get_response(request)  # type: ignore[no-any-return]
-        refused = await sync_to_async(csrf_refusal)(request, match)
+        refused = None
+        if not getattr(match.func, "csrf_exempt", False) and _csrf_protects():
+            # the check may read the session: in a thread, never Django's one sync thread
+            refused = await sync_to_async(csrf_refusal, thread_sensitive=False)(request, match)
         if refused is not None:
             return refused
         if plan.is_async:
