@@ -132,33 +132,32 @@ class DatabaseStore(ResponseCache, AtomicStore):
         return self.model.objects.using(self.using)
 
     async def run_in_thread(self, func: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
-        """Every ``a*`` twin: the sync call in a thread of the loop's default executor.
+        """Every ``a*`` twin: the sync call in Django's sync thread, as Django's own async
+        ORM runs its queries.
 
-        Django's ORM has no async cursor to await: its ``a*`` query methods are
-        ``sync_to_async`` wrappers themselves, in the one thread-sensitive thread. Here
-        the call runs in any executor thread, which keeps a connection of its own (Django's
-        connections are per thread). Django checks a connection's health and age only at
-        request boundaries (``close_old_connections`` on ``request_started`` and
-        ``request_finished``), in the thread that serves the request: never in these
-        threads. So the call does it itself, before and after: a connection the server
-        dropped (a restart, ``pg_terminate_backend``, an idle timeout) or older than
-        ``CONN_MAX_AGE`` is closed, and the next call opens a new one instead of failing
-        on the dead one forever."""
+        Django has no async cursor to await (its ``aget``, ``acreate``… are
+        ``sync_to_async`` wrappers), and a connection and its open transaction belong to
+        one thread. Run in another thread, a record call would use another connection:
+        outside the caller's transaction, and waiting forever on a row that transaction
+        holds (a sync caller in ``transaction.atomic()`` calling an async function under
+        the same key). So a database store's async calls take the one thread-sensitive
+        hop Django's ORM takes; :class:`~idempotency.stores.RedisStore` has no hop at all.
+        Django looks after that thread's connection at request boundaries; a call that
+        fails outside a transaction also drops a connection the server killed
+        (``close_if_unusable_or_obsolete``), so the next call opens a new one instead of
+        failing on the dead one (a script's event loop has no request boundaries)."""
         alias = self.using
 
         def call() -> R:
-            connection = connections[alias]
-            connection.close_if_unusable_or_obsolete()
             try:
                 return func(*args, **kwargs)
-            finally:
-                connection.close_if_unusable_or_obsolete()
+            except Exception:
+                connection = connections[alias]
+                if not connection.in_atomic_block:  # never close a caller's transaction
+                    connection.close_if_unusable_or_obsolete()
+                raise
 
-        # SQLite serialises writers per database file, and its connections in other
-        # threads only meet "database is locked": there, Django's one sync thread, as
-        # its own async ORM does
-        sqlite = connections[alias].vendor == "sqlite"
-        return await sync_to_async(call, thread_sensitive=sqlite)()
+        return await sync_to_async(call, thread_sensitive=True)()
 
     def _sql(self, connection: BaseDatabaseWrapper) -> sql.Statements:
         """The statements on ``connection``, built on first use."""

@@ -215,11 +215,12 @@ def test_redis_wrong_type_is_store_corrupted(key: str, redis_client: Any) -> Non
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_database_thread_recovers_from_killed_connection(
+def test_database_connection_recovers_from_a_killed_one(
     key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A persistent connection of an executor thread, killed by the server, fails one call
-    (503, an outage) and is replaced on the next, never left broken for good."""
+    """A persistent connection of the thread the async calls run in, killed by the
+    server, fails one call (503, an outage) and is replaced on the next, never left
+    broken for good."""
     store = DatabaseStore()
     settings_dict = connections[store.using].settings_dict
     monkeypatch.setitem(settings_dict, "CONN_MAX_AGE", 600)  # persistent: kept between calls
