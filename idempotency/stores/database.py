@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from idempotency.codecs import UndecodableBody, seal, unseal
 from idempotency.conf import idempotency_settings
-from idempotency.core.outages import guard, is_deadlock, is_lock_error
+from idempotency.core.outages import is_deadlock, is_lock_error, outage_raises_unavailable
 from idempotency.exceptions import StoreUnavailable
 from idempotency.stores import statements as sql
 from idempotency.stores.atomic import AtomicStore
@@ -174,7 +174,7 @@ class DatabaseStore(ResponseCache, AtomicStore):
     # -- the contract --------------------------------------------------------------------
 
     @busy
-    @guard("database")
+    @outage_raises_unavailable("database")
     def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
         cache = self.response_cache
         cached = self._cached_response(scope, key, fingerprint) if cache is not None else None
@@ -244,7 +244,7 @@ class DatabaseStore(ResponseCache, AtomicStore):
         return self._cached_response(scope, key, fingerprint)
 
     @busy
-    @guard("database")
+    @outage_raises_unavailable("database")
     def claim(
         self,
         scope: str,
@@ -374,7 +374,7 @@ class DatabaseStore(ResponseCache, AtomicStore):
         }
 
     @busy
-    @guard("database")
+    @outage_raises_unavailable("database")
     def insert_completed(
         self,
         scope: str,
@@ -417,7 +417,7 @@ class DatabaseStore(ResponseCache, AtomicStore):
         return inserted
 
     @busy
-    @guard("database")
+    @outage_raises_unavailable("database")
     def complete(
         self,
         scope: str,
@@ -471,7 +471,7 @@ class DatabaseStore(ResponseCache, AtomicStore):
             return self._release(scope, key, fence=fence)
 
     @busy
-    @guard("database")
+    @outage_raises_unavailable("database")
     def _release(self, scope: str, key: str, *, fence: int) -> bool:
         records = self._records().filter(scope=scope, key=key, fence=fence, state="in_progress")
         deleted, _ = records.filter(recovery_point="").delete()
@@ -481,7 +481,7 @@ class DatabaseStore(ResponseCache, AtomicStore):
         return bool(records.update(lease_expires_at=self._now_value()))
 
     @busy
-    @guard("database")
+    @outage_raises_unavailable("database")
     def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
         now = self._now_value()
         later = now + timedelta(seconds=lease)
@@ -498,7 +498,7 @@ class DatabaseStore(ResponseCache, AtomicStore):
         return not connections[self.using].in_atomic_block
 
     @busy
-    @guard("database")
+    @outage_raises_unavailable("database")
     def save_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None
     ) -> bool:
@@ -509,7 +509,7 @@ class DatabaseStore(ResponseCache, AtomicStore):
         )
 
     @busy
-    @guard("database")
+    @outage_raises_unavailable("database")
     def count_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
         """One upsert of the (scope, window) row of ``RecordQuota`` on PostgreSQL and
         SQLite (``INSERT … ON CONFLICT DO UPDATE … RETURNING``: atomic, the row locked
@@ -546,7 +546,7 @@ class DatabaseStore(ResponseCache, AtomicStore):
                     rows.update(count=F("count") + 1)
             return int(rows.values_list("count", flat=True).get()), left
 
-    @guard("database")
+    @outage_raises_unavailable("database")
     def delete(self, scope: str, key: str) -> bool:
         deleted, _ = self._records().filter(scope=scope, key=key).delete()
         self.forget_cached(scope, key)

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from idempotency.codecs import seal, unseal
 from idempotency.conf import idempotency_settings
 from idempotency.core.keyed_hashes import log_ref
-from idempotency.core.outages import guard
+from idempotency.core.outages import outage_raises_unavailable
 from idempotency.exceptions import StoreNotDurable
 from idempotency.stores import record_digest
 from idempotency.stores.base import (
@@ -34,10 +34,10 @@ from idempotency.stores.base import (
     Claim,
     ClaimStatus,
     StoredResponse,
-    guarded,
     new_fence,
     now_ms,
     quota_window,
+    store_operation,
 )
 from idempotency.stores.redis_async import (
     LoopClients,
@@ -242,7 +242,7 @@ class RedisStore(BaseStore):
     def record_key(self, scope: str, key: str) -> str:
         return f"{idempotency_settings.KEY_PREFIX}:{{{record_digest(scope, key)}}}:rec"
 
-    @guarded("redis")
+    @store_operation("redis")
     def claim(
         self,
         scope: str,
@@ -264,7 +264,7 @@ class RedisStore(BaseStore):
             raise StoreNotDurable(replicas=self.wait_replicas, acknowledged=acknowledged)
         return claim
 
-    @guarded("redis")
+    @store_operation("redis")
     async def aclaim(
         self,
         scope: str,
@@ -318,13 +318,13 @@ class RedisStore(BaseStore):
             )
         return Claim(ClaimStatus.MISMATCH, fingerprint=_text(reply[1]) if len(reply) > 1 else "")
 
-    @guarded("redis")
+    @store_operation("redis")
     def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
         record = self.record_key(scope, key)
         fields = self._command("HMGET", record, *_LOOKUP_FIELDS)
         return _claim_from_fields(fields, fingerprint, lambda: self._command("PTTL", record))
 
-    @guarded("redis")
+    @store_operation("redis")
     async def alookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
         client = self.async_client()
         if client is None:
@@ -340,7 +340,7 @@ class RedisStore(BaseStore):
     async def apeek(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
         return await self.alookup(scope, key, fingerprint=fingerprint)
 
-    @guarded("redis")
+    @store_operation("redis")
     def complete(
         self,
         scope: str,
@@ -355,7 +355,7 @@ class RedisStore(BaseStore):
         done, acknowledged = self._run("complete", COMPLETE, self.record_key(scope, key), args)
         return self._completed(scope, key, done, acknowledged)
 
-    @guarded("redis")
+    @store_operation("redis")
     async def acomplete(
         self,
         scope: str,
@@ -390,18 +390,18 @@ class RedisStore(BaseStore):
             )
         return bool(done)
 
-    @guarded("redis")
+    @store_operation("redis")
     def release(self, scope: str, key: str, *, fence: int) -> bool:
         return bool(self._eval("release", RELEASE, self.record_key(scope, key), [fence]))
 
-    @guarded("redis")
+    @store_operation("redis")
     async def arelease(self, scope: str, key: str, *, fence: int) -> bool:
         client = self.async_client()
         if client is None:
             return await super().arelease(scope, key, fence=fence)
         return bool(await run_script(client, RELEASE, self.record_key(scope, key), [fence]))
 
-    @guarded("redis")
+    @store_operation("redis")
     def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
         return bool(
             self._eval(
@@ -409,7 +409,7 @@ class RedisStore(BaseStore):
             )
         )
 
-    @guarded("redis")
+    @store_operation("redis")
     async def aextend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
         client = self.async_client()
         if client is None:
@@ -417,7 +417,7 @@ class RedisStore(BaseStore):
         args = [fence, max(1, int(lease * 1000))]
         return bool(await run_script(client, EXTEND, self.record_key(scope, key), args))
 
-    @guarded("redis")
+    @store_operation("redis")
     def save_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None
     ) -> bool:
@@ -426,7 +426,7 @@ class RedisStore(BaseStore):
         saved, acknowledged = self._run("recovery", SAVE_RECOVERY_POINT, record, args)
         return self._saved(saved, acknowledged)
 
-    @guarded("redis")
+    @store_operation("redis")
     async def asave_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None
     ) -> bool:
@@ -449,14 +449,14 @@ class RedisStore(BaseStore):
         name = f"{idempotency_settings.KEY_PREFIX}:{{{record_digest(scope, '')}}}:quota:{start}"
         return name, left
 
-    @guard("redis")
+    @outage_raises_unavailable("redis")
     def count_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
         """``INCR`` of the (scope, window) counter and its expiry, in one script."""
         name, left = self._quota_counter(scope, window)
         count = self._eval("quota", COUNT_NEW_RECORD, name, [max(1, int(left * 1000))])
         return int(count), left
 
-    @guard("redis")
+    @outage_raises_unavailable("redis")
     async def acount_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
         client = self.async_client()
         if client is None:
@@ -465,11 +465,11 @@ class RedisStore(BaseStore):
         count = await run_script(client, COUNT_NEW_RECORD, name, [max(1, int(left * 1000))])
         return int(count), left
 
-    @guard("redis")
+    @outage_raises_unavailable("redis")
     def delete(self, scope: str, key: str) -> bool:
         return bool(self.client.delete(self.record_key(scope, key)))
 
-    @guard("redis")
+    @outage_raises_unavailable("redis")
     async def adelete(self, scope: str, key: str) -> bool:
         client = self.async_client()
         if client is None:
