@@ -4,7 +4,7 @@
 is not a record raises :class:`~idempotency.exceptions.StoreCorrupted`
 (:func:`corrupted`, :func:`unreadable_record`), an outage of the backend
 :class:`~idempotency.exceptions.StoreUnavailable`
-(:func:`~idempotency.core.outages.outage_raises_unavailable` does only the latter).
+(``idempotency.core.outages.outage_raises_unavailable`` does only the latter).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def store_operation(
     :class:`~idempotency.exceptions.StoreCorrupted` (logged with the key; the caller's
     work does not run), an outage of ``backend``
     :class:`~idempotency.exceptions.StoreUnavailable` as
-    :func:`~idempotency.core.outages.outage_raises_unavailable` raises it, anything else
+    ``idempotency.core.outages.outage_raises_unavailable`` raises it, anything else
     passes through. One wrapper for both: every claim and completion goes through it."""
 
     def decorate(
