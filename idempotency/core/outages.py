@@ -1,10 +1,11 @@
 """Store outages: a backend that cannot be reached becomes :class:`StoreUnavailable`.
 
-Stores, submit tokens and locks wrap their backend calls with :func:`guard`, so a
-database, Redis or cache connection error surfaces as one exception (503 over HTTP,
-a later retry for a task) and one ``store_unavailable`` signal, never as the
-backend's own error (a bare 500). Errors that are not outages (a lock timeout, a
-deadlock, a unique violation, a bug) pass through untouched.
+Stores, submit tokens and locks wrap their backend calls with
+:func:`outage_raises_unavailable`, so a database, Redis or cache connection error
+surfaces as one exception (503 over HTTP, a later retry for a task) and one
+``store_unavailable`` signal, never as the backend's own error (a bare 500). Errors
+that are not outages (a lock timeout, a deadlock, a unique violation, a bug) pass
+through untouched.
 """
 
 from __future__ import annotations
@@ -152,7 +153,7 @@ def unavailable(
     return StoreUnavailable(retry_after=int(idempotency_settings.RETRY_AFTER))
 
 
-def guard(
+def outage_raises_unavailable(
     backend: str, *, keyed: bool = True
 ) -> Callable[[Callable[Concatenate[S, P], R]], Callable[Concatenate[S, P], R]]:
     """Decorate a backend method so that an outage raises :class:`StoreUnavailable`.
@@ -175,6 +176,10 @@ def guard(
         return wrap_errors(method, problem)
 
     return decorate
+
+
+#: The name :func:`outage_raises_unavailable` had before; kept for code written against it.
+guard = outage_raises_unavailable
 
 
 def wrap_errors(

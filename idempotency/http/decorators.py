@@ -8,15 +8,14 @@ Sync and async functions alike. On ``dispatch`` (``method_decorator(idempotent,
 name="dispatch")``) it handles the key around the handler ``dispatch`` calls, after
 the checks ``dispatch`` makes first (:func:`defer_to_handler`), never before them.
 Applied anywhere it cannot work, it raises
-:class:`~idempotency.exceptions.ImproperlyApplied` instead of doing nothing.
+:class:`~idempotency.exceptions.ImproperlyApplied` instead of doing nothing
+(:mod:`~idempotency.http.misapplied`).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import types
-import typing
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
@@ -30,6 +29,13 @@ from idempotency.exceptions import ImproperlyApplied
 from idempotency.http import handler as handling
 from idempotency.http import ninja, requests
 from idempotency.http.drf import hooks, view_of
+from idempotency.http.misapplied import (
+    checked_response,
+    declared_non_response,
+    refuse_non_response,
+    refuse_unbound,
+    refuse_unwrappable,
+)
 from idempotency.http.mixins import IdempotentMixin
 from idempotency.http.options import Policy
 from idempotency.http.view_marks import MARKER, in_flow, policy_of, split_view_args
@@ -65,114 +71,6 @@ def defer_to_handler(view: View, request: HttpRequest | Request, policy: Policy)
     setattr(view, method.lower(), _wrap(handler, policy))
 
 
-def _positional_slots(func: Callable[..., Any]) -> int | None:
-    """How many positional arguments ``func`` takes (None: any number, or unknown)."""
-    try:
-        parameters = inspect.signature(func).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
-        return None
-    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
-
-
-def _declared_non_response(func: Callable[..., Any]) -> Any:
-    """The return annotation of ``func`` when it names something that is not a response
-    (``-> dict``, ``-> MySchema``, ``-> None``), else None (a response, or not declared).
-
-    A Django view must return one; a Ninja operation may return anything Ninja can turn
-    into one, so the flow only holds it against a view that is not a Ninja operation."""
-    try:
-        hints = typing.get_type_hints(func)
-    except Exception:  # an annotation that does not resolve: nothing declared we can read
-        return None
-    if "return" not in hints:
-        return None
-    declared = hints["return"]
-    members = typing.get_args(declared) if _is_union(declared) else (declared,)
-    for member in members:
-        origin = typing.get_origin(member) or member
-        if member is Any or member is object:
-            return None
-        if isinstance(origin, type) and issubclass(origin, HttpResponseBase):
-            return None
-        if isinstance(origin, type) and issubclass(HttpResponseBase, origin):
-            return None  # a base of the responses (object aside, handled above)
-        if member is not type(None) and not isinstance(origin, type):
-            return None  # a TypeVar, a Protocol alias, a forward string: not ours to judge
-    return declared
-
-
-def _is_union(annotation: Any) -> bool:
-    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
-
-
-def _refuse_unwrappable(func: Callable[..., Any], policy: Policy, *, built: bool) -> None:
-    """What ``@idempotent`` can tell it cannot wrap from the callable alone: refused now,
-    before any body can run."""
-    name = getattr(func, "__qualname__", repr(func))
-    if ninja.is_operation_run(func):
-        raise ImproperlyApplied(
-            "@idempotent was applied to a Ninja operation's run (decorate_view, or "
-            'add_decorator(..., mode="view")): it would claim the key before Ninja '
-            "authenticates the caller. Put @idempotent directly below the route decorator "
-            "(@api.post(...)), or use idempotency.ninja.protect(api_or_router)."
-        )
-    if not built and getattr(func, "_ninja_operation", None) is not None:
-        raise ImproperlyApplied(
-            f"@idempotent was applied to {name} after Django Ninja built its operation (above "
-            "the route decorator, or through Router/NinjaAPI.add_decorator): the flow could "
-            "not reach the operation. Put @idempotent directly below @api.post(...), or use "
-            "idempotency.ninja.protect(api_or_router) for a whole router."
-        )
-    if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
-        raise ImproperlyApplied(
-            f"@idempotent cannot wrap the generator {name}: its items are produced after it "
-            "returns, so there is no response to store. Return a (streaming) response instead."
-        )
-    if _positional_slots(func) == 0:
-        raise ImproperlyApplied(
-            f"@idempotent decorates views: {name} takes no positional argument, so it cannot "
-            "be called with a request."
-        )
-    if iscoroutinefunction(func) and policy.mode == "atomic":
-        raise ImproperlyApplied(
-            f"@idempotent(mode='atomic') on the async {name}: a transaction cannot span an "
-            "await; async views run in lease mode."
-        )
-
-
-def _refuse_non_response(func: Callable[..., Any], declared: Any) -> None:
-    """A view that is not a Ninja operation declares a result that is not a response."""
-    raise ImproperlyApplied(
-        f"@idempotent on {getattr(func, '__qualname__', func)!r}, a view that is not a Django "
-        f"Ninja operation, declares it returns {declared!r}: a view must return an "
-        "HttpResponse. (Under Ninja, put @idempotent directly below the route decorator.)"
-    )
-
-
-def _refuse_unbound(func: Callable[..., Any]) -> None:
-    raise ImproperlyApplied(
-        f"@idempotent on {getattr(func, '__qualname__', func)!r} runs inside a Django Ninja "
-        "operation it was not bound to (Router.add_decorator or a wrapper around the route): "
-        "it cannot turn the result into Ninja's response. Put @idempotent directly below the "
-        "route decorator, or use idempotency.ninja.protect(api_or_router)."
-    )
-
-
-def _checked(func: Callable[..., Any], result: Any) -> HttpResponseBase:
-    """The view's result, which must be a response: anything else is refused (the flow
-    then releases the key, as for any exception of the view)."""
-    if not isinstance(result, HttpResponseBase):
-        raise ImproperlyApplied(
-            f"@idempotent on {getattr(func, '__qualname__', func)!r}: the view returned "
-            f"{type(result).__name__}, not an HttpResponse; nothing was stored and the key was "
-            "released. Return a response (under Django Ninja, put @idempotent directly below "
-            "the route decorator)."
-        )
-    return result
-
-
 def _resolve_signature(wrapped: Callable[..., Any], func: Callable[..., Any]) -> None:
     """Give ``wrapped`` the signature of ``func`` with its annotations resolved where
     ``func`` was written. Django Ninja reads an operation's parameters from the function
@@ -182,7 +80,7 @@ def _resolve_signature(wrapped: Callable[..., Any], func: Callable[..., Any]) ->
         signature = inspect.signature(func, eval_str=True)
     except Exception:  # a name only imported for type checkers: nobody can resolve it
         return
-    wrapped.__signature__ = signature  # type: ignore[attr-defined]
+    vars(wrapped)["__signature__"] = signature  # a function's attributes are its __dict__
 
 
 def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> Callable[..., Any]:
@@ -212,8 +110,8 @@ def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> C
         )
     if not callable(func):
         raise ImproperlyApplied(f"@idempotent needs a view callable, got {func!r}")
-    _refuse_unwrappable(func, policy, built=built)
-    declared = _declared_non_response(func)
+    refuse_unwrappable(func, policy, built=built)
+    declared = declared_non_response(func)
 
     if iscoroutinefunction(func):
 
@@ -227,12 +125,12 @@ def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> C
                     operation, request, lambda: func(*args, **kwargs), policy, kwargs
                 )
             if ninja.loaded() and ninja.called_by_ninja(request):
-                _refuse_unbound(func)
+                refuse_unbound(func)
             if declared is not None:
-                _refuse_non_response(func, declared)
+                refuse_non_response(func, declared)
 
             async def call() -> HttpResponseBase:
-                return _checked(func, await func(*args, **kwargs))
+                return checked_response(func, await func(*args, **kwargs))
 
             return await handling.run_async(request, call, policy)
 
@@ -254,28 +152,30 @@ def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> C
                     operation, request, lambda: func(*args, **kwargs), policy, kwargs
                 )
             if ninja.loaded() and ninja.called_by_ninja(request):
-                _refuse_unbound(func)
+                refuse_unbound(func)
             if declared is not None:
-                _refuse_non_response(func, declared)
+                refuse_non_response(func, declared)
             if not isinstance(view, APIView):
                 view = view_of(request)
             if view is not None:
                 convert, finalize = hooks(view, request)
                 return handling.run(
                     request,
-                    lambda: _checked(func, func(*args, **kwargs)),
+                    lambda: checked_response(func, func(*args, **kwargs)),
                     policy,
                     convert=convert,
                     finalize=finalize,
                 )
-            return handling.run(request, lambda: _checked(func, func(*args, **kwargs)), policy)
+            return handling.run(
+                request, lambda: checked_response(func, func(*args, **kwargs)), policy
+            )
 
         wrapped = functools.wraps(func)(wrapper)
     setattr(wrapped, MARKER, policy)
     _resolve_signature(wrapped, func)
     # Django Ninja builds an operation from the function: it calls this hook with it
     callbacks = list(getattr(func, "_ninja_contribute_to_operation", []))
-    wrapped._ninja_contribute_to_operation = [ninja.contribute, *callbacks]  # type: ignore[attr-defined]
+    vars(wrapped)["_ninja_contribute_to_operation"] = [ninja.contribute, *callbacks]
     return wrapped
 
 
@@ -400,4 +300,6 @@ def idempotency_exempt(view: F) -> F:
         wrapped = functools.wraps(view)(exempt)
     _resolve_signature(wrapped, view)
     wrapped.idempotency_exempt = True
+    # functools.wraps gave it view's name, signature and attributes; the type system cannot
+    # say that a new function has the type F of the one it wraps
     return wrapped  # type: ignore[no-any-return]

@@ -19,7 +19,7 @@ from typing import Any
 from django.db import DatabaseError
 
 from idempotency.conf import idempotency_settings
-from idempotency.core.outages import guard
+from idempotency.core.outages import outage_raises_unavailable
 from idempotency.locks.base import DatabaseLockBackend, Holding
 
 #: ``wait_timeout`` of a lock without a timeout: a year, MySQL's and MariaDB's largest.
@@ -57,7 +57,7 @@ class MySQLHolding(Holding):
     def _seconds(timeout: float | None) -> int:
         return _FOREVER if timeout is None else min(_FOREVER, max(1, math.ceil(timeout)))
 
-    @guard("database", keyed=False)
+    @outage_raises_unavailable("database", keyed=False)
     def try_acquire(self) -> bool:
         # 0: do not wait (Lock.acquire polls with backoff, so a waiter pins no lock wait)
         self.held = self._scalar("SELECT GET_LOCK(%s, 0)", [self.name]) == 1

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import DatabaseError
 
-from idempotency.core.outages import guard
+from idempotency.core.outages import outage_raises_unavailable
 from idempotency.locks.base import DatabaseLockBackend, Holding
 
 
@@ -49,7 +49,7 @@ class PostgresHolding(Holding):
     def _idle_ms(seconds: float | None) -> str:
         return "0" if seconds is None else str(max(1, int(seconds * 1000)))
 
-    @guard("database", keyed=False)
+    @outage_raises_unavailable("database", keyed=False)
     def try_acquire(self) -> bool:
         # one statement: the timeout is armed exactly when the lock is taken, and only for
         # this transaction (SET LOCAL), so nothing outlives it on a pooled server connection

@@ -7,7 +7,7 @@ import secrets
 from typing import Any
 
 from idempotency.conf import idempotency_settings
-from idempotency.core.outages import guard
+from idempotency.core.outages import outage_raises_unavailable
 from idempotency.locks.base import Holding, LockBackend
 
 REDIS_RELEASE = """
@@ -36,18 +36,18 @@ class RedisHolding(Holding):
         self.timeout = timeout
         self.token = secrets.token_hex(16)
 
-    @guard("redis", keyed=False)
+    @outage_raises_unavailable("redis", keyed=False)
     def try_acquire(self) -> bool:
         if self.timeout is None:
             return bool(self.client.set(self.key, self.token, nx=True))
         px = max(1, int(self.timeout * 1000))
         return bool(self.client.set(self.key, self.token, nx=True, px=px))
 
-    @guard("redis", keyed=False)
+    @outage_raises_unavailable("redis", keyed=False)
     def release(self) -> bool:
         return bool(self.client.register_script(REDIS_RELEASE)(keys=[self.key], args=[self.token]))
 
-    @guard("redis", keyed=False)
+    @outage_raises_unavailable("redis", keyed=False)
     def extend(self, additional: float, *, replace_ttl: bool = False) -> bool:
         extended = self.client.register_script(REDIS_EXTEND)(
             keys=[self.key],
@@ -55,7 +55,7 @@ class RedisHolding(Holding):
         )
         return bool(extended)
 
-    @guard("redis", keyed=False)
+    @outage_raises_unavailable("redis", keyed=False)
     def owned(self) -> bool:
         value = self.client.get(self.key)
         if isinstance(value, bytes):

@@ -4,183 +4,53 @@ A record is identified by ``(scope, key)``. ``claim`` decides atomically which
 caller owns a new key; only the owner, proven by its fencing token, may
 ``complete`` or ``release`` it. A record whose TTL has passed is treated as
 absent even before it is purged.
+
+The records a store answers with live in :mod:`~idempotency.stores.records`, the
+mapping of its failures to the library's errors in :mod:`~idempotency.stores.errors`;
+both are importable from here too, as they always were.
 """
 
 from __future__ import annotations
 
-import enum
-import logging
-import os
-import random
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar, Concatenate, NamedTuple, ParamSpec, TypeVar
+from typing import Any, ClassVar, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
 
-from idempotency.core import json_codec
-from idempotency.core.outages import is_outage, unavailable, wrap_errors
+from idempotency.stores.errors import (
+    corrupted,
+    guarded,
+    store_operation,
+    unreadable_record,
+)
+from idempotency.stores.records import (
+    Claim,
+    ClaimStatus,
+    KeyState,
+    StoredResponse,
+    new_fence,
+    now_ms,
+    quota_window,
+)
 
-logger = logging.getLogger("idempotency")
+__all__ = [
+    "BaseStore",
+    "Claim",
+    "ClaimStatus",
+    "KeyState",
+    "StoredResponse",
+    "corrupted",
+    "guarded",
+    "new_fence",
+    "now_ms",
+    "quota_window",
+    "store_operation",
+    "unreadable_record",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-S = TypeVar("S", bound="BaseStore")
-
-
-class StoredResponse(NamedTuple):
-    """What replay needs: status, allow-listed headers and the exact body bytes.
-
-    An immutable record (a named tuple: built in a third of a frozen dataclass's time,
-    and one is built for every replay and every stored response)."""
-
-    status: int
-    headers: Sequence[tuple[str, str]] = ()
-    body: bytes = b""
-
-    def headers_json(self) -> str:
-        return json_codec.dumps(self.headers)
-
-    @classmethod
-    def from_parts(
-        cls, status: int, headers: Any, body: bytes | memoryview | None
-    ) -> StoredResponse:
-        if isinstance(headers, str):
-            headers = json_codec.loads(headers)
-        return cls(
-            int(status),
-            [(str(k), str(v)) for k, v in (headers or ())],
-            bytes(body or b""),
-        )
-
-
-class ClaimStatus(enum.Enum):
-    CLAIMED = "claimed"  # the caller owns the key now and must complete or release it
-    COMPLETED = "completed"  # a stored response exists: replay it
-    IN_PROGRESS = "in_progress"  # someone else owns a live lease
-    MISMATCH = "mismatch"  # the key is live with another request's fingerprint
-
-
-class Claim(NamedTuple):
-    """A store's answer about a key: who owns it, or what its record holds.
-
-    An immutable record (a named tuple: built in a third of a frozen dataclass's time,
-    and every claim, lookup and replay builds one)."""
-
-    status: ClaimStatus
-    #: The fencing token that proves ownership (CLAIMED only).
-    fence: int = 0
-    #: The stored response to replay (COMPLETED only).
-    response: StoredResponse | None = None
-    #: The last recovery point of an earlier owner (CLAIMED after a take-over, IN_PROGRESS).
-    recovery_point: str = ""
-    recovery_data: Any = None
-    #: Seconds left of the owner's lease (IN_PROGRESS only).
-    retry_after: float = 0.0
-    #: True when the key was taken over (CLAIMED only) from an owner whose lease ran
-    #: out; it may have crashed after its effect, before its record.
-    taken_over: bool = False
-    #: MISMATCH only, where the store knows it: the fingerprint of the live record.
-    fingerprint: str = ""
-    #: COMPLETED only, where the store knows it: when the record expires (epoch seconds).
-    expires_at: float | None = None
-
-    @property
-    def owned(self) -> bool:
-        return self.status is ClaimStatus.CLAIMED
-
-
-#: Fencing tokens' own generator, seeded from ``os.urandom`` and again in every forked
-#: child (two workers forked from one parent must not draw the same tokens), never
-#: from what an application does to the ``random`` module (``random.seed(0)`` in two
-#: processes would give them the same tokens). A token must be unique, not secret: it
-#: never leaves the server. ``secrets.randbits`` asked the kernel on every claim (about
-#: 1 µs here, against 0.1 µs).
-_fences = random.Random()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_fences.seed)
-
-
-def new_fence() -> int:
-    """A fencing token unique per claim (63 random bits: fits a signed BIGINT)."""
-    return _fences.getrandbits(63) or 1
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _unreadable(exc: BaseException) -> bool:
-    """Whether ``exc`` comes from a value under a record's key that is not a record: Redis'
-    WRONGTYPE (a string where a hash should be), or fields that do not parse."""
-    if type(exc).__name__ == "ResponseError":  # redis-py, not imported here
-        return "WRONGTYPE" in str(exc)
-    return isinstance(exc, ValueError | TypeError | KeyError | IndexError)
-
-
-def corrupted(store: object, scope: str, key: str, exc: Exception) -> Exception | None:
-    """The :class:`~idempotency.exceptions.StoreCorrupted` to raise for ``exc`` (logged
-    with the record's hashed name) when it comes from a value under the record's key
-    that is not a record; None for any other error."""
-    # imported here, on the error path: not on every store call
-    from idempotency.exceptions import IdempotencyError
-
-    if isinstance(exc, IdempotencyError) or not _unreadable(exc):
-        return None
-    return unreadable_record(type(store).__name__, scope, key, f"{type(exc).__name__}: {exc}")
-
-
-def unreadable_record(where: str, scope: str, key: str, reason: str) -> Exception:
-    """A :class:`~idempotency.exceptions.StoreCorrupted` for the record of ``(scope,
-    key)``, logged as an error under its hashed name
-    (:func:`idempotency.core.keyed_hashes.log_ref`): logs never carry a raw key or scope."""
-    from idempotency.core.keyed_hashes import log_ref
-    from idempotency.exceptions import StoreCorrupted
-
-    ref = log_ref(scope, key)
-    logger.error(
-        "idempotency: the record %s in %s is unreadable (%s); nothing ran. Delete the "
-        "value under its key, or use another KEY_PREFIX.",
-        ref,
-        where,
-        reason,
-    )
-    return StoreCorrupted(
-        f"The idempotency record {ref} is unreadable, so nothing was run.",
-        scope=scope,
-        key=key,
-    )
-
-
-def guarded(
-    backend: str,
-) -> Callable[[Callable[Concatenate[S, str, str, P], R]], Callable[Concatenate[S, str, str, P], R]]:
-    """Decorate a store method of ``(scope, key, ...)``, sync or ``async``: a value under
-    the record's key that is not a record raises
-    :class:`~idempotency.exceptions.StoreCorrupted` (logged with the key; the caller's
-    work does not run), an outage of ``backend``
-    :class:`~idempotency.exceptions.StoreUnavailable` as
-    :func:`~idempotency.core.outages.guard` raises it, anything else passes through. One
-    wrapper for both: every claim and completion goes through it."""
-
-    def decorate(
-        method: Callable[Concatenate[S, str, str, P], R],
-    ) -> Callable[Concatenate[S, str, str, P], R]:
-        operation = method.__name__
-
-        def problem(self: S, args: tuple[Any, ...], exc: Exception) -> Exception | None:
-            scope, key = str(args[0]), str(args[1])
-            found = corrupted(self, scope, key, exc)
-            if found is None and is_outage(exc):
-                found = unavailable(
-                    backend, operation, exc, sender=type(self), scope=scope, key=key
-                )
-            return found
-
-        return wrap_errors(method, problem)
-
-    return decorate
 
 
 class BaseStore:
@@ -240,11 +110,11 @@ class BaseStore:
         """
         raise NotImplementedError
 
-    def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
-        """The live record's state as a :class:`Claim` (never CLAIMED), or None when absent."""
+    def lookup(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
+        """The live record's state as a :class:`KeyState` (never CLAIMED), or None when absent."""
         raise NotImplementedError
 
-    def peek(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
+    def peek(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
         """The cheapest look before a claim that itself handles every state of the key.
 
         Like :meth:`lookup`, except that None may also mean "not known here": the
@@ -335,11 +205,11 @@ class BaseStore:
             route=route,
         )
 
-    async def alookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
+    async def alookup(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
         """:meth:`lookup`, awaitable."""
         return await self.run_in_thread(self.lookup, scope, key, fingerprint=fingerprint)
 
-    async def apeek(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
+    async def apeek(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
         """:meth:`peek`, awaitable."""
         return await self.run_in_thread(self.peek, scope, key, fingerprint=fingerprint)
 
@@ -387,10 +257,3 @@ class BaseStore:
     async def acount_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
         """:meth:`count_new_record`, awaitable."""
         return await self.run_in_thread(self.count_new_record, scope, window=window)
-
-
-def quota_window(window: float, now: float) -> tuple[int, float]:
-    """The fixed window of ``window`` seconds ``now`` falls in: its start (whole epoch
-    seconds, the counter's name) and the seconds left of it."""
-    start = int(now // window * window)
-    return start, max(0.001, start + window - now)

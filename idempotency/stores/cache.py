@@ -29,16 +29,16 @@ from django.core.cache import BaseCache, caches
 
 from idempotency.codecs import seal, unseal
 from idempotency.conf import idempotency_settings
-from idempotency.core.outages import guard
+from idempotency.core.outages import outage_raises_unavailable
 from idempotency.stores import record_digest
 from idempotency.stores.base import (
     BaseStore,
     Claim,
     ClaimStatus,
     StoredResponse,
-    guarded,
     new_fence,
     quota_window,
+    store_operation,
 )
 from idempotency.stores.raw_cache import RawCache
 
@@ -99,7 +99,7 @@ class CacheStore(BaseStore):
             recovery_data=record.get("rd"),
         )
 
-    @guarded("cache")
+    @store_operation("cache")
     def claim(
         self,
         scope: str,
@@ -149,7 +149,7 @@ class CacheStore(BaseStore):
             )
         return Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0)
 
-    @guarded("cache")
+    @store_operation("cache")
     def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
         record = self._get(self.record_key(scope, key))
         return None if record is None else self._as_claim(record, fingerprint)
@@ -160,7 +160,7 @@ class CacheStore(BaseStore):
             return None
         return record
 
-    @guarded("cache")
+    @store_operation("cache")
     def complete(
         self,
         scope: str,
@@ -184,7 +184,7 @@ class CacheStore(BaseStore):
         self._set(self.record_key(scope, key), record, ttl)
         return True
 
-    @guarded("cache")
+    @store_operation("cache")
     def release(self, scope: str, key: str, *, fence: int) -> bool:
         record = self._owned(scope, key, fence)
         if record is None:
@@ -197,7 +197,7 @@ class CacheStore(BaseStore):
             self.raw.delete(name)
         return True
 
-    @guarded("cache")
+    @store_operation("cache")
     def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
         """Read, check, write: like completing, not atomic against a racing takeover."""
         record = self._owned(scope, key, fence)
@@ -208,7 +208,7 @@ class CacheStore(BaseStore):
         self._set(self.record_key(scope, key), record, max(1, int(record["expires"] - now)))
         return True
 
-    @guarded("cache")
+    @store_operation("cache")
     def save_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None
     ) -> bool:
@@ -219,7 +219,7 @@ class CacheStore(BaseStore):
         self._set(self.record_key(scope, key), record, max(1, int(record["expires"] - time.time())))
         return True
 
-    @guard("cache")
+    @outage_raises_unavailable("cache")
     def count_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
         """``cache.add`` of the (scope, window) counter, then ``cache.incr``: atomic where
         the backend's are (Redis, Memcached; LocMemCache within one process)."""
@@ -233,7 +233,7 @@ class CacheStore(BaseStore):
                 continue
         return 1, left
 
-    @guard("cache")
+    @outage_raises_unavailable("cache")
     def delete(self, scope: str, key: str) -> bool:
         return self.raw.delete(self.record_key(scope, key))
 

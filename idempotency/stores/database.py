@@ -8,7 +8,11 @@ only an expired record or an abandoned lease is replaced, by an upsert. It is th
 only store that supports *atomic mode*, where the record commits in the same
 transaction as the view's writes. The SQL lives in
 :mod:`~idempotency.stores.statements`, the response cache in
-:mod:`~idempotency.stores.response_cache`.
+:mod:`~idempotency.stores.response_cache`. How it reaches its table is in
+:mod:`~idempotency.stores.database_table`, a running owner's updates (release,
+keep-alive, recovery points) in :mod:`~idempotency.stores.database_leases`, the record
+quota in :mod:`~idempotency.stores.record_quota`, lock waits that fail in
+:mod:`~idempotency.stores.deadlocks`.
 
 With ``RESPONSE_CACHE`` set to a cache alias (Redis recommended), completed
 responses are read from that cache first, and written to it by the first replay
@@ -18,79 +22,28 @@ request pays no cache write.
 
 from __future__ import annotations
 
-import functools
-import random
-import time
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, ParamSpec, TypeVar, cast
+from typing import Any, ClassVar
 
-from asgiref.sync import sync_to_async
 from django.core.cache import BaseCache
-from django.db import IntegrityError, OperationalError, connections, transaction
+from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import DateTimeField, ExpressionWrapper, F
-from django.db.models.functions import Greatest, Now
 from django.utils import timezone
 
 from idempotency.codecs import UndecodableBody, seal, unseal
-from idempotency.conf import idempotency_settings
-from idempotency.core.outages import guard, is_deadlock, is_lock_error
-from idempotency.exceptions import StoreUnavailable
+from idempotency.core.outages import outage_raises_unavailable
 from idempotency.stores import statements as sql
-from idempotency.stores.atomic import AtomicStore
-from idempotency.stores.base import (
-    Claim,
-    ClaimStatus,
-    StoredResponse,
-    corrupted,
-    new_fence,
-    quota_window,
-)
+from idempotency.stores.database_leases import DatabaseLeases
+from idempotency.stores.deadlocks import DEADLOCK_ATTEMPTS, busy
+from idempotency.stores.errors import corrupted
 from idempotency.stores.purge import purge_now_and_then
+from idempotency.stores.record_quota import count_new_record
+from idempotency.stores.records import ClaimStatus, KeyState, StoredResponse, new_fence
 from idempotency.stores.response_cache import ResponseCache
 
-#: Attempts of a store statement chosen as a deadlock's victim outside a transaction.
-DEADLOCK_ATTEMPTS = 3
-
-M = TypeVar("M", bound=Callable[..., Any])
-P = ParamSpec("P")
-R = TypeVar("R")
+__all__ = ["DEADLOCK_ATTEMPTS", "DatabaseStore", "busy"]
 
 
-def busy(method: M) -> M:
-    """A store call whose lock wait ended without the lock (a deadlock, MySQL's 1213 or
-    PostgreSQL's 40P01; a lock wait timeout, 1205 or 55P03) is never a bare 500.
-
-    Outside a transaction the statement alone was rolled back: a deadlock's victim is
-    run again (up to :data:`DEADLOCK_ATTEMPTS` times, after a short jittered pause), and a
-    lock wait that ran out, or a deadlock that keeps coming back, raises
-    :class:`StoreUnavailable` (503 with ``Retry-After``: nothing ran, retry later).
-    Inside one (atomic mode) the error goes to the transaction's owner, which answers it:
-    the server may have rolled the whole transaction back, so only it can start again.
-    """
-
-    @functools.wraps(method)
-    def wrapper(self: DatabaseStore, *args: Any, **kwargs: Any) -> Any:
-        for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
-            try:
-                return method(self, *args, **kwargs)
-            except OperationalError as exc:
-                if not is_lock_error(exc) or connections[self.using].in_atomic_block:
-                    raise
-                if not is_deadlock(exc) or attempt == DEADLOCK_ATTEMPTS:
-                    raise StoreUnavailable(
-                        "The idempotency store is busy (a lock wait ran out), so this "
-                        "request was not run; retry later.",
-                        retry_after=int(idempotency_settings.RETRY_AFTER),
-                    ) from exc
-                time.sleep(random.uniform(0.005, 0.02) * attempt)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    return cast(M, wrapper)
-
-
-class DatabaseStore(ResponseCache, AtomicStore):
+class DatabaseStore(ResponseCache, DatabaseLeases):
     """Records in the ``IdempotencyRecord`` table of ``DATABASE_ALIAS`` (the default store).
 
     The claim is an ``INSERT ... ON CONFLICT`` (PostgreSQL and SQLite) or ``INSERT ... ON
@@ -106,75 +59,11 @@ class DatabaseStore(ResponseCache, AtomicStore):
     #: repeat is cheapest as one lookup.
     lookup_before_claim: ClassVar[bool] = True
 
-    def __init__(self, using: str | None = None, *, response_cache: str | None = None) -> None:
-        """``using``: database alias (default ``DATABASE_ALIAS``); ``response_cache``: cache
-        alias of this store's response cache (default ``RESPONSE_CACHE``), so one view can
-        cache its replays while the others do not: ``@idempotent(store=DatabaseStore(
-        response_cache="redis"))``."""
-        self._using = using
-        self._response_cache = response_cache
-        # SQL text per (database alias, vendor): built once, not on every request
-        self._statements: dict[tuple[str, str], sql.Statements] = {}
-
-    # -- helpers -------------------------------------------------------------------------
-
-    @property
-    def using(self) -> str:
-        return self._using or str(idempotency_settings.DATABASE_ALIAS)
-
-    @property
-    def model(self) -> Any:
-        from idempotency.models import IdempotencyRecord
-
-        return IdempotencyRecord
-
-    def _records(self) -> Any:
-        return self.model.objects.using(self.using)
-
-    async def run_in_thread(self, func: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
-        """Every ``a*`` twin: the sync call in Django's sync thread, as Django's own async
-        ORM runs its queries.
-
-        Django has no async cursor to await (its ``aget``, ``acreate``… are
-        ``sync_to_async`` wrappers), and a connection and its open transaction belong to
-        one thread. Run in another thread, a record call would use another connection:
-        outside the caller's transaction, and waiting forever on a row that transaction
-        holds (a sync caller in ``transaction.atomic()`` calling an async function under
-        the same key). So a database store's async calls take the one thread-sensitive
-        hop Django's ORM takes; :class:`~idempotency.stores.RedisStore` has no hop at all.
-        Django looks after that thread's connection at request boundaries; a call that
-        fails outside a transaction also drops a connection the server killed
-        (``close_if_unusable_or_obsolete``), so the next call opens a new one instead of
-        failing on the dead one (a script's event loop has no request boundaries)."""
-        alias = self.using
-
-        def call() -> R:
-            try:
-                return func(*args, **kwargs)
-            except Exception:
-                connection = connections[alias]
-                if not connection.in_atomic_block:  # never close a caller's transaction
-                    connection.close_if_unusable_or_obsolete()
-                raise
-
-        return await sync_to_async(call, thread_sensitive=True)()
-
-    def _sql(self, connection: BaseDatabaseWrapper) -> sql.Statements:
-        """The statements on ``connection``, built on first use."""
-        cache_key = (connection.alias, connection.vendor)
-        try:
-            return self._statements[cache_key]
-        except KeyError:
-            pass
-        built = sql.build(connection, self.model._meta.db_table)
-        self._statements[cache_key] = built
-        return built
-
     # -- the contract --------------------------------------------------------------------
 
     @busy
-    @guard("database")
-    def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
+    @outage_raises_unavailable("database")
+    def lookup(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
         cache = self.response_cache
         cached = self._cached_response(scope, key, fingerprint) if cache is not None else None
         if cached is not None:
@@ -204,7 +93,7 @@ class DatabaseStore(ResponseCache, AtomicStore):
         expires: float | None,
         now: float,
         cache: BaseCache | None,
-    ) -> Claim | None:
+    ) -> KeyState | None:
         """The state of a record read as :data:`~statements.LOOKUP_FIELDS`, its lease and
         expiry in seconds since the epoch, judged at ``now`` (None when expired: absent,
         even before it is purged)."""
@@ -212,7 +101,7 @@ class DatabaseStore(ResponseCache, AtomicStore):
         if expires is None or expires <= now:
             return None
         if fp != fingerprint:
-            return Claim(ClaimStatus.MISMATCH, fingerprint=fp)
+            return KeyState(ClaimStatus.MISMATCH, fingerprint=fp)
         if state == "completed":
             kept = StoredResponse.from_parts(status, headers, body)
             try:
@@ -221,20 +110,20 @@ class DatabaseStore(ResponseCache, AtomicStore):
                 raise corrupted(self, scope, key, exc) or exc from exc
             if cache is not None:  # the cache keeps the body as the database does
                 self._cache_response(scope, key, fingerprint, kept, expires - now)
-            return Claim(ClaimStatus.COMPLETED, response=response, expires_at=expires)
+            return KeyState(ClaimStatus.COMPLETED, response=response, expires_at=expires)
         data = sql.as_json(data)
         if lease is not None and lease <= now:
             # an abandoned lease: the next claim takes it over
-            return Claim(ClaimStatus.IN_PROGRESS, recovery_point=point, recovery_data=data)
+            return KeyState(ClaimStatus.IN_PROGRESS, recovery_point=point, recovery_data=data)
         retry = lease - now if lease is not None else 1.0
-        return Claim(
+        return KeyState(
             ClaimStatus.IN_PROGRESS,
             recovery_point=point,
             recovery_data=data,
             retry_after=retry,
         )
 
-    def peek(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
+    def peek(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
         """With a response cache, the cache alone: a replay costs no SQL, and a first
         request (a miss) costs no SQL lookup before its claim either, which answers for
         a record the cache does not hold (and the claim's own read fills the cache)."""
@@ -243,7 +132,7 @@ class DatabaseStore(ResponseCache, AtomicStore):
         return self._cached_response(scope, key, fingerprint)
 
     @busy
-    @guard("database")
+    @outage_raises_unavailable("database")
     def claim(
         self,
         scope: str,
@@ -254,7 +143,7 @@ class DatabaseStore(ResponseCache, AtomicStore):
         ttl: float,
         method: str = "",
         route: str = "",
-    ) -> Claim:
+    ) -> KeyState:
         """Own the key, or the state of the live record that holds it.
 
         Inside a transaction (atomic mode) the claim is part of it: invisible to others
@@ -279,9 +168,9 @@ class DatabaseStore(ResponseCache, AtomicStore):
                 returned = cursor.fetchone()
             if returned is not None:
                 if statement is statements.fresh_claim:
-                    return Claim(ClaimStatus.CLAIMED, fence=fence)
+                    return KeyState(ClaimStatus.CLAIMED, fence=fence)
                 point, data, taken_over = returned
-                return Claim(
+                return KeyState(
                     ClaimStatus.CLAIMED,
                     fence=fence,
                     recovery_point=point or "",
@@ -294,7 +183,7 @@ class DatabaseStore(ResponseCache, AtomicStore):
             # expired (not yet purged), abandoned, or released between our insert and our
             # read: the upsert replaces an expired record and takes an abandoned lease over
             statement = statements.claim
-        return Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0)
+        return KeyState(ClaimStatus.IN_PROGRESS, retry_after=1.0)
 
     def _claim_mysql(
         self,
@@ -307,20 +196,20 @@ class DatabaseStore(ResponseCache, AtomicStore):
         route: str,
         lease: float,
         ttl: float,
-    ) -> Claim:
+    ) -> KeyState:
         """MySQL and MariaDB: the upsert, then the row it left (see
-        :func:`~idempotency.stores.statements._mysql_upsert`): ours when it holds our fence,
+        :func:`~idempotency.stores.statements_mysql.upsert`): ours when it holds our fence,
         else the live record that keeps the key, answered like a lookup."""
         for _attempt in range(5):
             fence = new_fence()
             params = self._values(
                 connection, scope, key, fingerprint, fence, method, route, lease=lease, ttl=ttl
             )
-            row = _upsert_mysql(connection, statements, statements.claim, params)
+            row = self._upsert_mysql(connection, statements, statements.claim, params)
             if row is None:
                 continue  # released between the upsert and the read: claim again
             if row[0] == fence:
-                return Claim(
+                return KeyState(
                     ClaimStatus.CLAIMED,
                     fence=fence,
                     recovery_point=row[7] or "",
@@ -334,46 +223,10 @@ class DatabaseStore(ResponseCache, AtomicStore):
             if existing is not None and not _replaceable(existing):
                 return existing
             # its lease or TTL ran out between the upsert and the read: claim again
-        return Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0)
-
-    @staticmethod
-    def _values(
-        connection: BaseDatabaseWrapper,
-        scope: str,
-        key: str,
-        fingerprint: str,
-        fence: int,
-        method: str,
-        route: str,
-        *,
-        lease: float | None,
-        ttl: float,
-        response: StoredResponse | None = None,
-    ) -> dict[str, Any]:
-        """The parameters of an upsert: a claim when ``lease`` is given, else a completed
-        record holding ``response``."""
-        clock = sql.Clock(connection)
-        values = {
-            "scope": scope,
-            "key": key,
-            "fingerprint": fingerprint,
-            "fence": fence,
-            "method": method[:10],
-            "route": route[:255],
-        }
-        if lease is not None:  # a claim: its state and response columns are in the text
-            return {**values, **clock.params(lease=lease, ttl=ttl)}
-        return {
-            **values,
-            "state": "completed",
-            "status_code": response.status if response else None,
-            "response_headers": response.headers_json() if response else "[]",
-            "response_body": seal(response.body) if response else None,
-            **clock.params(ttl=ttl),
-        }
+        return KeyState(ClaimStatus.IN_PROGRESS, retry_after=1.0)
 
     @busy
-    @guard("database")
+    @outage_raises_unavailable("database")
     def insert_completed(
         self,
         scope: str,
@@ -401,7 +254,9 @@ class DatabaseStore(ResponseCache, AtomicStore):
             response=response,
         )  # fmt: skip
         if statements.owner is not None:
-            row = _upsert_mysql(connection, statements, statements.insert, {**params, "lease": 0})
+            row = self._upsert_mysql(
+                connection, statements, statements.insert, {**params, "lease": 0}
+            )
             inserted = row is not None and row[0] == fence
         else:
             with connection.cursor() as cursor:
@@ -416,7 +271,7 @@ class DatabaseStore(ResponseCache, AtomicStore):
         return inserted
 
     @busy
-    @guard("database")
+    @outage_raises_unavailable("database")
     def complete(
         self,
         scope: str,
@@ -444,133 +299,21 @@ class DatabaseStore(ResponseCache, AtomicStore):
             purge_now_and_then(self.using)
         return bool(updated)
 
-    def _now_value(self) -> Any:
-        """ "Now" for an ORM update: the database server's clock on PostgreSQL and MySQL
-        (Django's ``Now()`` is ``CURRENT_TIMESTAMP(6)`` there, in the session's time zone,
-        so MySQL's is :class:`UTCNow`)."""
-        vendor = connections[self.using].vendor
-        if vendor == "postgresql":
-            return Now()
-        if vendor == "mysql":
-            return UTCNow()
-        return timezone.now()
-
-    def release(self, scope: str, key: str, *, fence: int) -> bool:
-        """Free the key if ``fence`` still owns it. When the owner's connection is the one
-        that died (``pg_terminate_backend``, a failover, a restarted PgBouncer), the
-        release is retried once on a fresh connection: otherwise every retry would get
-        409 until the lease ran out."""
-        try:
-            return self._release(scope, key, fence=fence)
-        except StoreUnavailable:
-            connection = connections[self.using]
-            if connection.in_atomic_block:
-                raise  # a transaction cannot be left here: the lease ends the claim
-            connection.close()
-            return self._release(scope, key, fence=fence)
-
     @busy
-    @guard("database")
-    def _release(self, scope: str, key: str, *, fence: int) -> bool:
-        records = self._records().filter(scope=scope, key=key, fence=fence, state="in_progress")
-        deleted, _ = records.filter(recovery_point="").delete()
-        if deleted:
-            return True
-        # a recovery point was recorded: keep it, end the lease so a retry resumes at once
-        return bool(records.update(lease_expires_at=self._now_value()))
-
-    @busy
-    @guard("database")
-    def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
-        now = self._now_value()
-        later = now + timedelta(seconds=lease)
-        if not isinstance(now, datetime):  # PostgreSQL: the server's clock
-            later = ExpressionWrapper(now + timedelta(seconds=lease), DateTimeField())
-        updated = (
-            self._records()
-            .filter(scope=scope, key=key, fence=fence, state="in_progress", expires_at__gt=now)
-            .update(lease_expires_at=later, expires_at=Greatest(F("expires_at"), later))
-        )
-        return bool(updated)
-
-    def renewable(self) -> bool:
-        return not connections[self.using].in_atomic_block
-
-    @busy
-    @guard("database")
-    def save_recovery_point(
-        self, scope: str, key: str, *, fence: int, name: str, data: Any = None
-    ) -> bool:
-        return bool(
-            self._records()
-            .filter(scope=scope, key=key, fence=fence, state="in_progress")
-            .update(recovery_point=name, recovery_data=data)
-        )
-
-    @busy
-    @guard("database")
+    @outage_raises_unavailable("database")
     def count_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
-        """One upsert of the (scope, window) row of ``RecordQuota`` on PostgreSQL and
-        SQLite (``INSERT … ON CONFLICT DO UPDATE … RETURNING``: atomic, the row locked
-        for that statement only in autocommit); elsewhere an update-or-insert in one
-        short transaction."""
-        from idempotency.models import RecordQuota
+        """One atomic count in the ``RecordQuota`` table
+        (:func:`~idempotency.stores.record_quota.count_new_record`)."""
+        return count_new_record(self.using, scope, window=window)
 
-        start, left = quota_window(window, time.time())
-        connection = connections[self.using]
-        expires = datetime.fromtimestamp(start + window, tz=UTC)
-        if connection.vendor in ("postgresql", "sqlite"):
-            qn = connection.ops.quote_name
-            table = qn(RecordQuota._meta.db_table)
-            scope_, window_, count, expires_at = (
-                qn(c) for c in ("scope", "window", "count", "expires_at")
-            )
-            statement = (
-                f"INSERT INTO {table} ({scope_}, {window_}, {count}, {expires_at}) "
-                f"VALUES (%s, %s, 1, %s) ON CONFLICT ({scope_}, {window_}) "
-                f"DO UPDATE SET {count} = {table}.{count} + 1 RETURNING {count}"
-            )
-            value = connection.ops.adapt_datetimefield_value(expires)
-            with connection.cursor() as cursor:
-                cursor.execute(statement, [scope, start, value])
-                return int(cursor.fetchone()[0]), left
-        rows = RecordQuota.objects.using(self.using).filter(scope=scope, window=start)
-        with transaction.atomic(using=self.using):
-            if not rows.update(count=F("count") + 1):
-                try:
-                    with transaction.atomic(using=self.using):
-                        rows.create(scope=scope, window=start, count=1, expires_at=expires)
-                    return 1, left
-                except IntegrityError:  # a concurrent first one: count on it
-                    rows.update(count=F("count") + 1)
-            return int(rows.values_list("count", flat=True).get()), left
-
-    @guard("database")
+    @outage_raises_unavailable("database")
     def delete(self, scope: str, key: str) -> bool:
         deleted, _ = self._records().filter(scope=scope, key=key).delete()
         self.forget_cached(scope, key)
         return bool(deleted)
 
 
-class UTCNow(Now):
-    """MySQL's and MariaDB's clock in UTC, the time zone Django stores datetimes in."""
-
-    def as_mysql(self, compiler: Any, connection: Any, **extra_context: Any) -> Any:
-        return self.as_sql(compiler, connection, template=sql.MYSQL_NOW, **extra_context)
-
-
-def _upsert_mysql(
-    connection: BaseDatabaseWrapper, statements: sql.Statements, upsert: str, params: Any
-) -> Any:
-    """Run a MySQL upsert and read the row it left (None: gone in between)."""
-    assert statements.owner is not None
-    with connection.cursor() as cursor:
-        cursor.execute(upsert, params)
-        cursor.execute(statements.owner, params)
-        return cursor.fetchone()
-
-
-def _replaceable(found: Claim) -> bool:
+def _replaceable(found: KeyState) -> bool:
     """A looked-up record a claim may take: an in-progress one whose lease ran out
     (:meth:`DatabaseStore._state` gives a live one the time left, ``retry_after > 0``)."""
     return found.status is ClaimStatus.IN_PROGRESS and found.retry_after <= 0

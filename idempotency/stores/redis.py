@@ -14,38 +14,33 @@ completion and recovery point is followed by ``WAIT numreplicas timeout`` on the
 connection: the view runs only once the claim is on that many replicas, and a claim
 that could not be replicated in time is released again and answered with 503
 (:class:`~idempotency.exceptions.StoreNotDurable`).
+
+The connections, scripts and replica waits are in
+:mod:`~idempotency.stores.redis_connection`, the records' encoding in
+:mod:`~idempotency.stores.redis_records`, the ``redis.asyncio`` clients in
+:mod:`~idempotency.stores.redis_async`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Callable
 from typing import Any, ClassVar
 
-from idempotency.codecs import seal, unseal
-from idempotency.conf import idempotency_settings
 from idempotency.core.keyed_hashes import log_ref
-from idempotency.core.outages import guard
+from idempotency.core.outages import outage_raises_unavailable
 from idempotency.exceptions import StoreNotDurable
-from idempotency.stores import record_digest
-from idempotency.stores.base import (
-    BaseStore,
-    Claim,
-    ClaimStatus,
-    StoredResponse,
-    guarded,
-    new_fence,
-    now_ms,
-    quota_window,
+from idempotency.stores.errors import store_operation
+from idempotency.stores.records import KeyState, StoredResponse, new_fence
+from idempotency.stores.redis_async import run_script
+from idempotency.stores.redis_connection import RedisConnection, redis_connection
+from idempotency.stores.redis_records import (
+    LOOKUP_FIELDS,
+    claim_args,
+    complete_args,
+    key_state_from_fields,
+    key_state_from_reply,
+    recovery_args,
 )
-from idempotency.stores.redis_async import (
-    LoopClients,
-    async_factory,
-    run_script,
-    run_script_waiting,
-)
-from idempotency.stores.redis_channel import Channel, channel_for
 from idempotency.stores.redis_scripts import (
     CLAIM,
     COMPLETE,
@@ -55,48 +50,12 @@ from idempotency.stores.redis_scripts import (
     SAVE_RECOVERY_POINT,
 )
 
-#: What a lookup reads of a record, in this order.
-_LOOKUP_FIELDS = ("state", "fp", "lease", "status", "headers", "body", "rp", "rd")
+__all__ = ["RedisStore", "redis_connection"]
 
 logger = logging.getLogger("idempotency.stores.redis")
 
 
-def redis_connection(alias: str, user: str) -> Any:
-    """The django-redis connection of the cache ``alias``; ``ImproperlyConfigured`` naming
-    ``user`` when there is no such cache, django-redis is missing or the cache is another
-    backend (which would otherwise surface as a bare ``NotImplementedError``)."""
-    from django.core.cache import InvalidCacheBackendError
-    from django.core.exceptions import ImproperlyConfigured
-
-    try:
-        from django_redis import get_redis_connection
-
-        return get_redis_connection(alias)
-    except (ImportError, NotImplementedError, InvalidCacheBackendError) as exc:
-        raise ImproperlyConfigured(
-            f"{user} needs a django-redis cache, but the cache {alias!r} is not one "
-            f"({type(exc).__name__}: {exc or 'unsupported backend'}); see idempotency.E007."
-        ) from exc
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _expires(ttl_ms: int) -> float | None:
-    """When a record with ``ttl_ms`` left expires, on this process' clock (``PTTL``'s
-    -1, no expiry, is None)."""
-    return now_ms() / 1000 + ttl_ms / 1000 if ttl_ms > 0 else None
-
-
-def _data(value: Any) -> Any:
-    text = _text(value)
-    return json.loads(text) if text else None
-
-
-class RedisStore(BaseStore):
+class RedisStore(RedisConnection):
     """Records in Redis, through a django-redis cache's connection (lease mode only).
 
     Needs ``django-redis`` (the ``redis`` extra) and a ``CACHES`` entry whose
@@ -120,129 +79,7 @@ class RedisStore(BaseStore):
 
     supports_atomic: ClassVar[bool] = False
 
-    def __init__(
-        self,
-        alias: str | None = None,
-        *,
-        wait_replicas: int | None = None,
-        wait_timeout: float | None = None,
-    ) -> None:
-        self._alias = alias
-        self._wait_replicas = wait_replicas
-        self._wait_timeout = wait_timeout
-        self._client: Any = None
-        self._channel: Channel | None = None
-        self._scripts: dict[str, Any] = {}
-        #: the async clients (one per running loop); None where the client has no async
-        #: twin (the a* methods then run the sync ones in threads); unset until first use
-        self._loop_clients: LoopClients | None = None
-        self._async_known = False
-
-    @property
-    def wait_replicas(self) -> int:
-        value = self._wait_replicas
-        return int(idempotency_settings.REDIS_WAIT_REPLICAS if value is None else value)
-
-    @property
-    def wait_timeout(self) -> float:
-        value = self._wait_timeout
-        return float(idempotency_settings.REDIS_WAIT_TIMEOUT if value is None else value)
-
-    @property
-    def alias(self) -> str:
-        """The django-redis cache whose connection this store uses (default ``REDIS_ALIAS``)."""
-        return str(self._alias or idempotency_settings.REDIS_ALIAS)
-
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            client = redis_connection(self.alias, "RedisStore")
-            self._channel = channel_for(client)
-            self._client = client
-        return self._client
-
-    def async_client(self) -> Any | None:
-        """The ``redis.asyncio`` client of the running event loop (made on its first call
-        there, never shared with another loop: :mod:`~idempotency.stores.redis_async`),
-        or None where the django-redis client has no async twin (Redis Cluster,
-        Sentinel): the ``a*`` methods then run the sync ones in threads."""
-        if not self._async_known:
-            factory = async_factory(self.client)
-            self._loop_clients = LoopClients(factory) if factory is not None else None
-            self._async_known = True
-        return self._loop_clients.get() if self._loop_clients is not None else None
-
-    async def _arun(
-        self, client: Any, source: str, key: str, args: list[Any]
-    ) -> tuple[Any, int | None]:
-        """:meth:`_run` on the async ``client``."""
-        if self.wait_replicas <= 0:
-            return await run_script(client, source, key, args), None
-        timeout_ms = max(1, int(self.wait_timeout * 1000))
-        return await run_script_waiting(client, source, key, args, self.wait_replicas, timeout_ms)
-
-    def _command(self, *args: Any) -> Any:
-        """One command: on one of the store's own connections where the client allows it
-        (:mod:`~idempotency.stores.redis_channel`), else through the client."""
-        client = self.client
-        if self._channel is not None:
-            return self._channel.execute(*args)
-        return client.execute_command(*args)
-
-    def _eval(self, name: str, source: str, key: str, args: list[Any]) -> Any:
-        """Script ``name`` on ``key``, as :meth:`_command` sends a command."""
-        script = self._script(name, source)
-        if self._channel is not None:
-            return self._channel.run_script(script, [key], args)
-        return script(keys=[key], args=args)
-
-    def _script(self, name: str, source: str) -> Any:
-        script = self._scripts.get(name)
-        if script is None:
-            script = self.client.register_script(source)
-            self._scripts[name] = script
-        return script
-
-    def _run(self, name: str, source: str, key: str, args: list[Any]) -> tuple[Any, int | None]:
-        """Run script ``name`` on ``key``; with ``wait_replicas``, then ``WAIT`` on the same
-        connection. The reply, and how many replicas acknowledged (None without WAIT)."""
-        if self.wait_replicas <= 0:
-            return self._eval(name, source, key, args), None
-        script = self._script(name, source)
-        client = self.client
-        if not hasattr(client, "get_node_from_key"):
-            return self._run_waiting(client, script, key, args)
-        # RedisCluster: straight to the primary of key's slot (a cluster pipeline cannot
-        # run scripts); after a failover or resharding, learn the new topology and retry
-        # once. A retried claim that did reach the old primary finds its own record and
-        # answers "in progress": never a second owner.
-        from redis.exceptions import RedisError
-
-        try:
-            node = client.get_redis_connection(client.get_node_from_key(key))
-            return self._run_waiting(node, script, key, args)
-        except RedisError:
-            client.nodes_manager.initialize()
-            node = client.get_redis_connection(client.get_node_from_key(key))
-            return self._run_waiting(node, script, key, args)
-
-    def _run_waiting(
-        self, client: Any, script: Any, key: str, args: list[Any]
-    ) -> tuple[Any, int | None]:
-        # WAIT counts the writes of its own connection: one pipeline, one connection
-        with client.pipeline(transaction=False) as pipe:
-            script(keys=[key], args=args, client=pipe)
-            pipe.execute_command("WAIT", self.wait_replicas, max(1, int(self.wait_timeout * 1000)))
-            reply, acknowledged = pipe.execute()
-        return reply, int(acknowledged)
-
-    def _durable(self, acknowledged: int | None) -> bool:
-        return acknowledged is None or acknowledged >= self.wait_replicas
-
-    def record_key(self, scope: str, key: str) -> str:
-        return f"{idempotency_settings.KEY_PREFIX}:{{{record_digest(scope, key)}}}:rec"
-
-    @guarded("redis")
+    @store_operation("redis")
     def claim(
         self,
         scope: str,
@@ -253,18 +90,18 @@ class RedisStore(BaseStore):
         ttl: float,
         method: str = "",
         route: str = "",
-    ) -> Claim:
+    ) -> KeyState:
         fence = new_fence()
-        args = _claim_args(fingerprint, fence, lease, ttl, method, route)
+        args = claim_args(fingerprint, fence, lease, ttl, method, route)
         reply, acknowledged = self._run("claim", CLAIM, self.record_key(scope, key), args)
-        claim = self._claim_from_reply(reply, fence)
+        claim = key_state_from_reply(reply, fence)
         if claim.owned and not self._durable(acknowledged):
             # not on enough replicas: a failover could lose it, so the work must not start
             self.release(scope, key, fence=fence)
             raise StoreNotDurable(replicas=self.wait_replicas, acknowledged=acknowledged)
         return claim
 
-    @guarded("redis")
+    @store_operation("redis")
     async def aclaim(
         self,
         scope: str,
@@ -275,7 +112,7 @@ class RedisStore(BaseStore):
         ttl: float,
         method: str = "",
         route: str = "",
-    ) -> Claim:
+    ) -> KeyState:
         client = self.async_client()
         if client is None:
             return await super().aclaim(
@@ -283,64 +120,37 @@ class RedisStore(BaseStore):
                 route=route,
             )  # fmt: skip
         fence = new_fence()
-        args = _claim_args(fingerprint, fence, lease, ttl, method, route)
+        args = claim_args(fingerprint, fence, lease, ttl, method, route)
         reply, acknowledged = await self._arun(client, CLAIM, self.record_key(scope, key), args)
-        claim = self._claim_from_reply(reply, fence)
+        claim = key_state_from_reply(reply, fence)
         if claim.owned and not self._durable(acknowledged):
             await self.arelease(scope, key, fence=fence)
             raise StoreNotDurable(replicas=self.wait_replicas, acknowledged=acknowledged)
         return claim
 
-    def _claim_from_reply(self, reply: list[Any], fence: int) -> Claim:
-        status = _text(reply[0])
-        if status == "claimed":
-            return Claim(
-                ClaimStatus.CLAIMED,
-                fence=fence,
-                recovery_point=_text(reply[1]),
-                recovery_data=_data(reply[2]),
-                taken_over=len(reply) > 3,
-            )
-        if status == "completed":
-            return Claim(
-                ClaimStatus.COMPLETED,
-                response=StoredResponse.from_parts(
-                    int(reply[1]), _text(reply[2]), unseal(reply[3])
-                ),
-                expires_at=_expires(int(reply[4])),
-            )
-        if status == "in_progress":
-            return Claim(
-                ClaimStatus.IN_PROGRESS,
-                retry_after=int(reply[1]) / 1000,
-                recovery_point=_text(reply[2]),
-                recovery_data=_data(reply[3]),
-            )
-        return Claim(ClaimStatus.MISMATCH, fingerprint=_text(reply[1]) if len(reply) > 1 else "")
-
-    @guarded("redis")
-    def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
+    @store_operation("redis")
+    def lookup(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
         record = self.record_key(scope, key)
-        fields = self._command("HMGET", record, *_LOOKUP_FIELDS)
-        return _claim_from_fields(fields, fingerprint, lambda: self._command("PTTL", record))
+        fields = self._command("HMGET", record, *LOOKUP_FIELDS)
+        return key_state_from_fields(fields, fingerprint, lambda: self._command("PTTL", record))
 
-    @guarded("redis")
-    async def alookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
+    @store_operation("redis")
+    async def alookup(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
         client = self.async_client()
         if client is None:
             return await super().alookup(scope, key, fingerprint=fingerprint)
         record = self.record_key(scope, key)
         # one round trip: the TTL too (read only for a completed record)
         async with client.pipeline(transaction=False) as pipe:
-            pipe.execute_command("HMGET", record, *_LOOKUP_FIELDS)
+            pipe.execute_command("HMGET", record, *LOOKUP_FIELDS)
             pipe.execute_command("PTTL", record)
             fields, remaining = await pipe.execute()
-        return _claim_from_fields(fields, fingerprint, lambda: remaining)
+        return key_state_from_fields(fields, fingerprint, lambda: remaining)
 
-    async def apeek(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
+    async def apeek(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
         return await self.alookup(scope, key, fingerprint=fingerprint)
 
-    @guarded("redis")
+    @store_operation("redis")
     def complete(
         self,
         scope: str,
@@ -351,11 +161,11 @@ class RedisStore(BaseStore):
         ttl: float,
         fingerprint: str = "",
     ) -> bool:
-        args = _complete_args(fence, response, ttl)
+        args = complete_args(fence, response, ttl)
         done, acknowledged = self._run("complete", COMPLETE, self.record_key(scope, key), args)
         return self._completed(scope, key, done, acknowledged)
 
-    @guarded("redis")
+    @store_operation("redis")
     async def acomplete(
         self,
         scope: str,
@@ -371,7 +181,7 @@ class RedisStore(BaseStore):
             return await super().acomplete(
                 scope, key, fence=fence, response=response, ttl=ttl, fingerprint=fingerprint
             )
-        args = _complete_args(fence, response, ttl)
+        args = complete_args(fence, response, ttl)
         record = self.record_key(scope, key)
         done, acknowledged = await self._arun(client, COMPLETE, record, args)
         return self._completed(scope, key, done, acknowledged)
@@ -390,18 +200,18 @@ class RedisStore(BaseStore):
             )
         return bool(done)
 
-    @guarded("redis")
+    @store_operation("redis")
     def release(self, scope: str, key: str, *, fence: int) -> bool:
         return bool(self._eval("release", RELEASE, self.record_key(scope, key), [fence]))
 
-    @guarded("redis")
+    @store_operation("redis")
     async def arelease(self, scope: str, key: str, *, fence: int) -> bool:
         client = self.async_client()
         if client is None:
             return await super().arelease(scope, key, fence=fence)
         return bool(await run_script(client, RELEASE, self.record_key(scope, key), [fence]))
 
-    @guarded("redis")
+    @store_operation("redis")
     def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
         return bool(
             self._eval(
@@ -409,7 +219,7 @@ class RedisStore(BaseStore):
             )
         )
 
-    @guarded("redis")
+    @store_operation("redis")
     async def aextend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
         client = self.async_client()
         if client is None:
@@ -417,23 +227,23 @@ class RedisStore(BaseStore):
         args = [fence, max(1, int(lease * 1000))]
         return bool(await run_script(client, EXTEND, self.record_key(scope, key), args))
 
-    @guarded("redis")
+    @store_operation("redis")
     def save_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None
     ) -> bool:
-        args = _recovery_args(fence, name, data)
+        args = recovery_args(fence, name, data)
         record = self.record_key(scope, key)
         saved, acknowledged = self._run("recovery", SAVE_RECOVERY_POINT, record, args)
         return self._saved(saved, acknowledged)
 
-    @guarded("redis")
+    @store_operation("redis")
     async def asave_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None
     ) -> bool:
         client = self.async_client()
         if client is None:
             return await super().asave_recovery_point(scope, key, fence=fence, name=name, data=data)
-        args = _recovery_args(fence, name, data)
+        args = recovery_args(fence, name, data)
         record = self.record_key(scope, key)
         saved, acknowledged = await self._arun(client, SAVE_RECOVERY_POINT, record, args)
         return self._saved(saved, acknowledged)
@@ -443,20 +253,14 @@ class RedisStore(BaseStore):
             raise StoreNotDurable(replicas=self.wait_replicas, acknowledged=acknowledged)
         return bool(saved)
 
-    def _quota_counter(self, scope: str, window: float) -> tuple[str, float]:
-        """The counter of ``scope``'s current window and the seconds left of the window."""
-        start, left = quota_window(window, now_ms() / 1000)
-        name = f"{idempotency_settings.KEY_PREFIX}:{{{record_digest(scope, '')}}}:quota:{start}"
-        return name, left
-
-    @guard("redis")
+    @outage_raises_unavailable("redis")
     def count_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
         """``INCR`` of the (scope, window) counter and its expiry, in one script."""
         name, left = self._quota_counter(scope, window)
         count = self._eval("quota", COUNT_NEW_RECORD, name, [max(1, int(left * 1000))])
         return int(count), left
 
-    @guard("redis")
+    @outage_raises_unavailable("redis")
     async def acount_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
         client = self.async_client()
         if client is None:
@@ -465,58 +269,13 @@ class RedisStore(BaseStore):
         count = await run_script(client, COUNT_NEW_RECORD, name, [max(1, int(left * 1000))])
         return int(count), left
 
-    @guard("redis")
+    @outage_raises_unavailable("redis")
     def delete(self, scope: str, key: str) -> bool:
         return bool(self.client.delete(self.record_key(scope, key)))
 
-    @guard("redis")
+    @outage_raises_unavailable("redis")
     async def adelete(self, scope: str, key: str) -> bool:
         client = self.async_client()
         if client is None:
             return await super().adelete(scope, key)
         return bool(await client.delete(self.record_key(scope, key)))
-
-
-def _claim_args(
-    fingerprint: str, fence: int, lease: float, ttl: float, method: str, route: str
-) -> list[Any]:
-    return [fingerprint, fence, int(lease * 1000), max(1, int(ttl * 1000)), method, route]
-
-
-def _complete_args(fence: int, response: StoredResponse, ttl: float) -> list[Any]:
-    return [
-        fence,
-        response.status,
-        response.headers_json(),
-        seal(response.body),
-        max(1, int(ttl * 1000)),
-    ]
-
-
-def _recovery_args(fence: int, name: str, data: Any) -> list[Any]:
-    return [fence, name, json.dumps(data) if data is not None else ""]
-
-
-def _claim_from_fields(
-    fields: list[Any], fingerprint: str, remaining: Callable[[], Any]
-) -> Claim | None:
-    """The :class:`Claim` of a record's ``HMGET`` of ``_LOOKUP_FIELDS`` (None: absent);
-    ``remaining`` gives its ``PTTL``, read only for a completed record."""
-    state, fp, lease, status, headers, body, point, data = fields
-    if state is None:
-        return None
-    if _text(fp) != fingerprint:
-        return Claim(ClaimStatus.MISMATCH, fingerprint=_text(fp))
-    if _text(state) == "c":
-        return Claim(
-            ClaimStatus.COMPLETED,
-            response=StoredResponse.from_parts(int(status), _text(headers), unseal(body)),
-            expires_at=_expires(int(remaining())),
-        )
-    left = (int(lease or 0) - now_ms()) / 1000
-    return Claim(
-        ClaimStatus.IN_PROGRESS,
-        retry_after=max(0.0, left),
-        recovery_point=_text(point),
-        recovery_data=_data(data),
-    )

@@ -6,9 +6,10 @@ text uses it, so no caller counts placeholders. Where "now" comes from is the
 (``statement_timestamp()``) and "now plus N seconds" takes the seconds as a parameter;
 on MySQL and MariaDB the server's UTC clock (``UTC_TIMESTAMP(6)``) and microseconds;
 on SQLite, which runs in the application's process, "now" and each deadline are
-parameters computed by the application.
+parameters computed by the application (:mod:`~idempotency.stores.sql_clock`).
 
-MySQL and MariaDB get statements of their own (:func:`_mysql_upsert`): no
+MySQL and MariaDB get statements of their own
+(:func:`~idempotency.stores.statements_mysql.upsert`): no
 ``ON CONFLICT``, and no ``RETURNING`` on MySQL 8. A claim there is one ``INSERT … ON
 DUPLICATE KEY UPDATE`` whose update is conditional on the record it meets, followed by
 :attr:`Statements.owner`, a read of the row (under the lock the upsert took) that says
@@ -17,138 +18,43 @@ whether the claim's fence is now in it. The reasons are in docs/howto/mysql.md.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
-COLUMNS = (
-    "scope",
-    "key",
-    "fingerprint",
-    "state",
-    "fence",
-    "lease_expires_at",
-    "method",
-    "route",
-    "status_code",
-    "response_headers",
-    "response_body",
-    "recovery_point",
-    "recovery_data",
-    "created_at",
-    "completed_at",
-    "expires_at",
+from idempotency.stores import statements_mysql as mysql
+from idempotency.stores import statements_postgresql as postgresql
+from idempotency.stores.sql_clock import (
+    MYSQL_NOW,
+    SERVER_CLOCK_VENDORS,
+    SERVER_NOW,
+    Clock,
+    as_datetime,
+    as_epoch,
+    as_json,
+    epoch_sql,
+    later_sql,
+    now_sql,
 )
-#: What a lookup reads, in this order; on PostgreSQL the server's "now" follows, and
-#: the datetimes are seconds since the epoch (:data:`EPOCH_FIELDS`).
-LOOKUP_FIELDS = (
-    "fingerprint",
-    "state",
-    "lease_expires_at",
-    "status_code",
-    "response_headers",
-    "response_body",
-    "recovery_point",
-    "recovery_data",
-    "expires_at",
-)
-#: The lookup's datetimes, read as seconds since the epoch on PostgreSQL.
-EPOCH_FIELDS = frozenset({"lease_expires_at", "expires_at"})
-SERVER_NOW = "statement_timestamp()"
-#: MySQL's and MariaDB's clock in UTC, the time zone Django stores datetimes in there
-#: (``NOW(6)`` is in the session's time zone, which Django leaves at the server's).
-MYSQL_NOW = "UTC_TIMESTAMP(6)"
-#: Where the server's clock decides leases and expiry (elsewhere the application's).
-SERVER_CLOCK_VENDORS = frozenset({"postgresql", "mysql"})
+from idempotency.stores.sql_columns import COLUMNS, EPOCH_FIELDS, LOOKUP_FIELDS, lookup_columns
 
-
-def as_datetime(connection: BaseDatabaseWrapper, value: Any) -> datetime | None:
-    """A datetime column as the ORM would return it (aware; SQLite hands back naive or text)."""
-    if value is None:
-        return None
-    convert = getattr(connection.ops, "convert_datetimefield_value", None)
-    if convert is not None:
-        converted: datetime | None = convert(value, None, connection)
-        return converted
-    if not isinstance(value, datetime):  # pragma: no cover - no such backend in Django
-        return parse_datetime(str(value))
-    return value
-
-
-def as_epoch(connection: BaseDatabaseWrapper, value: Any) -> float | None:
-    """A datetime column as seconds since the epoch: what :func:`_lookup` reads on
-    PostgreSQL (``date_part``, a float loaded in C: a ``timestamptz`` goes through
-    Django's loader in Python, about 3 µs each), computed here elsewhere."""
-    if value is None or isinstance(value, float):
-        return value
-    moment = as_datetime(connection, value)
-    return moment.timestamp() if moment is not None else None
-
-
-def as_json(value: Any) -> Any:
-    """A JSON column as the ORM would return it (Django loads jsonb as text)."""
-    return json.loads(value) if isinstance(value, str) else value
-
-
-class Clock:
-    """The time parameters of one statement: ``now`` and named deadlines (``lease``,
-    ``ttl``: that many seconds from now). On PostgreSQL the server's clock decides, so
-    every application server judges leases and expiry by one clock, and one whose clock
-    runs ahead can never take over a live lease."""
-
-    __slots__ = ("_adapt", "_now", "server", "vendor")
-
-    def __init__(self, connection: BaseDatabaseWrapper) -> None:
-        self.vendor = connection.vendor
-        self.server = self.vendor in SERVER_CLOCK_VENDORS
-        if not self.server:
-            self._adapt = connection.ops.adapt_datetimefield_value
-            self._now = timezone.now()
-
-    def params(self, **seconds: float) -> dict[str, Any]:
-        """``now`` (SQLite only) and each named deadline, as the statements expect them:
-        seconds on PostgreSQL, whole microseconds on MySQL (``INTERVAL … MICROSECOND``,
-        exact on both MySQL and MariaDB, where a fractional ``SECOND`` is not)."""
-        if self.vendor == "mysql":
-            return {name: round(value * 1_000_000) for name, value in seconds.items()}
-        if self.server:
-            return {name: float(value) for name, value in seconds.items()}
-        params = {
-            name: self._adapt(self._now + timedelta(seconds=s)) for name, s in seconds.items()
-        }
-        params["now"] = self._adapt(self._now)
-        return params
-
-
-def now_sql(connection: BaseDatabaseWrapper) -> str:
-    if connection.vendor == "postgresql":
-        return SERVER_NOW
-    return MYSQL_NOW if connection.vendor == "mysql" else "%(now)s"
-
-
-def later_sql(connection: BaseDatabaseWrapper, name: str) -> str:
-    """SQL of "now plus parameter ``name``'s seconds" (microseconds on MySQL)."""
-    if connection.vendor == "postgresql":
-        return f"({SERVER_NOW} + %({name})s * interval '1 second')"
-    if connection.vendor == "mysql":
-        return f"({MYSQL_NOW} + INTERVAL %({name})s MICROSECOND)"
-    return f"%({name})s"
-
-
-def epoch_sql(connection: BaseDatabaseWrapper, column: str) -> str:
-    """SQL of a datetime as seconds since the epoch, on a server clock's database.
-
-    On MySQL a difference from 1970 rather than ``UNIX_TIMESTAMP()``: that one reads a
-    ``DATETIME`` in the session's time zone and gives NULL past 2038 on MariaDB before
-    11.5 (a long TTL would read as expired)."""
-    if connection.vendor == "postgresql":
-        return f"date_part('epoch', {column})"
-    return f"TIMESTAMPDIFF(MICROSECOND, '1970-01-01', {column}) * 1e-6"
+__all__ = [
+    "COLUMNS",
+    "EPOCH_FIELDS",
+    "LOOKUP_FIELDS",
+    "MYSQL_NOW",
+    "SERVER_CLOCK_VENDORS",
+    "SERVER_NOW",
+    "Clock",
+    "Statements",
+    "as_datetime",
+    "as_epoch",
+    "as_json",
+    "build",
+    "epoch_sql",
+    "later_sql",
+    "now_sql",
+]
 
 
 @dataclass(frozen=True)
@@ -175,8 +81,8 @@ class Statements:
 def build(connection: BaseDatabaseWrapper, table: str) -> Statements:
     if connection.vendor == "mysql":
         claim, insert = (
-            _mysql_upsert(connection, table, claim=True),
-            _mysql_upsert(connection, table, claim=False),
+            mysql.upsert(connection, table, claim=True),
+            mysql.upsert(connection, table, claim=False),
         )
         return Statements(
             lookup=_lookup(connection, table),
@@ -185,27 +91,16 @@ def build(connection: BaseDatabaseWrapper, table: str) -> Statements:
             claim=claim,
             fresh_insert=insert,
             insert=insert,
-            owner=_mysql_owner(connection, table),
+            owner=mysql.owner(connection, table),
         )
     return Statements(
         lookup=_lookup(connection, table),
         complete=_complete(connection, table),
-        fresh_claim=_fresh(connection, table, claim=True),
-        claim=_upsert(connection, table, claim=True),
-        fresh_insert=_fresh(connection, table, claim=False),
-        insert=_upsert(connection, table, claim=False),
+        fresh_claim=postgresql.fresh(connection, table, claim=True),
+        claim=postgresql.upsert(connection, table, claim=True),
+        fresh_insert=postgresql.fresh(connection, table, claim=False),
+        insert=postgresql.upsert(connection, table, claim=False),
     )
-
-
-def _lookup_columns(connection: BaseDatabaseWrapper) -> list[str]:
-    """What a lookup selects: :data:`LOOKUP_FIELDS`, and on a server clock's database the
-    datetimes as seconds since the epoch and the server's "now" last."""
-    qn = connection.ops.quote_name
-    if connection.vendor not in SERVER_CLOCK_VENDORS:
-        return [qn(c) for c in LOOKUP_FIELDS]
-    columns = [epoch_sql(connection, qn(c)) if c in EPOCH_FIELDS else qn(c) for c in LOOKUP_FIELDS]
-    columns.append(epoch_sql(connection, now_sql(connection)))
-    return columns
 
 
 def _lookup(connection: BaseDatabaseWrapper, table: str) -> str:
@@ -216,7 +111,7 @@ def _lookup(connection: BaseDatabaseWrapper, table: str) -> str:
     # On PostgreSQL the server's clock comes back with the row, to judge it by, and the
     # datetimes come back as seconds since the epoch (see as_epoch).
     qn = connection.ops.quote_name
-    columns = _lookup_columns(connection)
+    columns = lookup_columns(connection)
     return (
         f"SELECT {', '.join(columns)} FROM {qn(table)} "
         f"WHERE {qn('scope')} = %(scope)s AND {qn('key')} = %(key)s"
@@ -233,149 +128,4 @@ def _complete(connection: BaseDatabaseWrapper, table: str) -> str:
         f"{qn('expires_at')} = {later_sql(connection, 'ttl')} "
         f"WHERE {qn('scope')} = %(scope)s AND {qn('key')} = %(key)s "
         f"AND {qn('fence')} = %(fence)s AND {qn('state')} = 'in_progress'"
-    )
-
-
-def _values(connection: BaseDatabaseWrapper, *, claim: bool) -> list[str]:
-    """The VALUES of an upsert, column by column: a claim (in progress, with a lease)
-    or a completed record (atomic mode's optimistic insert)."""
-    now = now_sql(connection)
-    fixed = {
-        "lease_expires_at": later_sql(connection, "lease") if claim else "NULL",
-        "created_at": now,
-        "completed_at": "NULL" if claim else now,
-        "expires_at": later_sql(connection, "ttl"),
-        "recovery_point": "''",
-        "recovery_data": "NULL",
-    }
-    if claim:  # a claim's response columns are constants: fewer parameters to send
-        fixed.update(
-            state="'in_progress'", status_code="NULL", response_headers="'[]'",
-            response_body="NULL",
-        )  # fmt: skip
-    return [fixed.get(column, f"%({column})s") for column in COLUMNS]
-
-
-def _conflict(connection: BaseDatabaseWrapper, table: str, *, claim: bool) -> str:
-    """``ON CONFLICT``: replace only an expired record (or, for a claim, an in-progress one
-    of the same request whose lease ran out: a takeover, which keeps the previous owner's
-    recovery point and the record's created_at, so the new owner can tell)."""
-    qn = connection.ops.quote_name
-    now = now_sql(connection)
-    t = qn(table)
-    condition = f"{t}.{qn('expires_at')} <= {now}"
-    kept: tuple[str, ...] = ()
-    if claim:
-        condition += (
-            f" OR ({t}.{qn('state')} = 'in_progress' AND {t}.{qn('lease_expires_at')} <= {now}"
-            f" AND {t}.{qn('fingerprint')} = excluded.{qn('fingerprint')})"
-        )
-        kept = ("recovery_point", "recovery_data", "created_at")
-    keep = f"CASE WHEN {t}.{qn('expires_at')} <= {now} THEN excluded.{{c}} ELSE {t}.{{c}} END"
-    assignments = ", ".join(
-        f"{qn(c)} = " + (keep.format(c=qn(c)) if c in kept else f"excluded.{qn(c)}")
-        for c in COLUMNS[2:]
-    )
-    return f"ON CONFLICT ({qn('scope')}, {qn('key')}) DO UPDATE SET {assignments} WHERE {condition}"
-
-
-def _returning(connection: BaseDatabaseWrapper) -> str:
-    """The recovery point and data, and whether the claim took the key over: a takeover
-    keeps the previous owner's ``created_at``, a new record has "now" (compared in the
-    statement, so no datetime is loaded in Python)."""
-    qn = connection.ops.quote_name
-    return (
-        f"RETURNING {qn('recovery_point')}, {qn('recovery_data')}, "
-        f"{qn('created_at')} <> {now_sql(connection)}"
-    )
-
-
-def _insert(connection: BaseDatabaseWrapper, table: str, *, claim: bool) -> str:
-    qn = connection.ops.quote_name
-    columns = ", ".join(qn(c) for c in COLUMNS)
-    values = ", ".join(_values(connection, claim=claim))
-    return f"INSERT INTO {qn(table)} ({columns}) VALUES ({values})"
-
-
-def _fresh(connection: BaseDatabaseWrapper, table: str, *, claim: bool) -> str:
-    """An insert that does nothing when the key is taken. PostgreSQL parses and analyses
-    a statement's text on every run (Django sends values in the text): the upsert's
-    ``DO UPDATE`` of fourteen columns costs the server more than the insert itself, and
-    when it meets a record that stays it locks that row (a transaction id, so an
-    autocommitted claim ends with a durable commit). This one meets a record without
-    locking it; the caller reads or replaces it."""
-    qn = connection.ops.quote_name
-    return (
-        f"{_insert(connection, table, claim=claim)} "
-        f"ON CONFLICT ({qn('scope')}, {qn('key')}) DO NOTHING RETURNING 1"
-    )
-
-
-def _upsert(connection: BaseDatabaseWrapper, table: str, *, claim: bool) -> str:
-    return (
-        f"{_insert(connection, table, claim=claim)} "
-        f"{_conflict(connection, table, claim=claim)} {_returning(connection)}"
-    )
-
-
-def _mysql_upsert(connection: BaseDatabaseWrapper, table: str, *, claim: bool) -> str:
-    """MySQL's and MariaDB's claim (or atomic mode's optimistic insert): one ``INSERT …
-    ON DUPLICATE KEY UPDATE`` that inserts a free key, replaces an expired record (or,
-    for a claim, takes an abandoned lease of the same request over) and leaves any other
-    record as it is.
-
-    The fence decides: it is assigned first, to this claim's new fence only when the
-    record met may be replaced, and every later assignment copies the new value only
-    where the fence is now this claim's (MySQL evaluates an update's assignments left to
-    right, each seeing the ones before; the conditions on the record's own columns are
-    therefore all read before any of them changes). A takeover keeps the previous
-    owner's recovery point and ``created_at``, as on PostgreSQL. The row's own columns
-    are named bare (the record met), the new values are the statement's parameters
-    again: no ``VALUES()``, which MySQL 8.0.20 deprecated, nor the row alias that
-    replaced it, which MariaDB lacks.
-
-    Whether it won is read by :attr:`Statements.owner` (the affected-rows count cannot
-    say: Django connects with ``CLIENT_FOUND_ROWS``, so an insert and a record left
-    unchanged both count 1).
-    """
-    qn = connection.ops.quote_name
-    now = now_sql(connection)
-    values = dict(zip(COLUMNS, _values(connection, claim=claim), strict=True))
-    replace = f"{qn('expires_at')} <= {now}"
-    if claim:
-        replace += (
-            f" OR ({qn('state')} = 'in_progress' AND {qn('lease_expires_at')} <= {now}"
-            f" AND {qn('fingerprint')} = %(fingerprint)s)"
-        )
-    won = f"{qn('fence')} = %(fence)s"
-    assignments = [f"{qn('fence')} = IF({replace}, %(fence)s, {qn('fence')})"]
-    kept = ("recovery_point", "recovery_data", "created_at") if claim else ()
-    for column in kept:  # only a replaced expired record takes new ones; a takeover keeps them
-        assignments.append(
-            f"{qn(column)} = IF({won} AND {qn('expires_at')} <= {now}, {values[column]}, "
-            f"{qn(column)})"
-        )
-    for column in COLUMNS[2:]:
-        if column != "fence" and column not in kept:
-            assignments.append(f"{qn(column)} = IF({won}, {values[column]}, {qn(column)})")
-    return f"{_insert(connection, table, claim=claim)} ON DUPLICATE KEY UPDATE " + ", ".join(
-        assignments
-    )
-
-
-def _mysql_owner(connection: BaseDatabaseWrapper, table: str) -> str:
-    """The row an upsert met or wrote: its fence, the lookup's fields, and whether a claim
-    took it over (a takeover kept the previous ``created_at``; a new record's is the
-    upsert's "now", exactly its lease's start). ``FOR UPDATE``: the upsert already locked
-    the row (an insert's record lock, a duplicate's next-key lock), so this reads the
-    latest committed version whatever the isolation level and snapshot, and waits for
-    nothing the upsert did not."""
-    qn = connection.ops.quote_name
-    columns = [qn("fence"), *_lookup_columns(connection)]
-    columns.append(
-        f"{qn('created_at')} < {qn('lease_expires_at')} - INTERVAL %(lease)s MICROSECOND"
-    )
-    return (
-        f"SELECT {', '.join(columns)} FROM {qn(table)} "
-        f"WHERE {qn('scope')} = %(scope)s AND {qn('key')} = %(key)s FOR UPDATE"
     )

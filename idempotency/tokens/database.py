@@ -9,7 +9,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from idempotency.conf import idempotency_settings
-from idempotency.core.outages import guard
+from idempotency.core.outages import outage_raises_unavailable
 from idempotency.tokens.base import INVALID, OK, TOMBSTONE_SECONDS, USED, TokenBackend
 
 
@@ -25,7 +25,7 @@ class DatabaseTokens(TokenBackend):
 
         return SubmitToken.objects.using(self.using)
 
-    @guard("database", keyed=False)
+    @outage_raises_unavailable("database", keyed=False)
     def issue(self, token_hash: str, scope: str, purpose: str, ttl: float) -> datetime:
         now = timezone.now()
         expires_at = now + timedelta(seconds=ttl)
@@ -38,7 +38,7 @@ class DatabaseTokens(TokenBackend):
         )
         return expires_at
 
-    @guard("database", keyed=False)
+    @outage_raises_unavailable("database", keyed=False)
     def consume(self, token_hash: str, scope: str, purpose: str) -> str:
         now = timezone.now()
         bound = self._tokens().filter(token_hash=token_hash, scope=scope, purpose=purpose)

@@ -9,7 +9,7 @@ from typing import Any
 from django.utils import timezone
 
 from idempotency.conf import idempotency_settings
-from idempotency.core.outages import guard
+from idempotency.core.outages import outage_raises_unavailable
 from idempotency.tokens.base import TOMBSTONE_SECONDS, TokenBackend
 
 REDIS_CONSUME = """
@@ -45,14 +45,14 @@ class RedisTokens(TokenBackend):
     def binding(scope: str, purpose: str) -> str:
         return json.dumps([scope, purpose], separators=(",", ":"))
 
-    @guard("redis", keyed=False)
+    @outage_raises_unavailable("redis", keyed=False)
     def issue(self, token_hash: str, scope: str, purpose: str, ttl: float) -> datetime:
         expires_at = timezone.now() + timedelta(seconds=ttl)
         key, _tombstone = self.keys(token_hash)
         self.client.set(key, self.binding(scope, purpose), px=max(1, int(ttl * 1000)), nx=True)
         return expires_at
 
-    @guard("redis", keyed=False)
+    @outage_raises_unavailable("redis", keyed=False)
     def consume(self, token_hash: str, scope: str, purpose: str) -> str:
         client = self.client
         reply = client.register_script(REDIS_CONSUME)(

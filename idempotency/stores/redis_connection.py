@@ -1,0 +1,170 @@
+"""How :class:`~idempotency.stores.RedisStore` talks to Redis: the django-redis client,
+its async twin per event loop, scripts run on the store's own connections, and
+``WAIT`` for replicas after a write (``wait_replicas``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from idempotency.conf import idempotency_settings
+from idempotency.stores import record_digest
+from idempotency.stores.base import BaseStore
+from idempotency.stores.records import now_ms, quota_window
+from idempotency.stores.redis_async import (
+    LoopClients,
+    async_factory,
+    run_script,
+    run_script_waiting,
+)
+from idempotency.stores.redis_channel import Channel, channel_for
+
+
+def redis_connection(alias: str, user: str) -> Any:
+    """The django-redis connection of the cache ``alias``; ``ImproperlyConfigured`` naming
+    ``user`` when there is no such cache, django-redis is missing or the cache is another
+    backend (which would otherwise surface as a bare ``NotImplementedError``)."""
+    from django.core.cache import InvalidCacheBackendError
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        from django_redis import get_redis_connection
+
+        return get_redis_connection(alias)
+    except (ImportError, NotImplementedError, InvalidCacheBackendError) as exc:
+        raise ImproperlyConfigured(
+            f"{user} needs a django-redis cache, but the cache {alias!r} is not one "
+            f"({type(exc).__name__}: {exc or 'unsupported backend'}); see idempotency.E007."
+        ) from exc
+
+
+class RedisConnection(BaseStore):
+    """The connections, scripts and replica waits of a Redis store."""
+
+    def __init__(
+        self,
+        alias: str | None = None,
+        *,
+        wait_replicas: int | None = None,
+        wait_timeout: float | None = None,
+    ) -> None:
+        self._alias = alias
+        self._wait_replicas = wait_replicas
+        self._wait_timeout = wait_timeout
+        self._client: Any = None
+        self._channel: Channel | None = None
+        self._scripts: dict[str, Any] = {}
+        #: the async clients (one per running loop); None where the client has no async
+        #: twin (the a* methods then run the sync ones in threads); unset until first use
+        self._loop_clients: LoopClients | None = None
+        self._async_known = False
+
+    @property
+    def wait_replicas(self) -> int:
+        value = self._wait_replicas
+        return int(idempotency_settings.REDIS_WAIT_REPLICAS if value is None else value)
+
+    @property
+    def wait_timeout(self) -> float:
+        value = self._wait_timeout
+        return float(idempotency_settings.REDIS_WAIT_TIMEOUT if value is None else value)
+
+    @property
+    def alias(self) -> str:
+        """The django-redis cache whose connection this store uses (default ``REDIS_ALIAS``)."""
+        return str(self._alias or idempotency_settings.REDIS_ALIAS)
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            client = redis_connection(self.alias, "RedisStore")
+            self._channel = channel_for(client)
+            self._client = client
+        return self._client
+
+    def async_client(self) -> Any | None:
+        """The ``redis.asyncio`` client of the running event loop (made on its first call
+        there, never shared with another loop: :mod:`~idempotency.stores.redis_async`),
+        or None where the django-redis client has no async twin (Redis Cluster,
+        Sentinel): the ``a*`` methods then run the sync ones in threads."""
+        if not self._async_known:
+            factory = async_factory(self.client)
+            self._loop_clients = LoopClients(factory) if factory is not None else None
+            self._async_known = True
+        return self._loop_clients.get() if self._loop_clients is not None else None
+
+    async def _arun(
+        self, client: Any, source: str, key: str, args: list[Any]
+    ) -> tuple[Any, int | None]:
+        """:meth:`_run` on the async ``client``."""
+        if self.wait_replicas <= 0:
+            return await run_script(client, source, key, args), None
+        timeout_ms = max(1, int(self.wait_timeout * 1000))
+        return await run_script_waiting(client, source, key, args, self.wait_replicas, timeout_ms)
+
+    def _command(self, *args: Any) -> Any:
+        """One command: on one of the store's own connections where the client allows it
+        (:mod:`~idempotency.stores.redis_channel`), else through the client."""
+        client = self.client
+        if self._channel is not None:
+            return self._channel.execute(*args)
+        return client.execute_command(*args)
+
+    def _eval(self, name: str, source: str, key: str, args: list[Any]) -> Any:
+        """Script ``name`` on ``key``, as :meth:`_command` sends a command."""
+        script = self._script(name, source)
+        if self._channel is not None:
+            return self._channel.run_script(script, [key], args)
+        return script(keys=[key], args=args)
+
+    def _script(self, name: str, source: str) -> Any:
+        script = self._scripts.get(name)
+        if script is None:
+            script = self.client.register_script(source)
+            self._scripts[name] = script
+        return script
+
+    def _run(self, name: str, source: str, key: str, args: list[Any]) -> tuple[Any, int | None]:
+        """Run script ``name`` on ``key``; with ``wait_replicas``, then ``WAIT`` on the same
+        connection. The reply, and how many replicas acknowledged (None without WAIT)."""
+        if self.wait_replicas <= 0:
+            return self._eval(name, source, key, args), None
+        script = self._script(name, source)
+        client = self.client
+        if not hasattr(client, "get_node_from_key"):
+            return self._run_waiting(client, script, key, args)
+        # RedisCluster: straight to the primary of key's slot (a cluster pipeline cannot
+        # run scripts); after a failover or resharding, learn the new topology and retry
+        # once. A retried claim that did reach the old primary finds its own record and
+        # answers "in progress": never a second owner.
+        from redis.exceptions import RedisError
+
+        try:
+            node = client.get_redis_connection(client.get_node_from_key(key))
+            return self._run_waiting(node, script, key, args)
+        except RedisError:
+            client.nodes_manager.initialize()
+            node = client.get_redis_connection(client.get_node_from_key(key))
+            return self._run_waiting(node, script, key, args)
+
+    def _run_waiting(
+        self, client: Any, script: Any, key: str, args: list[Any]
+    ) -> tuple[Any, int | None]:
+        # WAIT counts the writes of its own connection: one pipeline, one connection
+        with client.pipeline(transaction=False) as pipe:
+            script(keys=[key], args=args, client=pipe)
+            pipe.execute_command("WAIT", self.wait_replicas, max(1, int(self.wait_timeout * 1000)))
+            reply, acknowledged = pipe.execute()
+        return reply, int(acknowledged)
+
+    def _durable(self, acknowledged: int | None) -> bool:
+        return acknowledged is None or acknowledged >= self.wait_replicas
+
+    def record_key(self, scope: str, key: str) -> str:
+        return f"{idempotency_settings.KEY_PREFIX}:{{{record_digest(scope, key)}}}:rec"
+
+    def _quota_counter(self, scope: str, window: float) -> tuple[str, float]:
+        """The counter of ``scope``'s current window and the seconds left of the window."""
+        start, left = quota_window(window, now_ms() / 1000)
+        name = f"{idempotency_settings.KEY_PREFIX}:{{{record_digest(scope, '')}}}:quota:{start}"
+        return name, left
