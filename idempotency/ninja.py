@@ -118,6 +118,7 @@ def protect(target: T, /, **options: Any) -> T:
             raise ImproperlyApplied("protect() came after api.urls; call it before.")
         for router in _routers_of(target):
             _protect_router(router, policy)
+        # replaced on purpose: the routers this API adds later are protected too
         target.add_router = _protecting(target.add_router, policy)  # type: ignore[method-assign]
     elif isinstance(target, Router):
         _protect_router(target, policy)

@@ -27,7 +27,7 @@ Views guarded by :class:`~idempotency.tokens.SubmitTokenPermission` or
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
@@ -109,6 +109,7 @@ def problem_ref(registry: ComponentRegistry) -> dict[str, Any]:
 
 
 def _problem_ref(registry: ComponentRegistry) -> dict[str, Any]:
+    # drf-spectacular declares no types on ResolvedComponent's constructor
     component = ResolvedComponent(  # type: ignore[no-untyped-call]
         name=PROBLEM_COMPONENT,
         type=ResolvedComponent.SCHEMA,
@@ -188,10 +189,15 @@ def document_submit_token(operation: dict[str, Any], registry: ComponentRegistry
     _add_problem(operation, 409, "The submit token was already used (submit-token-used).", ref)
 
 
-class IdempotencySchemaMixin:
-    """Mix into an ``AutoSchema`` (drf-spectacular) to document protected operations."""
+if TYPE_CHECKING:
+    #: What the mixin is mixed into, for the type checker: ``super()`` is an ``AutoSchema``.
+    _MixedInto = SpectacularAutoSchema
+else:
+    _MixedInto = object
 
-    view: APIView
+
+class IdempotencySchemaMixin(_MixedInto):
+    """Mix into an ``AutoSchema`` (drf-spectacular) to document protected operations."""
 
     def get_operation(
         self,
@@ -201,7 +207,7 @@ class IdempotencySchemaMixin:
         method: str,
         registry: ComponentRegistry,
     ) -> dict[str, Any] | None:
-        operation: dict[str, Any] | None = super().get_operation(  # type: ignore[misc]
+        operation: dict[str, Any] | None = super().get_operation(
             path, path_regex, path_prefix, method, registry
         )
         if operation is None:

@@ -14,6 +14,7 @@ __all__ = ["ClusterConnectionFactory"]
 _REFUSED = ("read_from_replicas", "load_balancing_strategy")
 
 
+# django-redis ships no type hints: its ConnectionFactory is Any to the type checker
 class ClusterConnectionFactory(ConnectionFactory):  # type: ignore[misc]
     """django-redis ``CONNECTION_FACTORY`` whose connections are ``RedisCluster`` clients.
 

@@ -3,9 +3,13 @@ and no test module imports another test module or a conftest (shared code is in 
 
 from __future__ import annotations
 
+import io
 import os
+import re
 import subprocess
 import sys
+import tokenize
+from pathlib import Path
 
 import pytest
 from django.utils.module_loading import import_string
@@ -74,3 +78,69 @@ def test_a_moved_module_answers_at_its_old_path_as_the_same_module() -> None:
     assert import_string("idempotency.check_messages.MESSAGES") is messages.MESSAGES
     with pytest.raises(ModuleNotFoundError):
         __import__("idempotency.never_was")
+
+
+#: Files allowed type ignores or casts with no comment (none: every one says why). A
+#: file added here must leave it again once it has none.
+UNJUSTIFIED_ALLOWED: set[str] = set()
+
+_IGNORE = re.compile(r"#\s*type:\s*ignore\b(\[[^\]]*\])?(?P<why>\s*#\s*\S)?")
+
+
+def unjustified_escapes(source: str) -> list[tuple[int, str]]:
+    """``(line, text)`` of every ``# type: ignore`` and ``cast(`` in ``source`` with no
+    comment saying why: a ``#`` comment after the ignore (or beside the cast) on its
+    line, or a comment line just above it."""
+    lines = source.splitlines()
+    found: dict[int, str] = {}
+    tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    comments = {tok.start[0]: tok.string for tok in tokens if tok.type == tokenize.COMMENT}
+    for tok, following in zip(tokens, tokens[1:], strict=False):
+        if tok.type == tokenize.COMMENT:
+            ignore = _IGNORE.search(tok.string)
+            if ignore is not None and ignore.group("why") is None:
+                found[tok.start[0]] = tok.string
+        elif tok.type == tokenize.NAME and tok.string == "cast" and following.string == "(":
+            if tok.start[0] in comments:
+                continue
+            found[tok.start[0]] = lines[tok.start[0] - 1].strip()
+    return sorted(
+        (number, text)
+        for number, text in found.items()
+        if not (number > 1 and lines[number - 2].lstrip().startswith("#"))
+    )
+
+
+def test_the_escape_finder_finds_an_unexplained_ignore_or_cast() -> None:
+    source = (
+        "x = f()  # type: ignore[misc]\n"
+        "y = f()  # type: ignore[misc]  # the library has no hints\n"
+        "# the library has no hints\n"
+        "z = f()  # type: ignore\n"
+        "w = cast(int, v)\n"
+        "u = typing.cast(int, v)  # what the reader knows and the checker cannot\n"
+        "s = 'cast(int, v)  # type: ignore'\n"
+    )
+    assert unjustified_escapes(source) == [
+        (1, "# type: ignore[misc]"),
+        (5, "w = cast(int, v)"),
+    ]
+
+
+def test_every_type_ignore_and_cast_in_the_package_says_why() -> None:
+    root = Path(__file__).resolve().parent.parent
+    unexplained = {}
+    for path in sorted((root / "idempotency").rglob("*.py")):
+        name = path.relative_to(root).as_posix()
+        if "/migrations/" in name or name in UNJUSTIFIED_ALLOWED:
+            continue
+        escapes = unjustified_escapes(path.read_text())
+        if escapes:
+            unexplained[name] = escapes
+    assert unexplained == {}
+
+
+def test_the_files_allowed_unexplained_escapes_still_have_some() -> None:
+    root = Path(__file__).resolve().parent.parent
+    for name in UNJUSTIFIED_ALLOWED:
+        assert unjustified_escapes((root / name).read_text()), f"{name}: take it off the list"

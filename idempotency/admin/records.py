@@ -4,13 +4,14 @@ fields, and its two actions (release selected records, purge the expired ones)."
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.utils import flatten_fieldsets
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -241,7 +242,7 @@ class IdempotencyRecordAdmin(_ModelAdmin):
 
         # one entry for the whole purge: it deletes by expiry, possibly millions of rows
         LogEntry.objects.create(
-            user_id=cast(int, request.user.pk),
+            user_id=_user_id(request),
             content_type=ContentType.objects.get_for_model(IdempotencyRecord),
             object_id=None,
             object_repr=gettext("expired idempotency records"),
@@ -267,7 +268,7 @@ class IdempotencyRecordAdmin(_ModelAdmin):
         from django.contrib.admin.models import DELETION, LogEntry
 
         LogEntry.objects.log_actions(
-            user_id=cast(int, request.user.pk),
+            user_id=_user_id(request),
             queryset=records,
             action_flag=DELETION,
             change_message=message,
@@ -286,7 +287,8 @@ class IdempotencyRecordAdmin(_ModelAdmin):
         ):
             post = request.POST.copy()
             post["select_across"] = "1"
-            request.POST = post  # type: ignore[assignment]
+            # immutable again, as Django parses a request's POST
+            request.POST = QueryDict(post.urlencode(), encoding=post.encoding)
             response = self.response_action(request, queryset=self.get_queryset(request))
             if response is not None:
                 return response
@@ -302,3 +304,12 @@ class IdempotencyRecordAdmin(_ModelAdmin):
             index = 0
         chosen = request.POST.getlist("action")
         return chosen[index] if 0 <= index < len(chosen) else ""
+
+
+def _user_id(request: HttpRequest) -> int | str:
+    """The primary key of the admin user acting (the admin site lets in no anonymous user)."""
+    user = request.user
+    if not user.is_authenticated:  # pragma: no cover - the admin site refused it already
+        raise PermissionDenied
+    pk: int | str = user.pk  # Model.pk is Any in django-stubs
+    return pk

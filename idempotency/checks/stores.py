@@ -13,6 +13,7 @@ from django.utils.module_loading import import_string
 from idempotency.checks.caches import DUMMY, LOCMEM, backend_is, cache_backend, no_cache, unpickles
 from idempotency.checks.messages import cap, message
 from idempotency.checks.values import check_import
+from idempotency.stores.atomic import AtomicStore
 
 #: A store in use: ``(what, class, instance or None, mode)``, ``what`` naming it in messages.
 Use = tuple[str, type, Any, Any]
@@ -85,7 +86,7 @@ def check_stores(values: dict[str, Any], uses: list[Use]) -> list[checks.CheckMe
     """E006, E008, E012 and W001 for each store in use; W004 and W005 for the global one."""
     errors: list[checks.CheckMessage] = []
     for what, store, instance, mode in uses:
-        if mode == "atomic" and not store.supports_atomic:  # type: ignore[attr-defined]
+        if mode == "atomic" and not issubclass(store, AtomicStore):  # as the engine chooses
             errors.append(message("E006", what=cap(what), store=store.__qualname__))
         if not is_store(store, "idempotency.stores.cache.CacheStore"):
             continue

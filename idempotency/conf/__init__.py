@@ -43,7 +43,7 @@ class IdempotencySettings:
     """Attribute access to ``settings.IDEMPOTENCY`` merged over :data:`DEFAULTS`."""
 
     def __init__(self) -> None:
-        self._cache: dict[str, Any] = {}
+        self._cache: dict[str, Callable[..., Any]] = {}
 
     @property
     def user_settings(self) -> dict[str, Any]:
@@ -65,13 +65,13 @@ class IdempotencySettings:
         """The object a dotted-path setting names, imported once."""
         key = f"__imported__{name}"
         try:
-            return self._cache[key]  # type: ignore[no-any-return]
+            return self._cache[key]
         except KeyError:
             pass
         value = getattr(self, name)
-        obj = import_string(value) if isinstance(value, str) else value
+        obj: Callable[..., Any] = import_string(value) if isinstance(value, str) else value
         self._cache[key] = obj
-        return obj  # type: ignore[no-any-return]
+        return obj
 
     def reload(self) -> None:
         self._cache.clear()

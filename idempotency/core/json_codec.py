@@ -65,6 +65,7 @@ def encoder_of(encoder: json.JSONEncoder) -> Callable[[Any], str]:
 def decoder_of(decoder: json.JSONDecoder) -> Callable[[str], Any]:
     """``decoder.decode``, calling its C scanner directly; the same value, and
     ``json.JSONDecodeError`` (a ``ValueError``) for what it refuses."""
+    # typeshed does not declare scan_once, which JSONDecoder.__init__ sets
     scan: Callable[[str, int], tuple[Any, int]] = decoder.scan_once  # type: ignore[attr-defined]
 
     def decode(text: str) -> Any:

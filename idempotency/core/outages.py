@@ -15,7 +15,7 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from django.db import InterfaceError, OperationalError
@@ -191,22 +191,22 @@ def wrap_errors(
     A coroutine function gets a coroutine function that does the same around its
     ``await``: one rule for a store's sync methods and their ``a*`` twins."""
     if inspect.iscoroutinefunction(method):
-        coroutine = cast("Callable[..., Awaitable[Any]]", method)
 
         @functools.wraps(method)
-        async def awrapper(self: S, *args: Any, **kwargs: Any) -> Any:
+        async def awrapper(self: S, /, *args: P.args, **kwargs: P.kwargs) -> Any:
             try:
-                return await coroutine(self, *args, **kwargs)
+                return await method(self, *args, **kwargs)
             except Exception as exc:
                 replacement = problem(self, args, exc)
                 if replacement is None:
                     raise
                 raise replacement from exc
 
+        # R is the coroutine the method returns; a TypeGuard narrows ``method``, not R
         return cast("Callable[Concatenate[S, P], R]", awrapper)
 
     @functools.wraps(method)
-    def wrapper(self: S, *args: P.args, **kwargs: P.kwargs) -> R:
+    def wrapper(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return method(self, *args, **kwargs)
         except Exception as exc:
@@ -215,7 +215,7 @@ def wrap_errors(
                 raise
             raise replacement from exc
 
-    return cast("Callable[Concatenate[S, P], R]", wrapper)
+    return wrapper
 
 
 class BurstLog:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, ParamSpec, Protocol, TypeVar, cast
+from typing import Any, ParamSpec, Protocol, TypeGuard, TypeVar, cast
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 
@@ -71,6 +71,11 @@ class IdempotentCallable(Protocol[P, R_co]):
     async def aforget(self, *args: P.args, **kwargs: P.kwargs) -> bool:
         """:meth:`forget` for async code."""
         ...
+
+
+def _is_async(func: Callable[P, object]) -> TypeGuard[Callable[P, Awaitable[Any]]]:
+    """``func`` is a coroutine function (or marked as one): a call returns an awaitable."""
+    return iscoroutinefunction(func)
 
 
 def unkeyed(owner: str, exc: IdempotencyKeyMissing) -> None:
@@ -155,7 +160,8 @@ def idempotent_function(
     def decorate(func: Callable[P, R]) -> IdempotentCallable[P, R]:
         if not callable(func):
             raise TypeError(f"@idempotent_function decorates callables, got {func!r}")
-        async_func_given = iscoroutinefunction(func)
+        async_func = func if _is_async(func) else None
+        async_func_given = async_func is not None
         if mode == "atomic" and async_func_given:
             raise ImproperlyApplied("Async functions cannot use atomic mode; use mode='lease'.")
         owner = qualified_name(func)
@@ -194,8 +200,7 @@ def idempotent_function(
             return job, CallAnswers(codec, policy.get_store_errors(), on_replay, legacy, older)
 
         wrapper: Any
-        if async_func_given:
-            async_func = cast(Callable[..., Awaitable[Any]], func)
+        if async_func is not None:
 
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 keyed_call = keyed(args, kwargs)
@@ -230,6 +235,7 @@ def idempotent_function(
         wrapper.forget = forget
         wrapper.aforget = aforget
         wrapper.idempotency_scope = scope
+        # the wrapper has its key helpers now, set above: no type says so before they are
         return cast("IdempotentCallable[P, R]", wrapper)
 
     return decorate

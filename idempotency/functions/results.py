@@ -40,7 +40,7 @@ import json
 import typing
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from idempotency.conf import idempotency_settings, on_reload
 from idempotency.core.canonical import dataclass_fields, kind_of
@@ -140,8 +140,26 @@ def return_annotation(func: Callable[..., Any]) -> Any:
         return None
 
 
-def _from_dict_class(cls: type) -> bool:
+class _FromDict(Protocol):
+    """A class that stores its instances as ``to_dict()`` and reads them back."""
+
+    @classmethod
+    def from_dict(cls, data: Any, /) -> Any: ...
+
+
+class _Pydantic(Protocol):
+    """A pydantic model class (pydantic is not a dependency)."""
+
+    @classmethod
+    def model_validate(cls, value: Any, /) -> Any: ...
+
+
+def _from_dict_class(cls: type) -> TypeGuard[type[_FromDict]]:
     return callable(getattr(cls, "from_dict", None))
+
+
+def _pydantic_class(cls: type) -> TypeGuard[type[_Pydantic]]:
+    return callable(getattr(cls, "model_validate", None))
 
 
 class ResultCodec:
@@ -259,10 +277,10 @@ class ResultCodec:
             return cls(self.unpack(value))
         if tag == "dataclass" and dataclasses.is_dataclass(cls) and isinstance(value, dict):
             return cls(**{k: self.unpack(v) for k, v in value.items()})
-        if tag == "pydantic" and callable(getattr(cls, "model_validate", None)):
-            return cls.model_validate(value)  # type: ignore[attr-defined]
+        if tag == "pydantic" and _pydantic_class(cls):
+            return cls.model_validate(value)
         if tag == "object" and _from_dict_class(cls):
-            return cls.from_dict(self.unpack(value))  # type: ignore[attr-defined]
+            return cls.from_dict(self.unpack(value))
         raise UnreadableResult(f"{self.owner}: the stored type {str(tag)[:50]!r} does not fit")
 
     def _class(self, path: Any) -> type:

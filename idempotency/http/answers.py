@@ -99,7 +99,10 @@ class HttpAnswers:
             context.recovery_point = claim.recovery_point
             context.recovery_data = claim.recovery_data
             context.taken_over = claim.taken_over
-        job.request.idempotency = context  # type: ignore[attr-defined]  # Django's request has no such attribute: this is it
+        # Django's HttpRequest declares no ``idempotency``: set in the instance's dict, as
+        # any attribute assignment would (neither Django's nor DRF's request has a slot
+        # or a descriptor of that name)
+        job.request.__dict__["idempotency"] = context
 
     def _storable(self, status: int) -> bool:
         policy = self.policy

@@ -28,7 +28,12 @@ def hooks(view: APIView, request: Request | HttpRequest) -> tuple[Convert, Final
 
     def finalize(response: HttpResponseBase) -> HttpResponseBase:
         if isinstance(response, Response) and not response.is_rendered:
-            response = view.finalize_response(request, response, *view.args, **view.kwargs)  # type: ignore[arg-type]
+            response = view.finalize_response(
+                request,  # type: ignore[arg-type]  # a DRF view's handler gets DRF's Request
+                response,
+                *view.args,
+                **view.kwargs,
+            )
             response.render()
         return response
 

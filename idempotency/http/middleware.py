@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
@@ -100,7 +100,14 @@ def _drf_view(cls: type[APIView], view_func: Any) -> Callable[..., Any]:
     return _atomic_requests(view, view_func)
 
 
-class _HandledAfterDispatch:
+if TYPE_CHECKING:
+    #: What the class is mixed into, for the type checker: ``super()`` is a ``View``.
+    _MixedInto = View
+else:
+    _MixedInto = object
+
+
+class _HandledAfterDispatch(_MixedInto):
     """Mixed into a Django class-based view by the middleware: the key is handled around
     the handler ``dispatch`` calls, after the checks of the view's own ``dispatch``
     (``LoginRequiredMixin``, ``PermissionRequiredMixin``, ``UserPassesTestMixin``)."""
@@ -108,8 +115,8 @@ class _HandledAfterDispatch:
     idempotency_handler_policy: Policy
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
-        defer_to_handler(self, request, self.idempotency_handler_policy)  # type: ignore[arg-type]
-        return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+        defer_to_handler(self, request, self.idempotency_handler_policy)
+        return super().dispatch(request, *args, **kwargs)
 
 
 def _is_plain_as_view(view_func: Any) -> bool:
@@ -301,8 +308,10 @@ class IdempotencyMiddleware:
     async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
         plan, match = self._resolve(request)
         response: HttpResponseBase
+        # an async middleware chain: what it was given answers with a coroutine
+        get_response: Callable[[HttpRequest], Awaitable[HttpResponseBase]] = self.get_response
         if plan.policy is None or match is None:
-            return await self.get_response(request)  # type: ignore[no-any-return]
+            return await get_response(request)
         refused = None
         if not getattr(match.func, "csrf_exempt", False) and _csrf_protects():
             # the check may read the session: in a thread, never Django's one sync thread
@@ -310,7 +319,6 @@ class IdempotencyMiddleware:
         if refused is not None:
             return refused
         if plan.is_async:
-            get_response: Callable[[HttpRequest], Awaitable[HttpResponseBase]] = self.get_response
             response = await handling.run_async(request, lambda: get_response(request), plan.policy)
         else:
             # a sync view runs in a worker thread anyway: run the flow there too, so atomic

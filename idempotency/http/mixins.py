@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.http import HttpRequest, HttpResponseBase
 from rest_framework.request import Request
@@ -22,8 +22,16 @@ from idempotency.http.fingerprints import keep_body
 from idempotency.http.options import Policy
 from idempotency.http.view_marks import in_flow, policy_of
 
+if TYPE_CHECKING:
+    from rest_framework.views import APIView
 
-class IdempotentMixin:
+    #: What the mixin is mixed into, for the type checker: ``super()`` is an ``APIView``.
+    _MixedInto = APIView
+else:
+    _MixedInto = object
+
+
+class IdempotentMixin(_MixedInto):
     """Honour ``Idempotency-Key`` on the unsafe actions of a DRF view or viewset.
 
     Put it first among the bases (``class OrderViewSet(IdempotentMixin,
@@ -97,7 +105,7 @@ class IdempotentMixin:
         if request.method in requests.UNSAFE_METHODS:
             # before authentication can parse request.data: the fingerprint reads the raw body
             keep_body(request)
-        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        super().initial(request, *args, **kwargs)
         if request.method not in requests.UNSAFE_METHODS or not self.is_idempotent_action(request):
             return
         if in_flow(request):
@@ -107,7 +115,7 @@ class IdempotentMixin:
         if handler is None or policy_of(handler) is not None:
             return  # no such method (405 follows), or @idempotent on it already applies
         policy = self.get_idempotency_policy()
-        convert, finalize = hooks(self, request)  # type: ignore[arg-type]
+        convert, finalize = hooks(self, request)
 
         def idempotent_handler(req: Request, *a: Any, **kw: Any) -> HttpResponseBase:
             return handling.run(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Collection
+from collections.abc import AsyncIterator, Collection
 from typing import Any
 
-from django.http import HttpResponse, HttpResponseBase
+from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
 
 from idempotency.conf import idempotency_settings, on_reload
 from idempotency.stores.base import StoredResponse
@@ -184,12 +184,12 @@ def capture(response: HttpResponseBase, *, limit: int | None = None) -> StoredRe
     410 ``idempotency-response-not-stored`` problem instead (:func:`not_stored`): the
     request ran and its effects stay, but repeats cannot replay what it answered.
     """
-    if getattr(response, "streaming", False):
+    if not isinstance(response, HttpResponse):  # a StreamingHttpResponse (or alike)
         return _capture_stream(response, limit)
     render = getattr(response, "render", None)
     if callable(render) and not getattr(response, "is_rendered", True):
         render()
-    content: bytes = response.content  # type: ignore[attr-defined]
+    content = response.content
     if limit is not None and len(content) > limit:
         return not_stored(response.status_code, size=len(content), limit=limit)
     return StoredResponse(response.status_code, _kept_headers(response), content)
@@ -197,18 +197,21 @@ def capture(response: HttpResponseBase, *, limit: int | None = None) -> StoredRe
 
 async def acapture(response: HttpResponseBase, *, limit: int | None = None) -> StoredResponse:
     """:func:`capture` for async views, which may return async streams."""
-    if not (getattr(response, "streaming", False) and getattr(response, "is_async", False)):
+    if not (isinstance(response, StreamingHttpResponse) and response.is_async):
+        return capture(response, limit=limit)
+    content = response.streaming_content
+    if not isinstance(content, AsyncIterator):  # pragma: no cover - is_async says it is
         return capture(response, limit=limit)
     chunks: list[bytes] = []
     size = 0
-    iterator = response.streaming_content.__aiter__()  # type: ignore[attr-defined]
+    iterator = content.__aiter__()
     async for chunk in iterator:
         chunks.append(bytes(chunk))
         size += len(chunk)
         if limit is not None and size > limit:
-            response.streaming_content = _achain(chunks, iterator)  # type: ignore[attr-defined]
+            response.streaming_content = _achain(chunks, iterator)
             return not_stored(response.status_code, size=None, limit=limit)
-    response.streaming_content = _alist(chunks)  # type: ignore[attr-defined]
+    response.streaming_content = _alist(chunks)
     return StoredResponse(response.status_code, _kept_headers(response), b"".join(chunks))
 
 

@@ -211,7 +211,7 @@ class Lock:
                     return func(*args, **kwargs)
 
             wrapped = functools.wraps(func)(locked)
-        return cast(F, wrapped)
+        return cast(F, wrapped)  # F's own signature, sync or async: no TypeVar narrows to F
 
 
 def lock(

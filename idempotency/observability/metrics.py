@@ -101,6 +101,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     registry: CollectorRegistry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
+        # prometheus_client declares no types on MultiProcessCollector
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db import OperationalError, connections, transaction
+from django.db import DatabaseError, OperationalError, connections, transaction
 from django.utils import timezone
 
 from idempotency import signals
@@ -173,7 +173,9 @@ def _database_now(alias: str) -> datetime:
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {now_sql(connection)}")
         value = cursor.fetchone()[0]
-    moment: datetime = as_datetime(connection, value)  # type: ignore[assignment]
+    moment = as_datetime(connection, value)
+    if moment is None:  # pragma: no cover - a server's clock is never NULL
+        raise DatabaseError(f"The database {alias!r} answered NULL for the current time.")
     return moment
 
 

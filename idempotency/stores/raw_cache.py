@@ -18,10 +18,13 @@ encodes itself (JSON), and read back without the cache's serializer:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 from django.core.cache import BaseCache
 from django.core.exceptions import ImproperlyConfigured
+
+if TYPE_CHECKING:
+    from django.core.cache.backends.redis import RedisCache
 
 DJANGO_REDIS = "django_redis.cache.RedisCache"
 DJANGO_BUILTIN_REDIS = "django.core.cache.backends.redis.RedisCache"
@@ -49,6 +52,24 @@ def raw_kind(cache: BaseCache) -> str:
     return ""
 
 
+class _DjangoRedisCache(Protocol):
+    """What django-redis' ``RedisCache`` offers beyond ``BaseCache`` (django-redis ships
+    no type hints): its client, which names keys and hands out Redis connections."""
+
+    @property
+    def client(self) -> Any: ...
+
+
+def _django_redis(cache: BaseCache, kind: str) -> TypeGuard[_DjangoRedisCache]:
+    """``cache`` is django-redis' ``RedisCache`` (``kind``: :func:`raw_kind` of it)."""
+    return kind == "django_redis"
+
+
+def _builtin_redis(cache: BaseCache, kind: str) -> TypeGuard[RedisCache]:
+    """``cache`` is Django's own ``RedisCache`` (``kind``: :func:`raw_kind` of it)."""
+    return kind == "redis"
+
+
 def _millis(timeout: float) -> int:
     return max(1, int(timeout * 1000))
 
@@ -65,12 +86,13 @@ class RawCache:
 
     def _client(self, key: str, *, write: bool) -> tuple[Any, Any]:
         """The Redis client and the key's name in it (the name the cache gives it)."""
-        if self.kind == "django_redis":
-            client = self.cache.client  # type: ignore[attr-defined]
+        cache = self.cache
+        if _django_redis(cache, self.kind):
+            client = cache.client
             return client.get_client(write=write), client.make_key(key)
-        if self.kind == "redis":
-            name = self.cache.make_and_validate_key(key)
-            return self.cache._cache.get_client(name, write=write), name  # type: ignore[attr-defined]
+        if _builtin_redis(cache, self.kind):
+            name = cache.make_and_validate_key(key)
+            return cache._cache.get_client(name, write=write), name
         raise ImproperlyConfigured(
             f"The cache {self.alias or type(self.cache).__name__!r} "
             f"({type(self.cache).__qualname__}) unpickles what it reads: idempotency records "

@@ -24,12 +24,15 @@ from idempotency.codecs import UndecodableBody, unseal
 from idempotency.conf import idempotency_settings
 from idempotency.core.outages import bursts
 from idempotency.stores import record_digest
+from idempotency.stores.atomic import AtomicStore
 from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
 from idempotency.stores.raw_cache import RawCache
 
 
-class ResponseCache:
-    """The response-cache half of :class:`~idempotency.stores.database.DatabaseStore`."""
+class ResponseCache(AtomicStore):
+    """The response-cache half of :class:`~idempotency.stores.database.DatabaseStore`: an
+    :class:`~idempotency.stores.atomic.AtomicStore`, whose database alias (``using``)
+    its keys name."""
 
     _response_cache: str | None
 
@@ -44,8 +47,7 @@ class ResponseCache:
 
     def _cache_key(self, scope: str, key: str) -> str:
         # the database alias too: two stores on two databases may share one cache
-        using = self.using  # type: ignore[attr-defined]
-        digest = record_digest(f"{using}\x00{scope}", key)
+        digest = record_digest(f"{self.using}\x00{scope}", key)
         return f"{idempotency_settings.KEY_PREFIX}:resp:{digest}"
 
     def forget_cached(self, scope: str, key: str) -> None:

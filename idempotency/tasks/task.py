@@ -9,7 +9,7 @@ import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar, cast, overload
+from typing import Any, ParamSpec, TypeVar, overload
 
 from celery import Celery, Task, shared_task
 
@@ -48,6 +48,7 @@ logger = logging.getLogger("idempotency")
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 @dataclass
@@ -139,16 +140,18 @@ class IdempotentTask(Redelivery):
             value = value.__get__(self, type(self))
         return value
 
-    def _derived(self, name: str, make: Callable[[], Any]) -> Any:
-        """Built once per task from its options (key builder, hasher, codec)."""
-        cache = self.__dict__.setdefault("_idempotency_derived", {})
+    def _derived(self, name: str, make: Callable[[], T]) -> T:
+        """Built once per task from its options (key builder, hasher, codec): ``name``
+        always names what the same ``make`` builds."""
+        cache: dict[str, Any] = self.__dict__.setdefault("_idempotency_derived", {})
         if name not in cache:
             cache[name] = make()
-        return cache[name]
+        built: T = cache[name]
+        return built
 
     def get_idempotency_key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
         """The key of this delivery, or None to run it without idempotency."""
-        spec = cast("KeySpec | None", self._option("idempotency_key"))
+        spec: KeySpec | None = self._option("idempotency_key")  # as the class declares it
         if spec is None:
             task_id = self.request.id
             return None if self.request.called_directly or not task_id else str(task_id)
@@ -156,7 +159,7 @@ class IdempotentTask(Redelivery):
             "key", lambda: key_builder(spec, self.run, owner=f"task {self.name}")
         )
         try:
-            return cast(str, builder(CallArguments(args, kwargs)))
+            return builder(CallArguments(args, kwargs))
         except IdempotencyKeyMissing as exc:
             if not self.idempotency_optional:
                 raise

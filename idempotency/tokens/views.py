@@ -108,7 +108,7 @@ def require_submit_token(
 
             wrapped = functools.wraps(view)(wrapper)
         wrapped.submit_token_purpose = purpose
-        return cast(F, wrapped)
+        return cast(F, wrapped)  # F's own signature, sync or async: no TypeVar narrows to F
 
     return decorate
 
