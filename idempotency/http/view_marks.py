@@ -40,10 +40,10 @@ def in_flow(request: Any) -> bool:
     already handles this request's key: an inner one then only runs the view.
 
     :meth:`~idempotency.http.answers.HttpAnswers.bind` sets ``request.idempotency`` on
-    the request it was given, a DRF ``Request`` or the Django one it wraps, and only ever on the
-    instance: both instance dictionaries are read. (``getattr`` on a DRF ``Request``
-    that lacks the attribute raises and catches three ``AttributeError``: 15,000
-    instructions on every decorated request.)"""
+    the request it was given, a DRF ``Request`` or the Django one it wraps, and only
+    ever on the instance: both instance dictionaries are read. (``getattr`` on a DRF
+    ``Request`` that lacks the attribute raises and catches three ``AttributeError`` on
+    every decorated request.)"""
     context = vars(request).get("idempotency")
     if context is None and isinstance(request, Request):
         context = vars(request._request).get("idempotency")

@@ -89,8 +89,7 @@ Claim = KeyState
 #: child (two workers forked from one parent must not draw the same tokens), never
 #: from what an application does to the ``random`` module (``random.seed(0)`` in two
 #: processes would give them the same tokens). A token must be unique, not secret: it
-#: never leaves the server. ``secrets.randbits`` asked the kernel on every claim (about
-#: 1 µs here, against 0.1 µs).
+#: never leaves the server. ``secrets.randbits`` would ask the kernel on every claim.
 _fences = random.Random()
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_fences.seed)

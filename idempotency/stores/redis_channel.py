@@ -2,9 +2,9 @@
 
 redis-py's command path (``Redis.execute_command``) checks a connection out of the pool
 and back in for every command, polls it for stray bytes, records its observability
-metrics, dispatches connection events and wraps the call in its retry policy: about
-40 µs of the request thread's CPU per command on the benchmark machine, as much as the
-round trip's own socket work (bench/RESULTS_BREAKDOWN.md). A store call sends one
+metrics, dispatches connection events and wraps the call in its retry policy: as much
+of the request thread's CPU per command as the round trip's own socket work (measured
+in bench/RESULTS_BREAKDOWN.md). A store call sends one
 command and reads one reply, so :class:`Channel` keeps connections of its own, made
 from the client pool's own connection class and arguments (the same server, database,
 credentials, TLS, timeouts and Sentinel lookup), and talks on them directly: a command
@@ -23,8 +23,8 @@ What the client's path does that matters here is done here too:
   loaded and run again;
 * a command is packed as redis-py would pack it on these connections. Where that is
   hiredis' ``pack_command`` (hiredis installed, no custom packer), the channel calls it
-  itself: redis-py's serializer first copies every argument in a generator, 12,000 of a
-  command's 80,000 instructions here (bench/RESULTS_BREAKDOWN.md). Whether the two
+  itself: redis-py's serializer first copies every argument in a generator, a sizeable
+  part of a command's instructions (bench/RESULTS_BREAKDOWN.md). Whether the two
   agree is checked once per channel, on arguments of every type a store sends.
 
 A client that is not a plain ``redis.Redis`` (Redis Cluster, another library's), or

@@ -37,7 +37,7 @@ def as_datetime(connection: BaseDatabaseWrapper, value: Any) -> datetime | None:
 def as_epoch(connection: BaseDatabaseWrapper, value: Any) -> float | None:
     """A datetime column as seconds since the epoch: what the lookup reads on
     PostgreSQL (``date_part``, a float loaded in C: a ``timestamptz`` goes through
-    Django's loader in Python, about 3 µs each), computed here elsewhere."""
+    Django's loader in Python), computed here elsewhere."""
     if value is None or isinstance(value, float):
         return value
     moment = as_datetime(connection, value)
