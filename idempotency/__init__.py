@@ -82,7 +82,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = sorted(_EXPORTS)
 
-# -- moved modules (tools/relayout.py keeps this table) --
+# -- moved modules: an old import path answers with the module at its new one --
 #: Modules that moved, by their old dotted path: importing the old path gives the module
 #: at the new one (the same module object, so its classes, pickles and ``import_string``
 #: paths in settings stay valid).
