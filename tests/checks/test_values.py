@@ -144,7 +144,7 @@ def test_e004_header_lists_that_are_not_lists_of_names(setting: dict[str, Any]) 
 )
 def test_e044_e045_e046_backends(setting: dict[str, Any], code: str) -> None:
     """A backend that cannot be imported (E044), is no subclass of its base class (E045)
-    or leaves abstract methods unimplemented (E046); more in tests/test_backends.py."""
+    or leaves abstract methods unimplemented (E046); more in tests/core/test_backends.py."""
     only(code, IDEMPOTENCY=setting)
 
 
