@@ -26,6 +26,8 @@ from idempotency.stores.base import Claim
 
 
 def lease_flow(job: Job, adapter: Adapter) -> Flow:
+    """Own the key or answer from its record; over ``MAX_NEW_RECORDS``, give it back;
+    run the work under keep-alive; keep its outcome, or release the key."""
     first = (
         (yield lookup_step(job, "peek"))
         if job.store.lookup_before_claim
