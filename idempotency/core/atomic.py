@@ -11,7 +11,7 @@ from django.db import IntegrityError, OperationalError
 
 from idempotency import signals
 from idempotency.core.job import Adapter, Job, Outcome
-from idempotency.core.outages import is_lock_error
+from idempotency.core.outages import is_lock_error, is_outage, unavailable
 from idempotency.core.steps import (
     BUSY,
     WORK,
@@ -25,6 +25,7 @@ from idempotency.core.steps import (
     settle,
     store_step,
 )
+from idempotency.exceptions import StoreUnavailable
 from idempotency.observability.tracing import spanned
 from idempotency.stores.atomic import AtomicStore, ClaimLocked
 from idempotency.stores.base import Claim, ClaimStatus
@@ -178,6 +179,15 @@ def _atomic_failure(
     the rollback, so a repeat replays it instead of running again."""
     if job.finished:  # given back during the work (a task's retry()): nothing to keep
         raise exc
+    if isinstance(exc, StoreUnavailable):
+        raise exc  # the caller's interface answers an outage (503, or runs unprotected)
+    if is_outage(exc):
+        # the database went away under the transaction (a query, the completion, the
+        # commit): it rolled back, or committed whole, so a retry either replays or runs
+        # once. Answered as the store's outage (503 with Retry-After), never a bare 500
+        raise unavailable(
+            "database", "commit", exc, sender=type(store), scope=job.scope, key=job.key
+        ) from exc
     if not claimed_first:
         lost = isinstance(exc, _LostRace | IntegrityError)
         locked = isinstance(exc, OperationalError) and is_lock_error(exc)

@@ -90,8 +90,8 @@ def test_canonical_keeps_its_form() -> None:
         "a": (Colour.RED, Level.HIGH, datetime.date(2024, 1, 2), b"\x01", Point(1, 2)),
     }
     assert canonical_json(canonical(value)) == (
-        '{"$map":[["a",[{"$enum":"tests.test_canonical.Colour","value":"red"},3,'
-        '{"$date":"2024-01-02"},{"$bytes":"01"},{"$dataclass":"tests.test_canonical.Point",'
+        f'{{"$map":[["a",[{{"$enum":"{__name__}.Colour","value":"red"}},3,'
+        f'{{"$date":"2024-01-02"}},{{"$bytes":"01"}},{{"$dataclass":"{__name__}.Point",'
         '"fields":{"$map":[["x",1],["y",2]]}}]],["b",[{"$decimal":"1E+1"},'
         '{"$float":"1.5"},{"$set":[1,2]}]]]}'
     )
