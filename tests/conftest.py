@@ -91,6 +91,7 @@ TESTAPP_URLS = (
     "tests/stores/",
     "tests/storms/",
     "tests/test_outages.py",
+    "tests/test_outages_mariadb.py",
     "tests/test_policy.py",
 )
 SLOW_LEFT_OUT = pytest.StashKey[int]()
