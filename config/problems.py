@@ -13,7 +13,11 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler, set_rollback
 
 from config.middleware import problem_for_status
+from idempotency.outages import is_outage
 from idempotency.problems import PROBLEM_CONTENT_TYPE, problem_body, problem_response
+
+#: Seconds a client waits before retrying when the sample's own database is unreachable.
+DATABASE_RETRY_AFTER = 1
 
 TITLES = {
     400: "Invalid request",
@@ -30,7 +34,25 @@ TITLES = {
 
 
 def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """Render DRF's exceptions (and anything mapped to one) as ``application/problem+json``."""
+    """Render DRF's exceptions (and anything mapped to one) as ``application/problem+json``.
+
+    The sample's own database lost mid-request (its session ended by
+    ``pg_terminate_backend``, a failover, a restart) is a 503 with ``Retry-After``, not a
+    500: the view's transaction rolled back, so a retry with the same key is safe (the
+    library released the key: a 5xx is never stored)."""
+    if is_outage(exc):
+        set_rollback()
+        return Response(
+            problem_body(
+                503,
+                "database-unavailable",
+                "Service unavailable",
+                "The database could not be reached; nothing was done. Retry the request.",
+            ),
+            status=503,
+            headers={"Retry-After": str(DATABASE_RETRY_AFTER)},
+            content_type=PROBLEM_CONTENT_TYPE,
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
