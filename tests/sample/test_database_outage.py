@@ -17,7 +17,6 @@ import logging
 import uuid
 from typing import Any
 
-import psycopg
 import pytest
 from django.db import connection, transaction
 from rest_framework.authtoken.models import Token
@@ -26,23 +25,9 @@ from rest_framework.test import APIClient
 import orders.services
 from orders.services import order_paid_publish
 from tests.support.factories import OrderFactory
+from tests.testapp.edge_views import terminate_own_session
 
 DEPOSIT = "/api/accounts/me/deposit/"
-
-
-def end_this_session() -> None:
-    """``pg_terminate_backend`` of the test thread's own session, from another one."""
-    connection.ensure_connection()
-    pid = connection.connection.info.backend_pid
-    params = connection.settings_dict
-    with psycopg.connect(
-        host=params["HOST"] or "127.0.0.1",
-        port=params["PORT"] or 5432,
-        user=params["USER"],
-        dbname=params["NAME"],
-        autocommit=True,
-    ) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
 
 
 @pytest.mark.postgres
@@ -52,7 +37,7 @@ def test_a_database_session_ended_under_a_request_is_a_503_problem(user: Any) ->
     client = APIClient(raise_request_exception=False)
     client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
     key = str(uuid.uuid4())
-    end_this_session()
+    terminate_own_session()
     try:
         # token authentication's query is the first to meet the dead session
         response = client.post(
