@@ -354,7 +354,7 @@ class PrivateMariaDB:
         self.start()
 
     def sql(self, statement: str) -> list[tuple[object, ...]]:
-        import MySQLdb
+        import MySQLdb  # type: ignore[import-untyped]  # no stubs (types-mysqlclient)
 
         conn = MySQLdb.connect(
             host="127.0.0.1", port=self.port, user="root", passwd="", connect_timeout=3
