@@ -356,18 +356,24 @@ class AtomicProtocol(RuleBasedStateMachine):
         """The view's transaction opens and claims the key inside it."""
         block = transaction.atomic(using=self.store.using)
         block.__enter__()
-        got = self.store.claim(self.scope, key, fingerprint="fp", lease=LEASE, ttl=TTL)
-        record = self.model[key]
+        try:
+            got = self.store.claim(self.scope, key, fingerprint="fp", lease=LEASE, ttl=TTL)
+            record = self.model[key]
+            if record is None:
+                assert got.status is ClaimStatus.CLAIMED, got
+                assert not got.taken_over  # no claim ever outlives its transaction
+            else:  # P4: a completed record replays, and the transaction writes nothing
+                assert got.status is ClaimStatus.COMPLETED, (record, got)
+                assert got.response is not None and got.response.body == record.body
+        except BaseException as exc:  # a failed step leaves no transaction open
+            block.__exit__(type(exc), exc, exc.__traceback__)
+            raise
         if record is None:
-            assert got.status is ClaimStatus.CLAIMED, got
-            assert not got.taken_over  # no claim ever outlives its transaction
             self.serial += 1
             label = f"{self.scope}/{key}/{self.serial}"
             self.effects[label] = 0
             self.open = Open(owner, key, got.fence, block, label)
-        else:  # P4: a completed record replays, and the transaction writes nothing
-            assert got.status is ClaimStatus.COMPLETED, (record, got)
-            assert got.response is not None and got.response.body == record.body
+        else:
             block.__exit__(None, None, None)
 
     @precondition(lambda self: self.open is not None and not self.open.effect)
