@@ -1,4 +1,5 @@
-"""Private servers for fault injection: a Redis and a PostgreSQL cluster of our own.
+"""Private servers for fault injection: a Redis, a PostgreSQL cluster and a MariaDB server
+of our own.
 
 Each runs from a temporary directory on a free loopback port, so stopping, freezing
 (SIGSTOP), killing or restarting it never touches the shared services. Every wait is
@@ -265,6 +266,119 @@ class PrivatePostgres:
             shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> PrivatePostgres:
+        self.init()
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def mariadb_binaries() -> tuple[str, str] | None:
+    """``mariadbd`` and ``mariadb-install-db`` (or MySQL-named ones), if installed."""
+    server = shutil.which("mariadbd") or shutil.which("mariadbd", path="/usr/sbin:/usr/bin")
+    install = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
+    return (server, install) if server and install else None
+
+
+class PrivateMariaDB:
+    """``mariadbd`` on a free port with its own datadir (``mariadb-install-db``), ``root``
+    with an empty password over TCP, utf8mb4, no binary log. :meth:`stop` is a clean
+    shutdown (SIGTERM), :meth:`kill` a crash (SIGKILL, recovery on the next start)."""
+
+    def __init__(self) -> None:
+        binaries = mariadb_binaries()
+        if binaries is None:
+            raise ServiceError("MariaDB server binaries (mariadbd, mariadb-install-db) missing")
+        self.server, self.install = binaries
+        self.port = free_port()
+        self.root = Path(tempfile.mkdtemp(prefix="idem-chaos-mariadb-"))
+        self.data = self.root / "data"
+        self.process: subprocess.Popen[bytes] | None = None
+        # mariadbd refuses to run as root unless told: run it as the mysql user when root
+        self._user = "mysql" if os.geteuid() == 0 else ""
+        if self._user:
+            shutil.chown(self.root, user=self._user)
+
+    def url(self, name: str) -> str:
+        return f"mysql://root@127.0.0.1:{self.port}/{name}"
+
+    def _user_args(self) -> list[str]:
+        return [f"--user={self._user}"] if self._user else []
+
+    def init(self) -> None:
+        subprocess.run(
+            [
+                self.install, "--no-defaults", f"--datadir={self.data}", *self._user_args(),
+                "--auth-root-authentication-method=normal", "--skip-test-db",
+                "--skip-name-resolve",
+            ],
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120,
+        )  # fmt: skip
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.process = subprocess.Popen(
+            [
+                self.server, "--no-defaults", f"--datadir={self.data}", *self._user_args(),
+                f"--port={self.port}", "--bind-address=127.0.0.1",
+                f"--socket={self.root / 'mysqld.sock'}", f"--pid-file={self.root / 'mysqld.pid'}",
+                f"--log-error={self.root / 'error.log'}", "--skip-log-bin", "--skip-name-resolve",
+                "--innodb-buffer-pool-size=32M", "--character-set-server=utf8mb4",
+                "--collation-server=utf8mb4_unicode_ci", "--max-connections=200",
+            ],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ServiceError(f"mariadbd exited: see {self.root / 'error.log'}")
+            if _port_open(self.port):
+                try:
+                    self.sql("SELECT 1")
+                    return
+                except Exception:  # noqa: BLE001 - still starting: the port opens first
+                    pass
+            time.sleep(0.2)
+        _kill(self.process)
+        raise ServiceError(f"mariadbd did not answer on port {self.port} in {timeout:g} s")
+
+    def stop(self) -> None:
+        """A clean shutdown, as an administrator's (or a failover's) stop."""
+        _kill(self.process, signal.SIGTERM)
+
+    def kill(self) -> None:
+        _kill(self.process)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def sql(self, statement: str) -> list[tuple[object, ...]]:
+        import MySQLdb  # type: ignore[import-untyped]  # no stubs (types-mysqlclient)
+
+        conn = MySQLdb.connect(
+            host="127.0.0.1", port=self.port, user="root", passwd="", connect_timeout=3
+        )
+        try:
+            cursor = conn.cursor()
+            cursor.execute(statement)
+            rows = list(cursor.fetchall())
+            conn.commit()
+            return rows
+        finally:
+            conn.close()
+
+    def create_database(self, name: str) -> str:
+        self.sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+        return self.url(name)
+
+    def close(self) -> None:
+        try:
+            self.kill()
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> PrivateMariaDB:
         self.init()
         self.start()
         return self

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from rest_framework import exceptions
@@ -14,6 +15,9 @@ from rest_framework.views import exception_handler, set_rollback
 
 from config.middleware import problem_for_status
 from idempotency.problems import PROBLEM_CONTENT_TYPE, problem_body, problem_response
+
+#: Seconds a client waits before retrying when the sample's own database is unreachable.
+DATABASE_RETRY_AFTER = 1
 
 TITLES = {
     400: "Invalid request",
@@ -30,7 +34,26 @@ TITLES = {
 
 
 def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """Render DRF's exceptions (and anything mapped to one) as ``application/problem+json``."""
+    """Render DRF's exceptions (and anything mapped to one) as ``application/problem+json``.
+
+    The sample's own database lost mid-request (its session ended by
+    ``pg_terminate_backend``, a failover, a restart: Django's ``OperationalError`` or
+    ``InterfaceError``) is a 503 with ``Retry-After``, not a
+    500: the view's transaction rolled back, so a retry with the same key is safe (the
+    library released the key: a 5xx is never stored)."""
+    if isinstance(exc, OperationalError | InterfaceError):
+        set_rollback()
+        return Response(
+            problem_body(
+                503,
+                "database-unavailable",
+                "Service unavailable",
+                "The database could not be reached; nothing was done. Retry the request.",
+            ),
+            status=503,
+            headers={"Retry-After": str(DATABASE_RETRY_AFTER)},
+            content_type=PROBLEM_CONTENT_TYPE,
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):

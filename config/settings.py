@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+
+import dj_database_url
 
 from config.defaults import DEV_GATEWAY_SECRET, DEV_SECRET_KEY
 
@@ -32,65 +33,66 @@ def env_bool(name: str, default: bool) -> bool:
     return default if value is None else truthy(value)
 
 
+#: ``mariadb://`` is the README's other spelling of ``mysql://`` (dj-database-url knows only
+#: the latter): the same backend, the same post-processing.
+dj_database_url.register("mariadb", "django.db.backends.mysql")
+
+#: MySQL and MariaDB: utf8mb4 (four-byte characters; MySQL's "utf8" is three bytes at
+#: most) and strict mode (a value that does not fit is an error, never silently cut). The
+#: isolation level stays Django's default, READ COMMITTED (docs/howto/mysql.md says why).
+MYSQL_OPTIONS = {
+    "charset": "utf8mb4",
+    "init_command": (
+        "SET sql_mode = 'STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'"
+    ),
+}
+
+
 def database_from_url(url: str) -> dict[str, Any]:
-    """Turn ``postgres://user:pass@host:port/name``, ``mysql://user:pass@host:port/name`` or
-    ``sqlite:///path`` into a DATABASES entry."""
-    parts = urlsplit(url)
-    if parts.scheme == "sqlite":
-        name = unquote(parts.path[1:]) if parts.path.startswith("/") else parts.path
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": name or ":memory:"}
-    if parts.scheme in {"postgres", "postgresql", "pgsql"}:
-        options: dict[str, Any] = dict(parse_qsl(parts.query))
+    """A DATABASES entry for ``postgres://user:pass@host:port/name``,
+    ``mysql://user:pass@host:port/name`` (or ``mariadb://``) or ``sqlite:///path``, parsed
+    by dj-database-url; the query string gives the driver's ``OPTIONS``.
+
+    On top of dj-database-url: ``CONN_MAX_AGE`` from the environment, ``TEST_DATABASE_NAME``,
+    psycopg's ``server_side_binding`` and ``prepare_threshold`` typed as Django expects
+    them (``1``/``yes`` are True, ``none`` is None; anything else but a number is refused
+    at startup), server-side cursors off behind a transaction pooler
+    (``DATABASE_TRANSACTION_POOLING=1``), and MySQL's charset and ``sql_mode``."""
+    try:
+        config: dict[str, Any] = dict(
+            dj_database_url.parse(
+                url,
+                conn_max_age=int(os.environ.get("CONN_MAX_AGE", "0")),
+                # behind PgBouncer in transaction pooling mode a cursor cannot outlive its
+                # transaction: DATABASE_TRANSACTION_POOLING=1 turns server-side cursors off
+                disable_server_side_cursors=env_bool("DATABASE_TRANSACTION_POOLING", False),
+            )
+        )
+    except dj_database_url.UnknownSchemeError as exc:
+        raise ValueError(f"Unsupported DATABASE_URL scheme: {url.split(':', 1)[0]!r}") from exc
+    engine = config["ENGINE"]
+    if engine == "django.db.backends.sqlite3":
+        return {"ENGINE": engine, "NAME": config["NAME"]}
+    config["PORT"] = str(config.get("PORT") or "")
+    options: dict[str, Any] = dict(config.get("OPTIONS") or {})
+    test: dict[str, Any] = {"NAME": os.environ.get("TEST_DATABASE_NAME") or None}
+    if engine == "django.db.backends.postgresql":
+        config["NAME"] = config.get("NAME") or "postgres"
         # Django's own psycopg options are typed: ?server_side_binding=true&prepare_threshold=5
         if "server_side_binding" in options:
-            options["server_side_binding"] = truthy(options["server_side_binding"])
+            options["server_side_binding"] = truthy(str(options["server_side_binding"]))
         if "prepare_threshold" in options:
-            threshold = options["prepare_threshold"].strip()
+            threshold = str(options["prepare_threshold"]).strip()
             if threshold.lower() != "none" and not threshold.isdigit():
                 raise ValueError(
                     f"DATABASE_URL: prepare_threshold is a number or none, not {threshold!r}"
                 )
             options["prepare_threshold"] = None if threshold.lower() == "none" else int(threshold)
-        return {
-            "ENGINE": "django.db.backends.postgresql",
-            "NAME": unquote(parts.path.lstrip("/")) or "postgres",
-            "USER": unquote(parts.username or ""),
-            "PASSWORD": unquote(parts.password or ""),
-            "HOST": parts.hostname or "",
-            "PORT": str(parts.port or ""),
-            "CONN_MAX_AGE": int(os.environ.get("CONN_MAX_AGE", "0")),
-            "OPTIONS": options,
-            "TEST": {"NAME": os.environ.get("TEST_DATABASE_NAME") or None},
-            # behind PgBouncer in transaction pooling mode a cursor cannot outlive its
-            # transaction: DATABASE_TRANSACTION_POOLING=1 turns server-side cursors off
-            "DISABLE_SERVER_SIDE_CURSORS": env_bool("DATABASE_TRANSACTION_POOLING", False),
-        }
-    if parts.scheme in {"mysql", "mariadb"}:
-        return {
-            "ENGINE": "django.db.backends.mysql",
-            "NAME": unquote(parts.path.lstrip("/")),
-            "USER": unquote(parts.username or ""),
-            "PASSWORD": unquote(parts.password or ""),
-            "HOST": parts.hostname or "",
-            "PORT": str(parts.port or ""),
-            "CONN_MAX_AGE": int(os.environ.get("CONN_MAX_AGE", "0")),
-            # utf8mb4: four-byte characters (MySQL's "utf8" is three bytes at most); strict
-            # mode: a value that does not fit is an error, never silently cut. The isolation
-            # level stays Django's default, READ COMMITTED (docs/howto/mysql.md says why).
-            "OPTIONS": {
-                "charset": "utf8mb4",
-                "init_command": (
-                    "SET sql_mode = 'STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,"
-                    "NO_ENGINE_SUBSTITUTION'"
-                ),
-                **dict(parse_qsl(parts.query)),
-            },
-            "TEST": {
-                "NAME": os.environ.get("TEST_DATABASE_NAME") or None,
-                "CHARSET": "utf8mb4",
-            },
-        }
-    raise ValueError(f"Unsupported DATABASE_URL scheme: {parts.scheme!r}")
+    elif engine == "django.db.backends.mysql":
+        options = {**MYSQL_OPTIONS, **options}
+        test["CHARSET"] = "utf8mb4"
+    config.pop("CONN_HEALTH_CHECKS", None)  # Django's default (False), as before
+    return {**config, "OPTIONS": options, "TEST": test}
 
 
 # Development defaults; `manage.py check --deploy` fails on them (config/checks.py).

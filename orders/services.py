@@ -24,7 +24,6 @@
 from __future__ import annotations
 
 import datetime
-import functools
 import hashlib
 from collections.abc import Collection
 from decimal import Decimal
@@ -209,7 +208,15 @@ def order_paid_publish(*, order_id: int) -> str:
     message = outbox_enqueue(
         message_id=message_id, event=ORDER_PAID, payload={"order_id": order_id}
     )
-    relay = functools.partial(outbox_relay, batch_size=1, message_ids=[message.pk])
+    message_ids = [message.pk]
+
+    # a function, not a functools.partial: when a robust hook raises, Django logs it by
+    # its __qualname__, which a partial lacks, and that AttributeError escaped as a 500
+    # after the payment had committed (seen in the soak, the relay's connection ended by
+    # pg_terminate_backend)
+    def relay() -> None:
+        outbox_relay(batch_size=1, message_ids=message_ids)
+
     transaction.on_commit(relay, robust=True)
     return message_id
 

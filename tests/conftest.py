@@ -91,6 +91,7 @@ TESTAPP_URLS = (
     "tests/stores/",
     "tests/storms/",
     "tests/core/test_outages.py",
+    "tests/core/test_outages_mariadb.py",
     "tests/core/test_options.py",
 )
 SLOW_LEFT_OUT = pytest.StashKey[int]()

@@ -24,9 +24,20 @@ The invariants, named as the model names them:
 * reads agree with the model: one live owner at a time (a claim never owns a key whose
   lease is live), an expired record is absent, a lease reads as live exactly while it is.
 
-Atomic mode is not driven here: its claim lives in an open transaction (one connection per
-owner), which the storms on PostgreSQL exercise with real concurrent duplicates
-(``tests/storms``); the model checks its protocol.
+Atomic mode (:class:`AtomicProtocol`, ``DatabaseStore`` only) runs the model's atomic
+actions: ``begin`` (the transaction opens and claims the key, or replays it), ``effect``
+(a row written in that transaction), ``complete``, ``commit`` and ``crash`` (the owner
+dies anywhere before the commit: everything rolls back), beside ``peek``, ``tick`` and a
+stale owner's late ``complete`` and ``extend``. After every step: a claim is never seen
+outside its transaction, every committed effect has its committed completion and the
+reverse (claim, effect and completion commit together, a crash leaves nothing), at most
+one effect per record's life with no assumption at all, and a replay returns the one
+committed response. One connection holds one transaction at a time: concurrent
+duplicates waiting on an uncommitted claim are the storms' (``tests/storms``), on
+PostgreSQL and MariaDB.
+
+The database store runs on the run's database: SQLite in the quick tier, PostgreSQL in
+its tier, MariaDB in the MariaDB tier (``.ci/mariadb-tier`` names this file).
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ import uuid
 from typing import Any
 
 import pytest
+from django.db import transaction
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -51,6 +63,7 @@ from idempotency.stores.cache import CacheStore
 from idempotency.stores.database import DatabaseStore
 from idempotency.stores.redis import RedisStore
 from tests.support.clocks import age
+from tests.testapp.models import Effect
 
 LEASE = 50.0
 TTL = 200.0
@@ -292,6 +305,190 @@ class StoreProtocol(RuleBasedStateMachine):
         assert all(life.completions <= 1 for life in self.all_lives)
 
 
+@dataclasses.dataclass
+class Open:
+    """The one attempt whose transaction is open: atomic mode's owner between its claim
+    and its commit."""
+
+    owner: int
+    key: str
+    fence: int
+    atomic: Any  # the entered ``transaction.atomic`` block
+    label: str  # its effect's row, counted after the commit
+    effect: bool = False
+    completed: bool = False
+    body: bytes = b""
+
+
+@dataclasses.dataclass
+class Committed:
+    fence: int
+    body: bytes
+    ttl_left: float
+
+
+class AtomicProtocol(RuleBasedStateMachine):
+    """Atomic mode's actions on a ``DatabaseStore``: the claim, the view's own write (the
+    effect) and the completion inside one transaction, committed together or rolled back
+    together by a crash."""
+
+    store: DatabaseStore
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scope = f"protocol-atomic-{uuid.uuid4().hex}"
+        self.model: dict[str, Committed | None] = dict.fromkeys(KEYS)
+        self.open: Open | None = None
+        #: every attempt's effect label -> the effect rows it must have left committed
+        self.effects: dict[str, int] = {}
+        #: fences of attempts that ended (committed, replayed over or crashed)
+        self.stale: list[tuple[str, int]] = []
+        self.serial = 0
+
+    def _effect_rows(self, label: str) -> int:
+        return Effect.objects.using(self.store.using).filter(label=label).count()
+
+    # -- the model's actions ------------------------------------------------------------
+
+    @precondition(lambda self: self.open is None)
+    @rule(owner=OWNERS, key=st.sampled_from(KEYS))
+    def begin(self, owner: int, key: str) -> None:
+        """The view's transaction opens and claims the key inside it."""
+        block = transaction.atomic(using=self.store.using)
+        block.__enter__()
+        try:
+            got = self.store.claim(self.scope, key, fingerprint="fp", lease=LEASE, ttl=TTL)
+            record = self.model[key]
+            if record is None:
+                assert got.status is ClaimStatus.CLAIMED, got
+                assert not got.taken_over  # no claim ever outlives its transaction
+            else:  # P4: a completed record replays, and the transaction writes nothing
+                assert got.status is ClaimStatus.COMPLETED, (record, got)
+                assert got.response is not None and got.response.body == record.body
+        except BaseException as exc:  # a failed step leaves no transaction open
+            block.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        if record is None:
+            self.serial += 1
+            label = f"{self.scope}/{key}/{self.serial}"
+            self.effects[label] = 0
+            self.open = Open(owner, key, got.fence, block, label)
+        else:
+            block.__exit__(None, None, None)
+
+    @precondition(lambda self: self.open is not None and not self.open.effect)
+    @rule()
+    def effect(self) -> None:
+        """The view's own write, in the same transaction."""
+        assert self.open is not None
+        Effect.objects.using(self.store.using).create(label=self.open.label, amount=1)
+        self.open.effect = True
+
+    @precondition(lambda self: self.open is not None and not self.open.completed)
+    @rule()
+    def complete(self) -> None:
+        assert self.open is not None
+        self.serial += 1
+        body = f"owner {self.open.owner}, completion {self.serial}".encode()
+        done = self.store.complete(
+            self.scope,
+            self.open.key,
+            fence=self.open.fence,
+            response=StoredResponse(201, [], body),
+            ttl=TTL,
+        )
+        assert done  # P3: the current owner's completion is accepted
+        self.open.completed = True
+        self.open.body = body
+
+    @precondition(lambda self: self.open is not None and self.open.completed)
+    @rule()
+    def commit(self) -> None:
+        """Claim, effect and completion commit together."""
+        attempt = self.open
+        assert attempt is not None
+        attempt.atomic.__exit__(None, None, None)
+        self.open = None
+        self.model[attempt.key] = Committed(attempt.fence, attempt.body, TTL)
+        self.effects[attempt.label] = int(attempt.effect)
+        self.stale.append((attempt.key, attempt.fence))
+
+    @precondition(lambda self: self.open is not None)
+    @rule()
+    def crash(self) -> None:
+        """The owner dies (or its view raises) before the commit: all of it rolls back."""
+        self._roll_back()
+
+    def _roll_back(self) -> None:
+        attempt = self.open
+        if attempt is None:
+            return
+        self.open = None
+        error = RuntimeError("the owner crashed")
+        attempt.atomic.__exit__(RuntimeError, error, None)
+        self.stale.append((attempt.key, attempt.fence))
+
+    @precondition(lambda self: self.open is None and self.stale)
+    @rule(data=st.data())
+    def late_owner(self, data: Any) -> None:
+        """P3: an ended attempt's completion and renewal are refused (its fence was rolled
+        back with it, or its record is completed)."""
+        key, fence = data.draw(st.sampled_from(self.stale))
+        response = StoredResponse(200, [], b"late")
+        assert not self.store.complete(self.scope, key, fence=fence, response=response, ttl=TTL)
+        assert not self.store.extend(self.scope, key, fence=fence, lease=LEASE)
+
+    @precondition(lambda self: self.open is None)
+    @rule(key=st.sampled_from(KEYS))
+    def peek(self, key: str) -> None:
+        self._check_read(key)
+
+    @precondition(lambda self: self.open is None)
+    @rule(seconds=TICKS)
+    def tick(self, seconds: float) -> None:
+        for key, record in self.model.items():
+            if record is None:
+                continue
+            age(self.store, self.scope, key, seconds)
+            record.ttl_left -= seconds
+            if record.ttl_left <= 0:
+                self.model[key] = None
+
+    def teardown(self) -> None:
+        self._roll_back()  # a failed step leaves no transaction open
+
+    # -- invariants ----------------------------------------------------------------------
+
+    def _check_read(self, key: str) -> None:
+        record = self.model[key]
+        seen = self.store.lookup(self.scope, key, fingerprint="fp")
+        if record is None:
+            assert seen is None, (key, seen)  # never a claim outside its transaction
+        else:  # P4, P5: its one committed completion's response
+            assert seen is not None and seen.status is ClaimStatus.COMPLETED, seen
+            assert seen.response is not None and seen.response.body == record.body
+
+    @invariant()
+    def reads_agree_with_the_model(self) -> None:
+        if self.open is None:
+            for key in KEYS:
+                self._check_read(key)
+        else:  # the transaction sees its own claim
+            seen = self.store.lookup(self.scope, self.open.key, fingerprint="fp")
+            assert seen is not None
+            expected = ClaimStatus.COMPLETED if self.open.completed else ClaimStatus.IN_PROGRESS
+            assert seen.status is expected, seen
+
+    @invariant()
+    def effects_commit_with_their_completion(self) -> None:
+        """P1 with no assumption: each attempt's effect is committed exactly when its
+        completion was, once at most; a crashed attempt left none."""
+        if self.open is not None:
+            return  # judged once the transaction ended
+        for label, expected in self.effects.items():
+            assert self._effect_rows(label) == expected, label
+
+
 @pytest.fixture(
     params=[
         pytest.param("database", id="database"),
@@ -319,6 +516,49 @@ def run_machine(store: BaseStore, examples: int, **extra: Any) -> None:
 
 def test_the_store_protocol_holds_under_any_sequence(protocol_store: BaseStore) -> None:
     run_machine(protocol_store, 50)
+
+
+def run_atomic_machine(store: DatabaseStore, examples: int, **extra: Any) -> None:
+    """Run :class:`AtomicProtocol` over ``store``: ``examples`` runs of up to 30 steps."""
+    machine = type("AtomicProtocolOnTheStore", (AtomicProtocol,), {"store": store})
+    options = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], **extra}
+    run_state_machine_as_test(
+        machine, settings=settings(max_examples=examples, stateful_step_count=30, **options)
+    )
+
+
+def test_the_atomic_protocol_holds_under_any_sequence(transactional_db: Any) -> None:
+    """Atomic mode on the run's database, with real commits and rollbacks."""
+    run_atomic_machine(DatabaseStore(), 40)
+
+
+class CompletionLostStore(DatabaseStore):
+    """A mutant: the completion reports success and writes nothing (as an update judged by
+    matched rather than changed rows, or a wrong condition, would)."""
+
+    def complete(self, scope: str, key: str, **kwargs: Any) -> bool:
+        return True
+
+
+class ReplayLostStore(DatabaseStore):
+    """A mutant: a claim of a completed record replaces it (an expiry compared the wrong
+    way), so the effect commits a second time."""
+
+    def claim(self, scope: str, key: str, **kwargs: Any) -> Any:
+        found = self.lookup(scope, key, fingerprint=kwargs["fingerprint"])
+        if found is not None and found.status is ClaimStatus.COMPLETED:
+            self.delete(scope, key)
+        return super().claim(scope, key, **kwargs)
+
+
+@pytest.mark.parametrize("mutant", [CompletionLostStore, ReplayLostStore])
+def test_the_atomic_machine_catches_a_broken_store(
+    mutant: type[DatabaseStore], transactional_db: Any
+) -> None:
+    with pytest.raises(AssertionError):
+        run_atomic_machine(
+            mutant(), 200, print_blob=False, report_multiple_bugs=False, phases=[Phase.generate]
+        )
 
 
 class FenceBlindStore(CacheStore):

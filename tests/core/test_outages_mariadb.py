@@ -1,0 +1,161 @@
+"""MariaDB stopped and started again under ``DatabaseStore`` (issue 35, item 4: outages,
+the server stopped): a ``mariadbd`` of the test's own (``tests.support.faults``), the
+store's alias pointed at it, the server stopped between requests or under one, then
+started again.
+
+While it is down every keyed request answers a 503 problem (``Retry-After``), never a
+500, and runs nothing; once it is back, completed keys replay and new keys run, and no
+key ever ran twice. (A session killed by ``KILL`` is ``test_outages.py``'s.)
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from django.db import close_old_connections, connections
+from django.test import Client, override_settings
+
+from chaos.services import PrivateMariaDB
+from tests.support.faults import assert_unavailable, database_alias_at, private_mariadb
+from tests.support.stores import DB_STORE
+from tests.testapp.models import Effect
+
+ALIAS = "outage"  # tests/settings.py: a mirror of "default" until pointed at the server
+
+pytestmark = [
+    pytest.mark.mysql,
+    pytest.mark.chaos,
+    pytest.mark.django_db(transaction=True, databases=["default", ALIAS]),
+]
+
+
+def fixed_scope(request: Any) -> str:
+    return "caller:fixed"
+
+
+def post(client: Client, key: str, query: str = "") -> Any:
+    """One keyed request, in a server's request cycle: Django's handler closes a broken
+    or expired connection before and after each request (``close_old_connections``), which
+    the test client leaves out so that a test's transaction survives."""
+    close_old_connections()
+    try:
+        return client.post(
+            f"/t/function/{query}",
+            data=json.dumps({"amount": 1, "label": key}),
+            content_type="application/json",
+            HTTP_IDEMPOTENCY_KEY=key,
+        )
+    finally:
+        close_old_connections()
+
+
+def runs(key: str) -> int:
+    """How often the view's effect for ``key`` committed (the test database's rows)."""
+    return Effect.objects.filter(label=key).count()
+
+
+@contextmanager
+def store_on_private_mariadb(mode: str) -> Iterator[PrivateMariaDB]:
+    """DatabaseStore on a private MariaDB; in atomic mode the view's own database
+    ("default", where its effect is written) is in the transaction too
+    (``ATOMIC_DATABASES``), as a deployment lists every alias a view writes to."""
+    settings = {
+        "STORE": DB_STORE,
+        "MODE": mode,
+        "DATABASE_ALIAS": ALIAS,
+        "ATOMIC_DATABASES": ["default"],
+        "SCOPE": "tests.core.test_outages_mariadb.fixed_scope",
+    }
+    with (
+        private_mariadb() as server,
+        database_alias_at(ALIAS, server, "idem_outage"),
+        override_settings(IDEMPOTENCY=settings),
+    ):
+        yield server
+
+
+def in_threads(keys: list[str]) -> dict[str, int]:
+    """Each key sent at once from a thread of its own: its status (500 for an exception)."""
+    statuses: dict[str, int] = {}
+
+    def send(key: str) -> None:
+        try:
+            statuses[key] = post(Client(raise_request_exception=False), key).status_code
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=send, args=(key,)) for key in keys]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return statuses
+
+
+@pytest.mark.parametrize("mode", ["atomic", "lease"])
+def test_a_stopped_mariadb_answers_503_runs_nothing_and_recovers(mode: str) -> None:
+    with store_on_private_mariadb(mode) as server:
+        client = Client(raise_request_exception=False)
+        done = f"done-{uuid.uuid4().hex}"
+        first = post(client, done)
+        assert first.status_code == 201, first.content
+
+        server.stop()
+        down = [post(client, done), post(client, f"down-{uuid.uuid4().hex}")]
+        waiting = [f"load-{uuid.uuid4().hex}" for _ in range(4)]
+        statuses = in_threads(waiting + waiting)  # each key twice, at once
+        for response in down:
+            assert_unavailable(response)  # 503 problem+json, Retry-After, never a 500
+        assert set(statuses.values()) == {503}, statuses
+        assert all(runs(key) == 0 for key in waiting)  # nothing ran unclaimed
+
+        server.start()
+        again = post(client, done)  # the completed key replays
+        assert again.status_code == 201
+        assert again["Idempotent-Replayed"] == "true"
+        assert json.loads(again.content) == json.loads(first.content)
+        assert set(in_threads(waiting).values()) <= {201, 409}  # what got 503 runs now
+        for key in waiting:
+            assert post(client, key).status_code == 201
+            assert runs(key) == 1, key  # once
+        assert runs(done) == 1
+
+
+@pytest.mark.parametrize("mode", ["atomic", "lease"])
+def test_mariadb_stopped_under_a_running_request(mode: str) -> None:
+    """The server stops while the view runs (its effect written, before the completion):
+    never a 500, and the key never runs twice."""
+    with store_on_private_mariadb(mode) as server:
+        key = f"inflight-{uuid.uuid4().hex}"
+        answered: list[Any] = []
+
+        def send() -> None:
+            try:
+                answered.append(post(Client(raise_request_exception=False), key, "?sleep=1.5"))
+            finally:
+                connections.close_all()
+
+        thread = threading.Thread(target=send)
+        thread.start()
+        time.sleep(0.5)  # the view sleeps inside its transaction
+        server.stop()
+        thread.join(timeout=60)
+        [response] = answered
+
+        server.start()
+        client = Client(raise_request_exception=False)
+        retry = post(client, key, "?sleep=1.5")  # the same request again
+        # atomic: rolled back with the claim, the retry runs it once; lease: the view's
+        # effect committed, and its claim (the completion lost) holds the key: 409
+        assert retry.status_code in {201, 409}, retry.content
+        assert runs(key) == 1  # never twice, whatever the first answer was
+        assert response.status_code in {201, 503}, response.content  # never a 500
+        if response.status_code == 503:
+            assert_unavailable(response)
