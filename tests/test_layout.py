@@ -27,6 +27,35 @@ def test_importing_the_package_imports_none_of_its_modules() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
 
+@pytest.mark.parametrize(
+    "module",
+    [
+        "idempotency.core.engine",
+        "idempotency.core.backends",
+        "idempotency.stores",
+        "idempotency.tokens",
+        "idempotency.locks",
+        "idempotency.checks",
+        "idempotency.functions",
+        "idempotency.tasks",
+        "idempotency.http.handler",
+        "idempotency.observability.tracing",
+    ],
+)
+def test_each_part_imports_first_in_a_fresh_process(module: str) -> None:
+    """A process whose first import is one part of the package (a lock worker imports
+    ``idempotency.locks``, a script a store) gets it whole: no part needs another to be
+    imported before it (a circle the static graph cannot see, through a package's
+    ``__init__``, failed exactly so)."""
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    code = (
+        "import django; from django.conf import settings; "
+        "settings.configure(INSTALLED_APPS=[], USE_TZ=True); django.setup(); "
+        f"import importlib; importlib.import_module({module!r})"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)
+
+
 #: Every Python package of the repository, and its top-level scripts.
 PACKAGES = (
     "idempotency",

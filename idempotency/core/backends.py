@@ -21,7 +21,6 @@ from typing import Any, Generic, TypeVar
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from idempotency.checks.messages import MESSAGES
 from idempotency.conf import idempotency_settings, on_reload
 
 T = TypeVar("T")
@@ -151,6 +150,9 @@ class Pluggable(Generic[T]):
         self, code: str, value: object, configured: bool, **details: Any
     ) -> UnusableBackend:
         aliases = ", ".join(f"{name!r}" for name in self.aliases) or "none"
+        # imported here: idempotency.checks imports the stores, which import this module
+        from idempotency.checks.messages import MESSAGES
+
         entry = MESSAGES[code]
         values = {
             "name": self.setting,
