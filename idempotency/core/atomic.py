@@ -13,6 +13,7 @@ from idempotency import signals
 from idempotency.core.job import Adapter, Job, Outcome
 from idempotency.core.outages import is_lock_error
 from idempotency.core.steps import (
+    ADAPT,
     BUSY,
     WORK,
     Flow,
@@ -77,8 +78,11 @@ def atomic_flow(job: Job, adapter: Adapter) -> Flow:
     assert isinstance(store, AtomicStore)
     # claim first answers for any record a peek misses; insert-last must see them all
     looked_partly = not job.optimistic
-    first = yield lookup_step(job, "lookup" if job.optimistic else "peek")
-    state = yield from settle(job, adapter, first, claims=False)
+    state = yield lookup_step(job, "lookup" if job.optimistic else "peek")
+    if state is not None and (
+        state.status is ClaimStatus.IN_PROGRESS or state.status is ClaimStatus.MISMATCH
+    ):  # only these wait or adopt: the other states need no generator of settle's
+        state = yield from settle(job, adapter, state, claims=False)
     if state is None and job.quota is not None:
         if looked_partly:  # a peek may read only a cache: a replay it missed is no new record
             state = yield from settle(job, adapter, (yield lookup_step(job)), claims=False)
@@ -87,6 +91,8 @@ def atomic_flow(job: Job, adapter: Adapter) -> Flow:
             if refused is not None:
                 return refused
     if state is not None:
+        if state.status is ClaimStatus.COMPLETED:
+            return (yield (ADAPT, "replay", (job, state)))
         return (yield from answer(job, adapter, state))
     if job.optimistic:
         return (yield from _optimistic(job, adapter, store))
