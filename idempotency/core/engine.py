@@ -132,7 +132,12 @@ async def arun(job: Job, adapter: Adapter, work: Callable[[], Awaitable[Any]]) -
         kind = step[0]
         try:
             if kind is STORE:
-                value = await _atimed(job, store, step, traced)
+                span = step[1]
+                method = getattr(store, "a" + step[2])
+                if span == "claim" or (traced and span is not None):
+                    value = await _atimed(job, span, method, step, traced)
+                else:
+                    value = await method(*step[3], **step[4])
             elif kind is WORK:
                 job.started = True
                 value = await work()
@@ -149,16 +154,15 @@ async def arun(job: Job, adapter: Adapter, work: Callable[[], Awaitable[Any]]) -
             error = exc
 
 
-async def _atimed(job: Job, store: Any, step: Step, traced: bool) -> Any:
-    span, name = step[1], step[2]
-    method = getattr(store, "a" + name)
-    if span is None:
-        return await method(*step[3], **step[4])
-    started = perf_counter() if span == "claim" else 0.0
+async def _atimed(
+    job: Job, span: str, method: Callable[..., Awaitable[Any]], step: Step, traced: bool
+) -> Any:
+    """:func:`_timed` for the store's async twin ``method``."""
+    started = perf_counter()
     try:
         if not traced:
             return await method(*step[3], **step[4])
-        with spanned(span, job, name) as done:
+        with spanned(span, job, step[2]) as done:
             return done(await method(*step[3], **step[4]))
     finally:
         if span == "claim":
