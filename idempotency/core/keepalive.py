@@ -54,6 +54,24 @@ THREAD_NAME = "idempotency-keepalive"
 class KeepAlive:
     """Renews ``(scope, key)``'s lease for the owner holding ``fence`` until stopped."""
 
+    # one is made for every lease-mode request: no instance dict to build and grow
+    __slots__ = (
+        "store",
+        "scope",
+        "key",
+        "fence",
+        "lease",
+        "owner",
+        "interval",
+        "renewals",
+        "failures",
+        "lost",
+        "stopped",
+        "_renewing",
+        "_renewer",
+        "_renewed",
+    )
+
     def __init__(
         self, store: BaseStore, scope: str, key: str, *, fence: int, lease: float, owner: str
     ) -> None:
