@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import IntegrityError, OperationalError
+from django.db import DatabaseError, IntegrityError, OperationalError
 
 from idempotency import signals
 from idempotency.core.job import Adapter, Job, Outcome
 from idempotency.core.outages import is_lock_error, is_outage, unavailable
 from idempotency.core.steps import (
+    ADAPT,
     BUSY,
     WORK,
     Flow,
@@ -78,8 +79,11 @@ def atomic_flow(job: Job, adapter: Adapter) -> Flow:
     assert isinstance(store, AtomicStore)
     # claim first answers for any record a peek misses; insert-last must see them all
     looked_partly = not job.optimistic
-    first = yield lookup_step(job, "lookup" if job.optimistic else "peek")
-    state = yield from settle(job, adapter, first, claims=False)
+    state = yield lookup_step(job, "lookup" if job.optimistic else "peek")
+    if state is not None and (
+        state.status is ClaimStatus.IN_PROGRESS or state.status is ClaimStatus.MISMATCH
+    ):  # only these wait or adopt: the other states need no generator of settle's
+        state = yield from settle(job, adapter, state, claims=False)
     if state is None and job.quota is not None:
         if looked_partly:  # a peek may read only a cache: a replay it missed is no new record
             state = yield from settle(job, adapter, (yield lookup_step(job)), claims=False)
@@ -88,6 +92,8 @@ def atomic_flow(job: Job, adapter: Adapter) -> Flow:
             if refused is not None:
                 return refused
     if state is not None:
+        if state.status is ClaimStatus.COMPLETED:
+            return (yield (ADAPT, "replay", (job, state)))
         return (yield from answer(job, adapter, state))
     if job.optimistic:
         return (yield from _optimistic(job, adapter, store))
@@ -181,7 +187,7 @@ def _atomic_failure(
         raise exc
     if isinstance(exc, StoreUnavailable):
         raise exc  # the caller's interface answers an outage (503, or runs unprotected)
-    if is_outage(exc):
+    if isinstance(exc, DatabaseError) and is_outage(exc):
         # the database went away under the transaction (a query, the completion, the
         # commit): it rolled back, or committed whole, so a retry either replays or runs
         # once. Answered as the store's outage (503 with Retry-After), never a bare 500

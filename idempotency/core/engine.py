@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from time import perf_counter
 from typing import Any
 
 from idempotency.conf import idempotency_settings
@@ -36,9 +37,9 @@ from idempotency.stores.base import Claim
 
 def flow(job: Job, adapter: Adapter) -> Flow:
     """The whole run: the caller's answer is the generator's return value."""
-    if job.mode == "atomic":
-        return (yield from atomic_flow(job, adapter))
-    return (yield from lease_flow(job, adapter))
+    # the mode's own generator, not one that delegates to it: every step would cross
+    # one generator frame more
+    return atomic_flow(job, adapter) if job.mode == "atomic" else lease_flow(job, adapter)
 
 
 def release(job: Job, claim: Claim, reason: BaseException | None = None) -> None:
@@ -53,52 +54,60 @@ def release(job: Job, claim: Claim, reason: BaseException | None = None) -> None
     drive(give_back(job, claim, exception=reason), job, lambda: None)
 
 
-def _timed(job: Job, span: str | None, method: Callable[..., Any], step: Step) -> Any:
-    if span is None:
-        return method(*step[3], **step[4])
-    started = time.perf_counter()
+def _timed(job: Job, span: str, method: Callable[..., Any], step: Step, traced: bool) -> Any:
+    """A store step in its span (when tracing is on); a claim's seconds added up."""
+    started = perf_counter()
     try:
-        if not idempotency_settings.OPENTELEMETRY:
+        if not traced:
             return method(*step[3], **step[4])
         with spanned(span, job, step[2]) as done:
             return done(method(*step[3], **step[4]))
     finally:
         if span == "claim":
-            job.claim_seconds = (job.claim_seconds or 0.0) + time.perf_counter() - started
+            job.claim_seconds = (job.claim_seconds or 0.0) + perf_counter() - started
 
 
 def drive(steps: Flow, job: Job, work: Callable[[], Any], adapter: Adapter | None = None) -> Any:
     """Run ``steps`` to their end, doing each step in this thread."""
+    # read once per run: the loop below is the hot path of every keyed request
+    traced = idempotency_settings.OPENTELEMETRY
+    store = job.store
+    send, throw = steps.send, steps.throw
     value: Any = None
     error: BaseException | None = None
     while True:
         try:
-            step = steps.send(value) if error is None else steps.throw(error)
+            step = send(value) if error is None else throw(error)
         except StopIteration as stop:
             return stop.value
         value = error = None
         kind = step[0]
         try:
             if kind is STORE:
-                value = _timed(job, step[1], getattr(job.store, step[2]), step)
+                span = step[1]
+                method = getattr(store, step[2])
+                if span == "claim" or (traced and span is not None):
+                    value = _timed(job, span, method, step, traced)
+                else:
+                    value = method(*step[3], **step[4])
             elif kind is WORK:
                 job.started = True
                 value = work()
             elif kind is ADAPT:
-                value = _adapt(job, adapter, step)
+                method = getattr(adapter, step[1])
+                value = _replayed(job, method, step) if traced else method(*step[2])
             else:
                 time.sleep(step[1])
         except BaseException as exc:  # handed to the flow, which re-raises what it must
             error = exc
 
 
-def _adapt(job: Job, adapter: Any, step: Step) -> Any:
-    """An adapter's step: ``replay`` in its span (when tracing is on)."""
-    method = getattr(adapter, step[1])
-    if step[1] != "replay" or not idempotency_settings.OPENTELEMETRY:
-        return method(*step[2])
+def _replayed(job: Job, replay: Callable[..., Any], step: Step) -> Any:
+    """An adapter's step, ``replay`` in its span (tracing on)."""
+    if step[1] != "replay":
+        return replay(*step[2])
     with spanned("replay", job, "replay") as done:
-        return done(method(*step[2]))
+        return done(replay(*step[2]))
 
 
 def run(job: Job, adapter: Adapter, work: Callable[[], Any]) -> Any:
@@ -110,6 +119,8 @@ async def arun(job: Job, adapter: Adapter, work: Callable[[], Awaitable[Any]]) -
     """:func:`run` for async work (lease mode): the store's async methods are awaited
     (``aclaim``, ``acomplete``, ...), the work and the pauses run on the event loop."""
     steps = flow(job, adapter)
+    traced = idempotency_settings.OPENTELEMETRY
+    store = job.store
     value: Any = None
     error: BaseException | None = None
     while True:
@@ -121,33 +132,41 @@ async def arun(job: Job, adapter: Adapter, work: Callable[[], Awaitable[Any]]) -
         kind = step[0]
         try:
             if kind is STORE:
-                value = await _atimed(job, step)
+                span = step[1]
+                method = getattr(store, "a" + step[2])
+                if span == "claim" or (traced and span is not None):
+                    value = await _atimed(job, span, method, step, traced)
+                else:
+                    value = await method(*step[3], **step[4])
             elif kind is WORK:
                 job.started = True
                 value = await work()
             elif kind is ADAPT:
                 twin = getattr(adapter, "a" + step[1], None)
-                value = await twin(*step[2]) if twin is not None else _adapt(job, adapter, step)
+                if twin is not None:
+                    value = await twin(*step[2])
+                else:
+                    method = getattr(adapter, step[1])
+                    value = _replayed(job, method, step) if traced else method(*step[2])
             else:
                 await asyncio.sleep(step[1])
         except BaseException as exc:
             error = exc
 
 
-async def _atimed(job: Job, step: Step) -> Any:
-    span, name = step[1], step[2]
-    method = getattr(job.store, "a" + name)
-    if span is None:
-        return await method(*step[3], **step[4])
-    started = time.perf_counter()
+async def _atimed(
+    job: Job, span: str, method: Callable[..., Awaitable[Any]], step: Step, traced: bool
+) -> Any:
+    """:func:`_timed` for the store's async twin ``method``."""
+    started = perf_counter()
     try:
-        if not idempotency_settings.OPENTELEMETRY:
+        if not traced:
             return await method(*step[3], **step[4])
-        with spanned(span, job, name) as done:
+        with spanned(span, job, step[2]) as done:
             return done(await method(*step[3], **step[4]))
     finally:
         if span == "claim":
-            job.claim_seconds = (job.claim_seconds or 0.0) + time.perf_counter() - started
+            job.claim_seconds = (job.claim_seconds or 0.0) + perf_counter() - started
 
 
 __all__ = ["arun", "drive", "flow", "release", "run"]

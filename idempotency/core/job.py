@@ -75,15 +75,6 @@ class Job:
     #: The claim was given back during the work (a task's ``retry()``): nothing to store.
     finished: bool = False
 
-    def claim_arguments(self) -> dict[str, Any]:
-        return {
-            "fingerprint": self.fingerprint,
-            "lease": self.lease,
-            "ttl": self.ttl,
-            "method": self.method,
-            "route": self.route,
-        }
-
     @property
     def ref(self) -> str:
         """The record as logs name it (hashed: logs never carry a raw key)."""

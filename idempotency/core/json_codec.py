@@ -69,7 +69,8 @@ def decoder_of(decoder: json.JSONDecoder) -> Callable[[str], Any]:
     scan: Callable[[str, int], tuple[Any, int]] = decoder.scan_once  # type: ignore[attr-defined]
 
     def decode(text: str) -> Any:
-        start = len(text) - len(text.lstrip(WHITESPACE))
+        # most texts start with their value: no copy stripped of nothing
+        start = len(text) - len(text.lstrip(WHITESPACE)) if text[:1] in WHITESPACE else 0
         try:
             value, end = scan(text, start)
         except StopIteration as exc:

@@ -29,8 +29,8 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 
 from django.db import connections
 
@@ -54,6 +54,24 @@ THREAD_NAME = "idempotency-keepalive"
 class KeepAlive:
     """Renews ``(scope, key)``'s lease for the owner holding ``fence`` until stopped."""
 
+    # one is made for every lease-mode request: no instance dict to build and grow
+    __slots__ = (
+        "store",
+        "scope",
+        "key",
+        "fence",
+        "lease",
+        "owner",
+        "interval",
+        "renewals",
+        "failures",
+        "lost",
+        "stopped",
+        "_renewing",
+        "_renewer",
+        "_renewed",
+    )
+
     def __init__(
         self, store: BaseStore, scope: str, key: str, *, fence: int, lease: float, owner: str
     ) -> None:
@@ -71,31 +89,40 @@ class KeepAlive:
         self.stopped = False
         self._renewing = False
         self._renewer = 0  # the thread running a renewal (a receiver may stop it from there)
-        # an RLock: a Condition over a plain Lock looks up three methods the lock lacks
-        # and catches an AttributeError for each (3.7 µs against 1.6 µs here), and one is
-        # built for every lease-mode request; nothing here takes it twice in one thread
-        self._idle = threading.Condition(threading.RLock())
+        #: Set when the renewal in flight ends, for a stop() that waits for it; made only
+        #: then. Every keep-alive shares one plain lock (``_state``) for its flags: one is
+        #: made for every lease-mode request, and most never meet a renewal.
+        self._renewed: threading.Event | None = None
 
     def start(self) -> KeepAlive:
         watchdog().watch(self, time.monotonic() + self.interval)
         return self
 
+    def __enter__(self) -> KeepAlive:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
     def stop(self) -> None:
         """No renewal after this returns (one in flight is waited for, up to
         ``STOP_TIMEOUT``)."""
-        with self._idle:
+        renewal = None
+        with _state:
             if self.stopped:
                 return
             self.stopped = True
             if self._renewing and self._renewer != threading.get_ident():
-                self._idle.wait_for(lambda: not self._renewing, STOP_TIMEOUT)
+                renewal = self._renewed = threading.Event()
+        if renewal is not None:
+            renewal.wait(STOP_TIMEOUT)
         watchdog().forget()
 
     def renew(self, due: float) -> float | None:
         """One renewal (the one ``due`` at that monotonic time), in a renewal thread; the
         next one's due time, or None when the keep-alive ends. The schedule keeps its
         rate: a slow renewal (a reconnect under load) does not push the next one back."""
-        with self._idle:
+        with _state:
             if self.stopped:
                 return None
             self._renewing, self._renewer = True, threading.get_ident()
@@ -103,9 +130,10 @@ class KeepAlive:
             go_on = self._renew()
         finally:
             connections.close_all()  # this thread's own connections: renewals are rare
-            with self._idle:
+            with _state:
                 self._renewing = False
-                self._idle.notify_all()
+                if self._renewed is not None:
+                    self._renewed.set()
         if not go_on or self.stopped:
             return None
         now = time.monotonic()
@@ -153,7 +181,10 @@ class Watchdog:
     that sleeps until the earliest is due, and the pool that runs it."""
 
     def __init__(self) -> None:
-        self._lock = threading.Condition(threading.Lock())
+        # taken directly where nothing waits or is woken (``with`` on the Condition is
+        # two Python calls more, on every lease-mode request)
+        self._mutex = threading.Lock()
+        self._lock = threading.Condition(self._mutex)
         self._due: list[tuple[float, int, KeepAlive]] = []
         self._order = itertools.count()
         self._live = 0
@@ -166,7 +197,7 @@ class Watchdog:
         return self._live
 
     def watch(self, keeper: KeepAlive, due: float) -> None:
-        with self._lock:
+        with self._mutex:
             self._live += 1
             self._push(keeper, due)
             if self._thread is None:
@@ -176,7 +207,7 @@ class Watchdog:
     def forget(self) -> None:
         """A keep-alive stopped: its entry is dropped when it falls due (or when stopped
         entries outnumber the live ones, all at once)."""
-        with self._lock:
+        with self._mutex:
             self._live -= 1
             if len(self._due) > 2 * self._live + 64:
                 self._due = [entry for entry in self._due if not entry[2].stopped]
@@ -245,6 +276,8 @@ class Renewers:
 
 _watchdog: Watchdog | None = None
 _created = threading.Lock()
+#: Guards every keep-alive's ``stopped`` and ``_renewing`` flags.
+_state = threading.Lock()
 
 
 def watchdog() -> Watchdog:
@@ -258,25 +291,20 @@ def watchdog() -> Watchdog:
 
 
 def _forget_after_fork() -> None:
-    global _watchdog, _created
-    _watchdog, _created = None, threading.Lock()
+    global _watchdog, _created, _state
+    _watchdog, _created, _state = None, threading.Lock(), threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_after_fork)
 
 
-@contextmanager
 def kept_alive(
     store: BaseStore, scope: str, key: str, *, fence: int, lease: float, owner: str
-) -> Iterator[KeepAlive | None]:
+) -> AbstractContextManager[KeepAlive | None]:
     """Renew the lease while the block runs (None where the claim cannot be renewed from
-    another thread: inside an open transaction, nobody else can see it anyway)."""
+    another thread: inside an open transaction, nobody else can see it anyway). The
+    keep-alive is its own context manager: no generator per request."""
     if not store.renewable():
-        yield None
-        return
-    keeper = KeepAlive(store, scope, key, fence=fence, lease=lease, owner=owner).start()
-    try:
-        yield keeper
-    finally:
-        keeper.stop()
+        return nullcontext()
+    return KeepAlive(store, scope, key, fence=fence, lease=lease, owner=owner)

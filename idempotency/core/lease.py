@@ -22,7 +22,12 @@ from idempotency.core.steps import (
     store_step,
 )
 from idempotency.exceptions import StoreUnavailable
-from idempotency.stores.base import Claim
+from idempotency.stores.base import Claim, ClaimStatus
+
+CLAIMED = ClaimStatus.CLAIMED
+COMPLETED = ClaimStatus.COMPLETED
+IN_PROGRESS = ClaimStatus.IN_PROGRESS
+MISMATCH = ClaimStatus.MISMATCH
 
 
 def lease_flow(job: Job, adapter: Adapter) -> Flow:
@@ -33,9 +38,14 @@ def lease_flow(job: Job, adapter: Adapter) -> Flow:
         if job.store.lookup_before_claim
         else (yield claim_step(job))
     )
-    state = yield from settle(job, adapter, first, claims=True)
-    assert state is not None
-    if not state.owned:
+    state = first
+    # a claim taken or a completed record needs no settling (most requests): no generator
+    if state is None or state.status is IN_PROGRESS or state.status is MISMATCH:
+        state = yield from settle(job, adapter, state, claims=True)
+        assert state is not None
+    if state.status is not CLAIMED:
+        if state.status is COMPLETED:
+            return (yield (ADAPT, "replay", (job, state)))
         return (yield from answer(job, adapter, state))
     claim = state
     if job.quota is not None and not claim.taken_over:

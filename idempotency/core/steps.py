@@ -32,25 +32,40 @@ def store_step(job: Job, span: str | None, operation: str, /, *args: Any, **kwar
 
 
 def claim_step(job: Job, *, in_transaction: bool = False) -> Step:
-    method = "claim_in_transaction" if in_transaction else "claim"
-    return store_step(job, "claim", method, **job.claim_arguments())
+    # the step's tuple built here, not through store_step: every request claims
+    return (
+        STORE,
+        "claim",
+        "claim_in_transaction" if in_transaction else "claim",
+        (job.scope, job.key),
+        {
+            "fingerprint": job.fingerprint,
+            "lease": job.lease,
+            "ttl": job.ttl,
+            "method": job.method,
+            "route": job.route,
+        },
+    )
 
 
 def complete_step(job: Job, claim: Claim, outcome: Outcome) -> Step:
     """Complete the claimed record with ``outcome`` (fenced by the claim's token)."""
-    return store_step(
-        job,
+    return (
+        STORE,
         "complete",
         "complete",
-        fence=claim.fence,
-        response=outcome.stored,
-        ttl=outcome.ttl,
-        fingerprint=job.fingerprint,
+        (job.scope, job.key),
+        {
+            "fence": claim.fence,
+            "response": outcome.stored,
+            "ttl": outcome.ttl,
+            "fingerprint": job.fingerprint,
+        },
     )
 
 
 def lookup_step(job: Job, method: str = "lookup") -> Step:
-    return store_step(job, "claim", method, fingerprint=job.fingerprint)
+    return (STORE, "claim", method, (job.scope, job.key), {"fingerprint": job.fingerprint})
 
 
 def is_free(state: Claim | None) -> bool:

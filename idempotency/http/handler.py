@@ -76,7 +76,7 @@ async def run_async(
     ``await``); the store's async methods, the view on the event loop."""
     if policy.mode == "atomic":
         raise ImproperlyApplied("Async views cannot use atomic mode; use mode='lease'.")
-    lease_policy = policy.merged(mode="lease") if policy.mode is None else policy
+    lease_policy = _in_lease_mode(policy)
     try:
         job = await aprepare(request, lease_policy)
     except ImproperlyConfigured as exc:
@@ -96,6 +96,25 @@ async def run_async(
         _warn_unprotected(job)
         return await call()
     return response
+
+
+#: id(policy) -> (policy, the policy in lease mode): an async view's policy is merged
+#: once, not per request (an entry holds its policy, so no other takes its id).
+_LEASE_POLICIES: dict[int, tuple[Policy, Policy]] = {}
+
+
+def _in_lease_mode(policy: Policy) -> Policy:
+    """``policy`` with ``mode="lease"`` where it leaves the mode to the settings."""
+    if policy.mode is not None:
+        return policy
+    found = _LEASE_POLICIES.get(id(policy))
+    if found is not None and found[0] is policy:
+        return found[1]
+    merged = policy.merged(mode="lease")
+    if len(_LEASE_POLICIES) >= 1024:
+        _LEASE_POLICIES.clear()
+    _LEASE_POLICIES[id(policy)] = (policy, merged)
+    return merged
 
 
 async def aprepare(request: HttpRequest, policy: Policy) -> Job | HttpResponseBase | None:

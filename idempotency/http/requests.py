@@ -10,13 +10,13 @@ A view sees its own key as ``request.idempotency`` (:class:`IdempotencyContext`)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponseBase
 
 from idempotency import signals
-from idempotency.conf import DEFAULTS, idempotency_settings
+from idempotency.conf import DEFAULTS, idempotency_settings, on_reload
 from idempotency.core.job import Job
 from idempotency.exceptions import (
     IdempotencyAnonymousNotAllowed,
@@ -82,14 +82,81 @@ def scope_kind(policy: Policy, scope: str) -> str:
     ``named`` (a string on the view: a part of each caller's records), the principal's
     kind where the default scope made it (``auth.user`` of ``auth.user:<pk>``,
     ``token``), else ``custom``; never the scope itself."""
+    return _scope_kind(_policy_scope_kind(policy), scope)
+
+
+def _policy_scope_kind(policy: Policy) -> str | None:
+    """:func:`scope_kind` as far as the policy and the settings decide it; None where the
+    default scope made the scope (its principal's kind is read from it)."""
     if isinstance(policy.scope, SharedScope):
         return "shared"
     if isinstance(policy.scope, str):
         return "named"
     if policy.scope is None and DEFAULTS["SCOPE"] == idempotency_settings.SCOPE:
-        kind, colon, _ = scope.partition(":")
-        return kind if colon else "custom"
+        return None
     return "custom"
+
+
+def _scope_kind(kind: str | None, scope: str) -> str:
+    if kind is not None:
+        return kind
+    kind, colon, _ = scope.partition(":")
+    return kind if colon else "custom"
+
+
+class Resolved(NamedTuple):
+    """What a job takes from its view's policy and the settings alone, not from its
+    request: resolved once per policy (until the settings change), not per request."""
+
+    policy: Policy
+    store: BaseStore
+    mode: str
+    lease: float
+    ttl: float
+    wait: float
+    quota: tuple[int, float] | None
+    optimistic: bool
+    databases: list[str]
+    scope_kind: str | None
+
+
+#: id(policy) -> its options resolved. An entry holds its policy, so no other policy
+#: can take its id while it is here; cleared when the settings change, and when it has
+#: grown past ``_MOST_RESOLVED`` (policies made per request).
+_RESOLVED: dict[int, Resolved] = {}
+_MOST_RESOLVED = 1024
+
+
+@on_reload
+def _forget_resolved() -> None:
+    _RESOLVED.clear()
+
+
+def resolve(policy: Policy) -> Resolved:
+    """``policy``'s options for a job: the store, the mode, the seconds, the quota, the
+    aliases; ImproperlyConfigured for a store that cannot work (never kept)."""
+    found = _RESOLVED.get(id(policy))
+    if found is not None and found.policy is policy:
+        return found
+    store = policy.get_store()
+    mode = policy.get_mode(store)
+    limit = policy.get_max_new_records()
+    resolved = Resolved(
+        policy=policy,
+        store=store,
+        mode=mode,
+        lease=policy.get_lease(),
+        ttl=policy.get_ttl(),
+        wait=policy.get_wait(),
+        quota=None if limit is None else (limit, policy.get_record_window()),
+        optimistic=mode == "atomic" and policy.get_claim() == "optimistic",
+        databases=policy.get_databases(store.using) if isinstance(store, AtomicStore) else [],
+        scope_kind=_policy_scope_kind(policy),
+    )
+    if len(_RESOLVED) >= _MOST_RESOLVED:
+        _RESOLVED.clear()
+    _RESOLVED[id(policy)] = resolved
+    return resolved
 
 
 def route_of(request: HttpRequest) -> str:
@@ -137,28 +204,34 @@ def prepare(request: HttpRequest, policy: Policy) -> Job | HttpResponseBase | No
             "Payload too large",
             "The request body is larger than the server accepts.",
         )
-    store = policy.get_store()
-    mode = policy.get_mode(store)
-    limit = policy.get_max_new_records()
+    options = resolve(policy)
     return Job(
-        store=store,
+        store=options.store,
         scope=scope,
         key=key,
         fingerprint=fingerprint,
-        mode=mode,
-        lease=policy.get_lease(),
-        ttl=policy.get_ttl(),
-        wait=policy.get_wait(),
+        mode=options.mode,
+        lease=options.lease,
+        ttl=options.ttl,
+        wait=options.wait,
         method=plain.method or "",
         route=plain.path,
         owner=plain.path,
         interface="http",
-        scope_kind=scope_kind(policy, scope),
+        scope_kind=_scope_kind(options.scope_kind, scope),
         request=request,
-        quota=None if limit is None else (limit, policy.get_record_window()),
-        optimistic=mode == "atomic" and policy.get_claim() == "optimistic",
-        databases=policy.get_databases(store.using) if isinstance(store, AtomicStore) else [],
+        quota=options.quota,
+        optimistic=options.optimistic,
+        databases=options.databases,
     )
 
 
-__all__ = ["UNSAFE_METHODS", "IdempotencyContext", "prepare", "route_of", "scope_kind"]
+__all__ = [
+    "UNSAFE_METHODS",
+    "IdempotencyContext",
+    "Resolved",
+    "prepare",
+    "resolve",
+    "route_of",
+    "scope_kind",
+]
