@@ -33,6 +33,28 @@ TITLES = {
 }
 
 
+#: PostgreSQL's SQLSTATEs of a server going away (class 08 too: connection exceptions).
+POSTGRES_GONE = frozenset({"57P01", "57P02", "57P03"})
+#: MySQL/MariaDB's errors of a server going away: cannot connect, gone, lost, killed.
+MYSQL_GONE = frozenset({2002, 2003, 2006, 2013, 1927, 4031})
+
+
+def database_unreachable(exc: Exception) -> bool:
+    """Whether ``exc`` is the sample's database gone (a session ended, a restart, a
+    failover), rather than a query the live database refused (a lock, a deadlock, a
+    missing table): only the first is a 503 worth retrying."""
+    if isinstance(exc, InterfaceError):
+        return True
+    cause = exc.__cause__ if isinstance(exc, OperationalError) else None
+    driver = type(cause).__module__ if cause is not None else ""
+    if driver.startswith("psycopg"):
+        state = getattr(cause, "sqlstate", None)
+        return state is None or state.startswith("08") or state in POSTGRES_GONE
+    if driver.startswith("MySQLdb") and cause is not None and cause.args:
+        return cause.args[0] in MYSQL_GONE
+    return False
+
+
 def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """Render DRF's exceptions (and anything mapped to one) as ``application/problem+json``.
 
@@ -41,7 +63,7 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
     ``InterfaceError``) is a 503 with ``Retry-After``, not a
     500: the view's transaction rolled back, so a retry with the same key is safe (the
     library released the key: a 5xx is never stored)."""
-    if isinstance(exc, OperationalError | InterfaceError):
+    if database_unreachable(exc):
         set_rollback()
         return Response(
             problem_body(
