@@ -201,8 +201,11 @@ def test_deferring_a_duplicate_spends_no_retries_and_leaves_no_state(
     worker = start_worker()
     label = unique("defer")
     task = celery_app.deferred_then_flaky
-    holder = task.idempotent_call((label,), {})
-    assert holder is not None and holder.claim().status is ClaimStatus.CLAIMED
+    keyed = task.idempotent_call((label,), {})
+    assert keyed is not None
+    holder, _answers = keyed
+    held = holder.store.claim(holder.scope, holder.key, **holder.claim_arguments())
+    assert held.status is ClaimStatus.CLAIMED
     task_id = str(uuid.uuid4())
     task.apply_async((label,), task_id=task_id, queue=worker.queue)
 

@@ -143,6 +143,7 @@ def strict_consumer(message_id: str, amount: str, label: str) -> dict[str, Any]:
     base=IdempotentTask,
     bind=True,
     name="beyond.slow_effect",
+    idempotency_mode="lease",  # a killed worker's claim outlives it until its lease ends
     idempotency_lease=float(os.environ.get("BEYOND_SLOW_LEASE", "6")),
     acks_late=True,
     reject_on_worker_lost=True,
@@ -192,13 +193,23 @@ def _counted_sleep(label: str, seconds: float) -> dict[str, Any]:
     return {"label": label}
 
 
-@app.task(base=IdempotentTask, name="beyond.counted_lease", idempotency_lease=3.0)
+@app.task(
+    base=IdempotentTask,
+    name="beyond.counted_lease",
+    idempotency_mode="lease",
+    idempotency_lease=3.0,
+)
 def counted_lease(label: str, seconds: float) -> dict[str, Any]:
     """Keyed by the task id, lease mode: duplicates are deferred while it runs."""
     return _counted_sleep(label, seconds)
 
 
-@app.task(base=IdempotentTask, name="beyond.counted_short_lease", idempotency_lease=1.0)
+@app.task(
+    base=IdempotentTask,
+    name="beyond.counted_short_lease",
+    idempotency_mode="lease",
+    idempotency_lease=1.0,
+)
 def counted_short_lease(label: str, seconds: float) -> dict[str, Any]:
     """Keyed by the task id, lease mode with a 1 s lease: a longer body lives on its
     keep-alive, so duplicates are deferred for as long as it runs."""
@@ -217,6 +228,7 @@ def counted_atomic(label: str, seconds: float) -> dict[str, Any]:
     name="beyond.deferred_then_flaky",
     max_retries=1,
     idempotency_key="deferred_{label}",
+    idempotency_mode="lease",  # a duplicate is deferred while another delivery holds the key
     idempotency_lease=float(os.environ.get("BEYOND_DEFER_LEASE", "3")),
 )
 def deferred_then_flaky(self: IdempotentTask, label: str) -> dict[str, Any]:

@@ -126,14 +126,31 @@ class UploadApi(IdempotentMixin, APIView):
 
 
 def terminate_own_session() -> None:
-    """End this thread's PostgreSQL session from another connection, as an operator's
-    pg_terminate_backend (or a failover) would, and wait until the server has ended it."""
-    import psycopg
+    """End this thread's database session from another connection, as an operator's
+    ``pg_terminate_backend`` or MySQL's ``KILL`` (or a failover) would, and wait until the
+    server has ended it."""
     from django.db import connection
 
     connection.ensure_connection()
-    pid = connection.connection.info.backend_pid
     config = connection.settings_dict
+    if connection.vendor == "mysql":
+        import MySQLdb
+
+        thread = connection.connection.thread_id()
+        admin = MySQLdb.connect(
+            host=config["HOST"] or "127.0.0.1",
+            port=int(config["PORT"] or 3306),
+            user=config["USER"],
+            passwd=config["PASSWORD"] or "",
+        )
+        try:
+            admin.cursor().execute(f"KILL {int(thread)}")
+        finally:
+            admin.close()
+        return
+    import psycopg
+
+    pid = connection.connection.info.backend_pid
     with psycopg.connect(
         host=config["HOST"] or "127.0.0.1",
         port=config["PORT"] or 5432,
