@@ -204,7 +204,15 @@ def test_deferring_a_duplicate_spends_no_retries_and_leaves_no_state(
     keyed = task.idempotent_call((label,), {})
     assert keyed is not None
     holder, _answers = keyed
-    held = holder.store.claim(holder.scope, holder.key, **holder.claim_arguments())
+    held = holder.store.claim(
+        holder.scope,
+        holder.key,
+        fingerprint=holder.fingerprint,
+        lease=holder.lease,
+        ttl=holder.ttl,
+        method=holder.method,
+        route=holder.route,
+    )
     assert held.status is ClaimStatus.CLAIMED
     task_id = str(uuid.uuid4())
     task.apply_async((label,), task_id=task_id, queue=worker.queue)
