@@ -293,7 +293,7 @@ def test_concurrent_duplicates_run_once_at_either_isolation_level(
     and never runs. In atomic mode the first owner of each key rolls back once, so its
     waiting duplicates meet a key freed under their feet: InnoDB then picks deadlock
     victims among them (measured: several per key), which start their transaction again
-    as atomic mode does (:data:`~idempotency.http.atomic.CLAIM_ATTEMPTS`) and find the
+    as atomic mode does (:data:`~idempotency.core.atomic.CLAIM_ATTEMPTS`) and find the
     new owner's record."""
     store = DatabaseStore()
     duplicates = 20
