@@ -77,17 +77,12 @@ class IdempotencyContext:
         self.recovery_data = data
 
 
-def scope_kind(policy: Policy, scope: str) -> str:
-    """A bounded label of the scope, for spans: ``shared`` (``shared(...)`` on the view),
-    ``named`` (a string on the view: a part of each caller's records), the principal's
-    kind where the default scope made it (``auth.user`` of ``auth.user:<pk>``,
-    ``token``), else ``custom``; never the scope itself."""
-    return _scope_kind(_policy_scope_kind(policy), scope)
-
-
 def _policy_scope_kind(policy: Policy) -> str | None:
-    """:func:`scope_kind` as far as the policy and the settings decide it; None where the
-    default scope made the scope (its principal's kind is read from it)."""
+    """A bounded label of a view's scope, for spans, as far as its policy and the settings
+    decide it: ``shared`` (``shared(...)`` on the view), ``named`` (a string on the view:
+    a part of each caller's records), ``custom``; None where the default scope made it
+    (:func:`_scope_kind` reads the principal's kind from it: ``auth.user``, ``token``).
+    Never the scope itself."""
     if isinstance(policy.scope, SharedScope):
         return "shared"
     if isinstance(policy.scope, str):
@@ -233,5 +228,4 @@ __all__ = [
     "prepare",
     "resolve",
     "route_of",
-    "scope_kind",
 ]
