@@ -34,6 +34,7 @@ both CPUs free. Uses the benchmark's database and Redis, like :mod:`bench.breakd
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import re
 import subprocess
@@ -139,6 +140,11 @@ def _requests(app: object, token: str, variant: str, url: str, path: str, count:
     for _ in range(30):
         call(next_key())
     block = [next_key() for _ in range(count)]
+    # What the warm-up left alive is frozen: a full collection of the whole heap (tens
+    # of millions of instructions) would otherwise land in one of the two runs and not
+    # the other, by chance, and move a path's count by hundreds of thousands.
+    gc.collect()
+    gc.freeze()
     for key in block:
         call(key)
 
