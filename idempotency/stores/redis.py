@@ -17,7 +17,7 @@ that could not be replicated in time is released again and answered with 503
 
 The connections, scripts and replica waits are in
 :mod:`~idempotency.stores.redis_connection`, the records' encoding in
-:mod:`~idempotency.stores.redis_records`, the ``redis.asyncio`` clients in
+:mod:`~idempotency.stores.redis_records`, the ``redis.asyncio`` connections in
 :mod:`~idempotency.stores.redis_async`.
 """
 
@@ -113,15 +113,15 @@ class RedisStore(RedisConnection):
         method: str = "",
         route: str = "",
     ) -> KeyState:
-        client = self.async_client()
-        if client is None:
+        channel = self.async_channel()
+        if channel is None:
             return await super().aclaim(
                 scope, key, fingerprint=fingerprint, lease=lease, ttl=ttl, method=method,
                 route=route,
             )  # fmt: skip
         fence = new_fence()
         args = claim_args(fingerprint, fence, lease, ttl, method, route)
-        reply, acknowledged = await self._arun(client, CLAIM, self.record_key(scope, key), args)
+        reply, acknowledged = await self._arun(channel, CLAIM, self.record_key(scope, key), args)
         claim = key_state_from_reply(reply, fence)
         if claim.owned and not self._durable(acknowledged):
             await self.arelease(scope, key, fence=fence)
@@ -136,15 +136,13 @@ class RedisStore(RedisConnection):
 
     @store_operation("redis")
     async def alookup(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
-        client = self.async_client()
-        if client is None:
+        channel = self.async_channel()
+        if channel is None:
             return await super().alookup(scope, key, fingerprint=fingerprint)
         record = self.record_key(scope, key)
         # one round trip: the TTL too (read only for a completed record)
-        async with client.pipeline(transaction=False) as pipe:
-            pipe.execute_command("HMGET", record, *LOOKUP_FIELDS)
-            pipe.execute_command("PTTL", record)
-            fields, remaining = await pipe.execute()
+        commands = (("HMGET", record, *LOOKUP_FIELDS), ("PTTL", record))
+        fields, remaining = await channel.execute_many(commands)
         return key_state_from_fields(fields, fingerprint, lambda: remaining)
 
     async def apeek(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
@@ -176,14 +174,14 @@ class RedisStore(RedisConnection):
         ttl: float,
         fingerprint: str = "",
     ) -> bool:
-        client = self.async_client()
-        if client is None:
+        channel = self.async_channel()
+        if channel is None:
             return await super().acomplete(
                 scope, key, fence=fence, response=response, ttl=ttl, fingerprint=fingerprint
             )
         args = complete_args(fence, response, ttl)
         record = self.record_key(scope, key)
-        done, acknowledged = await self._arun(client, COMPLETE, record, args)
+        done, acknowledged = await self._arun(channel, COMPLETE, record, args)
         return self._completed(scope, key, done, acknowledged)
 
     def _completed(self, scope: str, key: str, done: Any, acknowledged: int | None) -> bool:
@@ -206,10 +204,10 @@ class RedisStore(RedisConnection):
 
     @store_operation("redis")
     async def arelease(self, scope: str, key: str, *, fence: int) -> bool:
-        client = self.async_client()
-        if client is None:
+        channel = self.async_channel()
+        if channel is None:
             return await super().arelease(scope, key, fence=fence)
-        return bool(await run_script(client, RELEASE, self.record_key(scope, key), [fence]))
+        return bool(await run_script(channel, RELEASE, self.record_key(scope, key), [fence]))
 
     @store_operation("redis")
     def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
@@ -221,11 +219,11 @@ class RedisStore(RedisConnection):
 
     @store_operation("redis")
     async def aextend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
-        client = self.async_client()
-        if client is None:
+        channel = self.async_channel()
+        if channel is None:
             return await super().aextend(scope, key, fence=fence, lease=lease)
         args = [fence, max(1, int(lease * 1000))]
-        return bool(await run_script(client, EXTEND, self.record_key(scope, key), args))
+        return bool(await run_script(channel, EXTEND, self.record_key(scope, key), args))
 
     @store_operation("redis")
     def save_recovery_point(
@@ -240,12 +238,12 @@ class RedisStore(RedisConnection):
     async def asave_recovery_point(
         self, scope: str, key: str, *, fence: int, name: str, data: Any = None
     ) -> bool:
-        client = self.async_client()
-        if client is None:
+        channel = self.async_channel()
+        if channel is None:
             return await super().asave_recovery_point(scope, key, fence=fence, name=name, data=data)
         args = recovery_args(fence, name, data)
         record = self.record_key(scope, key)
-        saved, acknowledged = await self._arun(client, SAVE_RECOVERY_POINT, record, args)
+        saved, acknowledged = await self._arun(channel, SAVE_RECOVERY_POINT, record, args)
         return self._saved(saved, acknowledged)
 
     def _saved(self, saved: Any, acknowledged: int | None) -> bool:
@@ -262,11 +260,11 @@ class RedisStore(RedisConnection):
 
     @outage_raises_unavailable("redis")
     async def acount_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
-        client = self.async_client()
-        if client is None:
+        channel = self.async_channel()
+        if channel is None:
             return await super().acount_new_record(scope, window=window)
         name, left = self._quota_counter(scope, window)
-        count = await run_script(client, COUNT_NEW_RECORD, name, [max(1, int(left * 1000))])
+        count = await run_script(channel, COUNT_NEW_RECORD, name, [max(1, int(left * 1000))])
         return int(count), left
 
     @outage_raises_unavailable("redis")
@@ -275,7 +273,7 @@ class RedisStore(RedisConnection):
 
     @outage_raises_unavailable("redis")
     async def adelete(self, scope: str, key: str) -> bool:
-        client = self.async_client()
-        if client is None:
+        channel = self.async_channel()
+        if channel is None:
             return await super().adelete(scope, key)
-        return bool(await client.delete(self.record_key(scope, key)))
+        return bool(await channel.execute("DEL", self.record_key(scope, key)))

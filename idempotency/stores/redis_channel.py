@@ -76,7 +76,7 @@ class Channel:
         self._connection_kwargs = pool.connection_kwargs
         self._pid = os.getpid()
         self._idle: list[Any] = []
-        self._pack = _hiredis_packer(self._connection_class(**self._connection_kwargs))
+        self._pack = hiredis_packer(self._connection_class(**self._connection_kwargs))
 
     @property
     def idle(self) -> int:
@@ -141,7 +141,7 @@ class Channel:
 _PROBE = ("EVALSHA", "0" * 40, 1, "p:{k}:rec", b"\x00body\xff", "r\u00e9sum\u00e9", 86_400_000)
 
 
-def _hiredis_packer(connection: Any) -> Callable[[tuple[Any, ...]], bytes | None] | None:
+def hiredis_packer(connection: Any) -> Callable[[tuple[Any, ...]], bytes | None] | None:
     """hiredis' ``pack_command`` when it packs exactly as ``connection`` would (redis-py
     packs with it too when hiredis is installed and no other packer is configured), or
     None: the channel then lets the connection pack."""

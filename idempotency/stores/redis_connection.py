@@ -12,8 +12,9 @@ from idempotency.stores import record_digest
 from idempotency.stores.base import BaseStore
 from idempotency.stores.records import now_ms, quota_window
 from idempotency.stores.redis_async import (
-    LoopClients,
-    async_factory,
+    AsyncChannel,
+    LoopChannels,
+    async_twin,
     run_script,
     run_script_waiting,
 )
@@ -54,9 +55,9 @@ class RedisConnection(BaseStore):
         self._client: Any = None
         self._channel: Channel | None = None
         self._scripts: dict[str, Any] = {}
-        #: the async clients (one per running loop); None where the client has no async
+        #: the async channels (one per running loop); None where the client has no async
         #: twin (the a* methods then run the sync ones in threads); unset until first use
-        self._loop_clients: LoopClients | None = None
+        self._loop_channels: LoopChannels | None = None
         self._async_known = False
 
     @property
@@ -82,25 +83,28 @@ class RedisConnection(BaseStore):
             self._client = client
         return self._client
 
-    def async_client(self) -> Any | None:
-        """The ``redis.asyncio`` client of the running event loop (made on its first call
-        there, never shared with another loop: :mod:`~idempotency.stores.redis_async`),
-        or None where the django-redis client has no async twin (Redis Cluster,
-        Sentinel): the ``a*`` methods then run the sync ones in threads."""
+    def async_channel(self) -> AsyncChannel | None:
+        """The running event loop's channel of ``redis.asyncio`` connections (made on its
+        first call there, never shared with another loop:
+        :mod:`~idempotency.stores.redis_async`), or None where the django-redis client has
+        no async twin (Redis Cluster, Sentinel): the ``a*`` methods then run the sync ones
+        in threads."""
         if not self._async_known:
-            factory = async_factory(self.client)
-            self._loop_clients = LoopClients(factory) if factory is not None else None
+            twin = async_twin(self.client)
+            if twin is not None:
+                connection_class, kwargs = twin
+                self._loop_channels = LoopChannels(lambda: AsyncChannel(connection_class, kwargs))
             self._async_known = True
-        return self._loop_clients.get() if self._loop_clients is not None else None
+        return self._loop_channels.get() if self._loop_channels is not None else None
 
     async def _arun(
-        self, client: Any, source: str, key: str, args: list[Any]
+        self, channel: AsyncChannel, source: str, key: str, args: list[Any]
     ) -> tuple[Any, int | None]:
-        """:meth:`_run` on the async ``client``."""
+        """:meth:`_run` on the async ``channel``."""
         if self.wait_replicas <= 0:
-            return await run_script(client, source, key, args), None
+            return await run_script(channel, source, key, args), None
         timeout_ms = max(1, int(self.wait_timeout * 1000))
-        return await run_script_waiting(client, source, key, args, self.wait_replicas, timeout_ms)
+        return await run_script_waiting(channel, source, key, args, self.wait_replicas, timeout_ms)
 
     def _command(self, *args: Any) -> Any:
         """One command: on one of the store's own connections where the client allows it

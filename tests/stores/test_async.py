@@ -149,18 +149,18 @@ def test_release_delete_and_count(store: BaseStore, key: str) -> None:
 
 
 @pytest.mark.redis
-def test_redis_clients_per_loop(key: str) -> None:
+def test_redis_channels_per_loop(key: str) -> None:
     store = RedisStore()
 
-    async def client_and_claim() -> tuple[Any, Any]:
-        client = store.async_client()
-        assert client is store.async_client()  # one per loop
-        return client, await aclaim(store, key)
+    async def channel_and_claim() -> tuple[Any, Any]:
+        channel = store.async_channel()
+        assert channel is store.async_channel()  # one per loop
+        return channel, await aclaim(store, key)
 
-    first_client, first = run(client_and_claim)
-    second_client, second = run(client_and_claim)  # a new loop: a new client, no error
-    assert first_client is not None and second_client is not None
-    assert first_client is not second_client
+    first_channel, first = run(channel_and_claim)
+    second_channel, second = run(channel_and_claim)  # a new loop: a new channel, no error
+    assert first_channel is not None and second_channel is not None
+    assert first_channel is not second_channel
     assert first.status is ClaimStatus.CLAIMED
     assert second.status is ClaimStatus.IN_PROGRESS
 
@@ -189,7 +189,6 @@ def test_redis_async_is_native_not_a_thread(key: str) -> None:
 def test_redis_outage_is_store_unavailable(key: str, outages: list[dict[str, Any]]) -> None:
     with override_settings(CACHES=caches_with("down", dead_redis_url())):
         store = RedisStore(alias="down")
-        assert store.async_client is not None
         with pytest.raises(StoreUnavailable):
             run(lambda: aclaim(store, key))
         with pytest.raises(StoreUnavailable):
