@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 import pytest
 
@@ -19,7 +20,23 @@ from tests.support.services import redis_url
 
 pytestmark = [pytest.mark.redis]
 
+T = TypeVar("T")
+
 RESPONSE = StoredResponse(201, [("Content-Type", "application/json")], b'{"ok": true}')
+
+
+Runner = Callable[[Coroutine[Any, Any, T]], T]
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def run(request: pytest.FixtureRequest) -> Runner[Any]:
+    """Each test on asyncio's own event loop and on uvloop's (uvicorn's with its
+    ``standard`` extra), whose transports the wire takes over too."""
+    if request.param == "uvloop":
+        import uvloop
+
+        return uvloop.run
+    return asyncio.run
 
 
 def channel_of(client: Any) -> AsyncChannel:
@@ -32,7 +49,7 @@ async def connection_id(channel: AsyncChannel) -> int:
     return int(await channel.execute("CLIENT", "ID"))
 
 
-def test_the_store_talks_on_connections_of_its_own(redis_client: Any) -> None:
+def test_the_store_talks_on_connections_of_its_own(redis_client: Any, run: Runner[Any]) -> None:
     store = RedisStore()
     pool = redis_client.connection_pool
     in_use = len(pool._in_use_connections)
@@ -46,14 +63,14 @@ def test_the_store_talks_on_connections_of_its_own(redis_client: Any) -> None:
         assert await connection_id(channel) == await connection_id(channel)  # reused
         return await store.alookup("achan", "k1", fingerprint="f"), channel
 
-    replay, channel = asyncio.run(scenario())
+    replay, channel = run(scenario())
     assert replay is not None and replay.status is ClaimStatus.COMPLETED
     assert replay.response == RESPONSE
     assert channel.idle == 1  # one task at a time: one connection
     assert len(pool._in_use_connections) == in_use  # the sync pool was not used
 
 
-def test_concurrent_tasks_never_share_a_connection(redis_client: Any) -> None:
+def test_concurrent_tasks_never_share_a_connection(redis_client: Any, run: Runner[Any]) -> None:
     channel = channel_of(redis_client)
 
     async def scenario() -> tuple[list[Any], set[int]]:
@@ -63,22 +80,24 @@ def test_concurrent_tasks_never_share_a_connection(redis_client: Any) -> None:
         ids = {await connection_id(channel) for _ in range(10)}
         return held, ids
 
-    held, ids = asyncio.run(scenario())
+    held, ids = run(scenario())
     assert held == [None] * 4
     assert channel.idle == 4  # four at once needed four connections, all put back
     assert len(ids) == 1  # and one task after them reuses one
 
 
-def test_replies_go_to_their_own_commands_under_gather(redis_client: Any) -> None:
+def test_replies_go_to_their_own_commands_under_gather(redis_client: Any, run: Runner[Any]) -> None:
     channel = channel_of(redis_client)
 
     async def scenario() -> list[Any]:
         return await asyncio.gather(*(channel.execute("ECHO", f"m{i}") for i in range(50)))
 
-    assert asyncio.run(scenario()) == [f"m{i}".encode() for i in range(50)]
+    assert run(scenario()) == [f"m{i}".encode() for i in range(50)]
 
 
-def test_a_batch_reads_every_reply_before_raising_the_first_error(redis_client: Any) -> None:
+def test_a_batch_reads_every_reply_before_raising_the_first_error(
+    redis_client: Any, run: Runner[Any]
+) -> None:
     from redis.exceptions import ResponseError
 
     channel = channel_of(redis_client)
@@ -90,10 +109,12 @@ def test_a_batch_reads_every_reply_before_raising_the_first_error(redis_client: 
         # the connection went back whole: the next command reads its own reply
         return await channel.execute("ECHO", "next"), channel.idle
 
-    assert asyncio.run(scenario()) == (b"next", 1)
+    assert run(scenario()) == (b"next", 1)
 
 
-def test_a_killed_connection_is_replaced_without_an_error(redis_client: Any) -> None:
+def test_a_killed_connection_is_replaced_without_an_error(
+    redis_client: Any, run: Runner[Any]
+) -> None:
     store = RedisStore()
 
     async def scenario() -> tuple[int, int, Any]:
@@ -107,11 +128,11 @@ def test_a_killed_connection_is_replaced_without_an_error(redis_client: Any) -> 
         assert claim.owned
         return first, await connection_id(channel), claim
 
-    first, after, _ = asyncio.run(scenario())
+    first, after, _ = run(scenario())
     assert after != first
 
 
-def test_a_cancelled_command_drops_its_connection(redis_client: Any) -> None:
+def test_a_cancelled_command_drops_its_connection(redis_client: Any, run: Runner[Any]) -> None:
     """A task cancelled while it waits for a reply (a client that went away, a timeout of
     the application's) leaves that reply on the socket: the connection is dropped."""
     channel = channel_of(redis_client)
@@ -128,13 +149,15 @@ def test_a_cancelled_command_drops_its_connection(redis_client: Any) -> None:
         echoed = await channel.execute("ECHO", "mine")
         return idle, echoed, await channel.execute("LLEN", "achan:list")
 
-    idle, echoed, length = asyncio.run(scenario())
+    idle, echoed, length = run(scenario())
     assert idle == 0
     assert echoed == b"mine"
     assert length == 1  # nobody popped it: the dropped connection's BLPOP ended with it
 
 
-def test_a_timed_out_reply_is_never_read_as_the_next_ones(redis_client: Any) -> None:
+def test_a_timed_out_reply_is_never_read_as_the_next_ones(
+    redis_client: Any, run: Runner[Any]
+) -> None:
     import redis
 
     channel = channel_of(redis.Redis.from_url(redis_url(), socket_timeout=0.2))
@@ -147,10 +170,10 @@ def test_a_timed_out_reply_is_never_read_as_the_next_ones(redis_client: Any) -> 
         await asyncio.sleep(0.7)
         return await channel.execute("ECHO", "mine"), await channel.execute("GET", "achan:slow")
 
-    assert asyncio.run(scenario()) == (b"mine", b"before")
+    assert run(scenario()) == (b"mine", b"before")
 
 
-def test_a_script_the_server_forgot_is_loaded_again(redis_client: Any) -> None:
+def test_a_script_the_server_forgot_is_loaded_again(redis_client: Any, run: Runner[Any]) -> None:
     store = RedisStore()
 
     async def scenario() -> tuple[Any, Any]:
@@ -160,12 +183,12 @@ def test_a_script_the_server_forgot_is_loaded_again(redis_client: Any) -> None:
         again = await store.aclaim("achan", "k4", fingerprint="f", lease=30, ttl=60)
         return claim, again
 
-    claim, again = asyncio.run(scenario())
+    claim, again = run(scenario())
     assert claim.owned
     assert again.status is ClaimStatus.IN_PROGRESS
 
 
-def test_a_batch_with_a_forgotten_script_is_sent_again(redis_client: Any) -> None:
+def test_a_batch_with_a_forgotten_script_is_sent_again(redis_client: Any, run: Runner[Any]) -> None:
     """``WAIT`` follows the script on one connection: after ``NOSCRIPT`` both go again."""
     store = RedisStore(wait_replicas=0)
     store._wait_replicas = 1  # WAIT for a replica this server does not have, 10 ms
@@ -179,11 +202,11 @@ def test_a_batch_with_a_forgotten_script_is_sent_again(redis_client: Any) -> Non
         assert channel is not None
         return await store._arun(channel, RELEASE, store.record_key("achan", "k5"), [1])
 
-    released, acknowledged = asyncio.run(scenario())
+    released, acknowledged = run(scenario())
     assert released == 0 and acknowledged == 0  # no record to release; no replica to ask
 
 
-def test_an_unreachable_server_is_an_outage_after_one_retry() -> None:
+def test_an_unreachable_server_is_an_outage_after_one_retry(run: Runner[Any]) -> None:
     from django.test import override_settings
 
     from idempotency.exceptions import StoreUnavailable
@@ -192,7 +215,7 @@ def test_an_unreachable_server_is_an_outage_after_one_retry() -> None:
         store = RedisStore("dead")
         started = time.monotonic()
         with pytest.raises(StoreUnavailable):
-            asyncio.run(store.aclaim("achan", "k6", fingerprint="f", lease=30, ttl=60))
+            run(store.aclaim("achan", "k6", fingerprint="f", lease=30, ttl=60))
     assert time.monotonic() - started < 2  # refused twice, not waited on
 
 
@@ -206,13 +229,13 @@ def test_clients_without_a_twin_go_through_a_thread() -> None:
     assert plain is not None and plain[0] is redis.asyncio.Connection
 
 
-def test_connections_are_read_by_the_wire(redis_client: Any) -> None:
+def test_connections_are_read_by_the_wire(redis_client: Any, run: Runner[Any]) -> None:
     channel = channel_of(redis_client)
-    assert asyncio.run(channel.execute("ECHO", "x")) == b"x"
+    assert run(channel.execute("ECHO", "x")) == b"x"
     assert [type(link) for link in channel._idle] == [Wire]
 
 
-def test_a_connection_with_health_checks_keeps_redis_asyncios_read_path() -> None:
+def test_a_connection_with_health_checks_keeps_redis_asyncios_read_path(run: Runner[Any]) -> None:
     import redis
     from redis.exceptions import ResponseError
 
@@ -224,11 +247,11 @@ def test_a_connection_with_health_checks_keeps_redis_asyncios_read_path() -> Non
             await channel.execute_many((("HGET", "achan:plain", "f"), ("ECHO", "after")))
         return await channel.execute("GET", "achan:plain")
 
-    assert asyncio.run(scenario()) == b"x"
+    assert run(scenario()) == b"x"
     assert [type(link) for link in channel._idle] == [Plain]
 
 
-def test_a_command_outlasting_an_earlier_ones_deadline_is_not_timed_out() -> None:
+def test_a_command_outlasting_an_earlier_ones_deadline_is_not_timed_out(run: Runner[Any]) -> None:
     """One timer per connection, armed by the first command: when it fires for that
     command's deadline while a later command waits, it waits on for the later one's."""
     import redis
@@ -242,10 +265,10 @@ def test_a_command_outlasting_an_earlier_ones_deadline_is_not_timed_out() -> Non
         assert time.monotonic() - started >= 0.6
         return [first, second]
 
-    assert asyncio.run(scenario()) == [None, None]
+    assert run(scenario()) == [None, None]
 
 
-def test_a_push_message_is_never_read_as_a_reply(redis_client: Any) -> None:
+def test_a_push_message_is_never_read_as_a_reply(redis_client: Any, run: Runner[Any]) -> None:
     """RESP3 (redis-py 8's default): a server's push message between replies (here a
     client-tracking invalidation) answers no command."""
     channel = channel_of(redis_client)
@@ -258,13 +281,13 @@ def test_a_push_message_is_never_read_as_a_reply(redis_client: Any) -> None:
         await asyncio.sleep(0.05)
         return await channel.execute("ECHO", "after"), await channel.execute("GET", "achan:tracked")
 
-    assert asyncio.run(scenario()) == (b"after", b"2")
+    assert run(scenario()) == (b"after", b"2")
     assert [type(link) for link in channel._idle] == [Wire]
 
 
-def test_a_resp2_connection_is_read_by_the_wire() -> None:
+def test_a_resp2_connection_is_read_by_the_wire(run: Runner[Any]) -> None:
     import redis
 
     channel = channel_of(redis.Redis.from_url(redis_url(), protocol=2))
-    assert asyncio.run(channel.execute_many((("ECHO", "a"), ("PING",)))) == [b"a", b"PONG"]
+    assert run(channel.execute_many((("ECHO", "a"), ("PING",)))) == [b"a", b"PONG"]
     assert [type(link) for link in channel._idle] == [Wire]
