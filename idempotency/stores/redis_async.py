@@ -103,6 +103,13 @@ class AsyncChannel:
         """How many connections wait for a command (all of them, between commands)."""
         return len(self._idle)
 
+    async def aclose(self) -> None:
+        """Close the idle connections (a loop about to end; a command in flight still
+        puts its connection back)."""
+        idle, self._idle = self._idle, []
+        for link in idle:
+            await link.close()
+
     async def execute(self, *args: Any) -> Any:
         """Send one command and read its reply."""
         replies = await self.execute_many((args,))

@@ -59,7 +59,6 @@ class Wire(asyncio.Protocol):
         import hiredis
         from redis.exceptions import InvalidResponse
 
-        self.connection = connection  # kept: it closes the transport when collected
         self._loop = asyncio.get_running_loop()
         self._timeout: float | None = connection.socket_timeout or None
         encoder = connection.encoder
@@ -78,9 +77,15 @@ class Wire(asyncio.Protocol):
         self._deadline = 0.0
         self._timer: asyncio.TimerHandle | None = None
         self.closed = False
-        transport = connection._writer.transport
+        # the transport is the wire's from now on. Its stream writer stays referenced here
+        # (collected, it would close the transport), the connection object lets go of
+        # both: collected after its loop closed, redis-py before 5.1 would close them on
+        # that closed loop and raise in its __del__
+        self._writer = connection._writer
+        transport = self._writer.transport
         self._transport = transport
         transport.set_protocol(self)
+        connection._reader = connection._writer = None
 
     async def exchange(self, packed: bytes, count: int) -> list[Any]:
         """Write ``packed`` (``count`` commands) and wait for their ``count`` replies."""
@@ -149,7 +154,8 @@ class Wire(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        await disconnect_quietly(self.connection)
+        with contextlib.suppress(Exception):  # a loop closing, a socket already gone
+            self._transport.abort()
 
 
 async def disconnect_quietly(connection: Any) -> None:

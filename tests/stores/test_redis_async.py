@@ -245,10 +245,12 @@ def test_a_connection_with_health_checks_keeps_redis_asyncios_read_path(run: Run
         await channel.execute("SET", "achan:plain", "x")
         with pytest.raises(ResponseError):
             await channel.execute_many((("HGET", "achan:plain", "f"), ("ECHO", "after")))
-        return await channel.execute("GET", "achan:plain")
+        value = await channel.execute("GET", "achan:plain")
+        links = [type(link) for link in channel._idle]
+        await channel.aclose()
+        return value, links, channel.idle
 
-    assert run(scenario()) == b"x"
-    assert [type(link) for link in channel._idle] == [Plain]
+    assert run(scenario()) == (b"x", [Plain], 0)
 
 
 def test_a_command_outlasting_an_earlier_ones_deadline_is_not_timed_out(run: Runner[Any]) -> None:
@@ -270,8 +272,15 @@ def test_a_command_outlasting_an_earlier_ones_deadline_is_not_timed_out(run: Run
 
 def test_a_push_message_is_never_read_as_a_reply(redis_client: Any, run: Runner[Any]) -> None:
     """RESP3 (redis-py 8's default): a server's push message between replies (here a
-    client-tracking invalidation) answers no command."""
-    channel = channel_of(redis_client)
+    client-tracking invalidation) answers no command. The wire reads RESP3 where hiredis
+    marks push messages (3.2+); before, ``redis.asyncio`` does (and redis-py 5.0 reads
+    a push as a reply, which is why the store's connections never ask for pushes)."""
+    import hiredis
+    import redis
+
+    if not hasattr(hiredis, "PushNotification"):
+        pytest.skip("hiredis < 3.2 cannot tell a push message from a reply")
+    channel = channel_of(redis.Redis.from_url(redis_url(), protocol=3))
 
     async def scenario() -> tuple[Any, Any]:
         await channel.execute("SET", "achan:tracked", "1")
