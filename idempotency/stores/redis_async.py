@@ -121,27 +121,28 @@ class AsyncChannel:
         The first error reply is raised once every reply has been read."""
         from redis.exceptions import ConnectionError
 
+        packed = self._packed(commands)
         try:
-            replies = await self._send(commands)
+            replies = await self._send(packed, len(commands))
         except ConnectionError:
             # a connection that died while idle (a restarted server, an idle timeout): the
             # others idle beside it most likely died with it; once more, on a new one
             stale, self._idle = self._idle, []
             for link in stale:
                 await link.close()
-            replies = await self._send(commands)
+            replies = await self._send(packed, len(commands))
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
         return replies
 
-    async def _send(self, commands: Sequence[Command]) -> list[Any]:
+    async def _send(self, packed: bytes, count: int) -> list[Any]:
         try:
             link = self._idle.pop()
         except IndexError:
             link = await self._open()
         try:
-            replies = await link.exchange(self._packed(commands), len(commands))
+            replies = await link.exchange(packed, count)
         except BaseException:
             # whatever is left of these replies on the socket must never be read as the
             # reply to the next command: the connection is dropped
