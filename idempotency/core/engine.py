@@ -78,34 +78,33 @@ def drive(steps: Flow, job: Job, work: Callable[[], Any], adapter: Adapter | Non
     # read once per run: the loop below is the hot path of every keyed request
     traced = idempotency_settings.OPENTELEMETRY
     store = job.store
-    send, throw = steps.send, steps.throw
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            step = send(value) if error is None else throw(error)
-        except StopIteration as stop:
-            return stop.value
-        value = error = None
-        kind = step[0]
-        try:
-            if kind is STORE:
-                span = step[1]
-                method = getattr(store, step[2])
-                if span == "claim" or (traced and span is not None):
-                    value = _timed(job, span, method, step, traced)
+    send = steps.send
+    try:
+        step = send(None)
+        while True:
+            kind = step[0]
+            try:
+                if kind is STORE:
+                    span = step[1]
+                    method = getattr(store, step[2])
+                    if span == "claim" or (traced and span is not None):
+                        value = _timed(job, span, method, step, traced)
+                    else:
+                        value = method(*step[3], **step[4])
+                elif kind is WORK:
+                    job.started = True
+                    value = work()
+                elif kind is ADAPT:
+                    method = getattr(adapter, step[1])
+                    value = _replayed(job, method, step) if traced else method(*step[2])
                 else:
-                    value = method(*step[3], **step[4])
-            elif kind is WORK:
-                job.started = True
-                value = work()
-            elif kind is ADAPT:
-                method = getattr(adapter, step[1])
-                value = _replayed(job, method, step) if traced else method(*step[2])
-            else:
-                time.sleep(step[1])
-        except BaseException as exc:  # handed to the flow, which re-raises what it must
-            error = exc
+                    value = time.sleep(step[1])
+            except BaseException as exc:  # handed to the flow, which re-raises what it must
+                step = steps.throw(exc)
+                continue
+            step = send(value)
+    except StopIteration as stop:  # only send() and throw() raise it: the flow's end
+        return stop.value
 
 
 def _replayed(job: Job, replay: Callable[..., Any], step: Step) -> Any:
