@@ -98,7 +98,8 @@ def drive(steps: Flow, job: Job, work: Callable[[], Any], adapter: Adapter | Non
                     method = getattr(adapter, step[1])
                     value = _replayed(job, method, step) if traced else method(*step[2])
                 else:
-                    value = time.sleep(step[1])
+                    time.sleep(step[1])
+                    value = None
             except BaseException as exc:  # handed to the flow, which re-raises what it must
                 step = steps.throw(exc)
                 continue
