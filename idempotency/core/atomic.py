@@ -15,12 +15,14 @@ from idempotency.core.outages import is_lock_error, is_outage, unavailable
 from idempotency.core.steps import (
     ADAPT,
     BUSY,
+    LOOK,
     WORK,
     Flow,
     Step,
     answer,
     claim_step,
     complete_step,
+    first_step,
     lookup_step,
     over_quota,
     settle,
@@ -74,12 +76,15 @@ class _LostRace(Exception):
     """Atomic mode, optimistic: a concurrent duplicate committed the key first."""
 
 
-def atomic_flow(job: Job, adapter: Adapter) -> Flow:
+def atomic_flow(job: Job, adapter: Adapter, first: Any = LOOK) -> Flow:
+    """Answer from the key's record, or claim it in the work's transaction (or insert the
+    completed record last); ``first``: what the first look found, where the driver took
+    it (else it is the first step)."""
     store = job.store
     assert isinstance(store, AtomicStore)
     # claim first answers for any record a peek misses; insert-last must see them all
     looked_partly = not job.optimistic
-    state = yield lookup_step(job, "lookup" if job.optimistic else "peek")
+    state = (yield first_step(job)) if first is LOOK else first
     if state is not None and (
         state.status is ClaimStatus.IN_PROGRESS or state.status is ClaimStatus.MISMATCH
     ):  # only these wait or adopt: the other states need no generator of settle's

@@ -29,17 +29,23 @@ from idempotency.conf import idempotency_settings
 from idempotency.core.atomic import atomic_flow, rolled_back
 from idempotency.core.job import Adapter, Job
 from idempotency.core.lease import give_back, lease_flow
-from idempotency.core.steps import ADAPT, STORE, WORK, Flow, Step
+from idempotency.core.steps import ADAPT, LOOK, STORE, WORK, Flow, Step, first_step
 from idempotency.observability.tracing import spanned
 from idempotency.stores.atomic import AtomicStore
-from idempotency.stores.base import Claim
+from idempotency.stores.base import Claim, ClaimStatus
+
+COMPLETED = ClaimStatus.COMPLETED
 
 
-def flow(job: Job, adapter: Adapter) -> Flow:
-    """The whole run: the caller's answer is the generator's return value."""
+def flow(job: Job, adapter: Adapter, first: Any = LOOK) -> Flow:
+    """The whole run: the caller's answer is the generator's return value. ``first``:
+    the state the run's first look (:func:`first_step`) found, where the driver took it
+    itself; else the flow yields that step first."""
     # the mode's own generator, not one that delegates to it: every step would cross
     # one generator frame more
-    return atomic_flow(job, adapter) if job.mode == "atomic" else lease_flow(job, adapter)
+    if job.mode == "atomic":
+        return atomic_flow(job, adapter, first)
+    return lease_flow(job, adapter, first)
 
 
 def release(job: Job, claim: Claim, reason: BaseException | None = None) -> None:
@@ -72,34 +78,34 @@ def drive(steps: Flow, job: Job, work: Callable[[], Any], adapter: Adapter | Non
     # read once per run: the loop below is the hot path of every keyed request
     traced = idempotency_settings.OPENTELEMETRY
     store = job.store
-    send, throw = steps.send, steps.throw
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            step = send(value) if error is None else throw(error)
-        except StopIteration as stop:
-            return stop.value
-        value = error = None
-        kind = step[0]
-        try:
-            if kind is STORE:
-                span = step[1]
-                method = getattr(store, step[2])
-                if span == "claim" or (traced and span is not None):
-                    value = _timed(job, span, method, step, traced)
+    send = steps.send
+    try:
+        step = send(None)
+        while True:
+            kind = step[0]
+            try:
+                if kind is STORE:
+                    span = step[1]
+                    method = getattr(store, step[2])
+                    if span == "claim" or (traced and span is not None):
+                        value = _timed(job, span, method, step, traced)
+                    else:
+                        value = method(*step[3], **step[4])
+                elif kind is WORK:
+                    job.started = True
+                    value = work()
+                elif kind is ADAPT:
+                    method = getattr(adapter, step[1])
+                    value = _replayed(job, method, step) if traced else method(*step[2])
                 else:
-                    value = method(*step[3], **step[4])
-            elif kind is WORK:
-                job.started = True
-                value = work()
-            elif kind is ADAPT:
-                method = getattr(adapter, step[1])
-                value = _replayed(job, method, step) if traced else method(*step[2])
-            else:
-                time.sleep(step[1])
-        except BaseException as exc:  # handed to the flow, which re-raises what it must
-            error = exc
+                    time.sleep(step[1])
+                    value = None
+            except BaseException as exc:  # handed to the flow, which re-raises what it must
+                step = steps.throw(exc)
+                continue
+            step = send(value)
+    except StopIteration as stop:  # only send() and throw() raise it: the flow's end
+        return stop.value
 
 
 def _replayed(job: Job, replay: Callable[..., Any], step: Step) -> Any:
@@ -111,8 +117,27 @@ def _replayed(job: Job, replay: Callable[..., Any], step: Step) -> Any:
 
 
 def run(job: Job, adapter: Adapter, work: Callable[[], Any]) -> Any:
-    """Run ``work`` under ``job``'s key; the caller's answer."""
-    return drive(flow(job, adapter), job, work, adapter)
+    """Run ``work`` under ``job``'s key; the caller's answer.
+
+    The first look (a claim, or a look-up) is taken here, not by the flow: a completed
+    record is then replayed without a generator or the driver's loop (every replay),
+    and any other state is handed to the flow, which goes on from it."""
+    traced = idempotency_settings.OPENTELEMETRY
+    step = first_step(job)
+    method = getattr(job.store, step[2])
+    if traced:
+        state = _timed(job, "claim", method, step, traced)
+    else:
+        started = perf_counter()
+        try:
+            state = method(*step[3], **step[4])
+        finally:
+            job.claim_seconds = perf_counter() - started
+    if state is not None and state.status is COMPLETED:
+        if traced:
+            return _replayed(job, adapter.replay, (ADAPT, "replay", (job, state)))
+        return adapter.replay(job, state)
+    return drive(flow(job, adapter, state), job, work, adapter)
 
 
 async def arun(job: Job, adapter: Adapter, work: Callable[[], Awaitable[Any]]) -> Any:

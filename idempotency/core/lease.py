@@ -11,12 +11,12 @@ from idempotency.core.job import Adapter, Job, Outcome, logger
 from idempotency.core.keepalive import kept_alive
 from idempotency.core.steps import (
     ADAPT,
+    LOOK,
     WORK,
     Flow,
     answer,
-    claim_step,
     complete_step,
-    lookup_step,
+    first_step,
     over_quota,
     settle,
     store_step,
@@ -30,15 +30,11 @@ IN_PROGRESS = ClaimStatus.IN_PROGRESS
 MISMATCH = ClaimStatus.MISMATCH
 
 
-def lease_flow(job: Job, adapter: Adapter) -> Flow:
+def lease_flow(job: Job, adapter: Adapter, first: Any = LOOK) -> Flow:
     """Own the key or answer from its record; over ``MAX_NEW_RECORDS``, give it back;
-    run the work under keep-alive; keep its outcome, or release the key."""
-    first = (
-        (yield lookup_step(job, "peek"))
-        if job.store.lookup_before_claim
-        else (yield claim_step(job))
-    )
-    state = first
+    run the work under keep-alive; keep its outcome, or release the key. ``first``: what
+    the first look found, where the driver took it (else it is the first step)."""
+    state = (yield first_step(job)) if first is LOOK else first
     # a claim taken or a completed record needs no settling (most requests): no generator
     if state is None or state.status is IN_PROGRESS or state.status is MISMATCH:
         state = yield from settle(job, adapter, state, claims=True)

@@ -23,6 +23,9 @@ STORE, WORK, PAUSE, ADAPT = range(4)
 Step = tuple[Any, ...]
 Flow = Generator[Step, Any, Any]
 
+#: A flow's ``first`` when its driver did not take the first look: the flow yields it.
+LOOK: Any = object()
+
 #: What a caller waiting on a lock it did not get is told: in progress, retry soon.
 BUSY = Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0)
 
@@ -66,6 +69,14 @@ def complete_step(job: Job, claim: Claim, outcome: Outcome) -> Step:
 
 def lookup_step(job: Job, method: str = "lookup") -> Step:
     return (STORE, "claim", method, (job.scope, job.key), {"fingerprint": job.fingerprint})
+
+
+def first_step(job: Job) -> Step:
+    """A run's first look: atomic mode peeks (looks up, where the work runs first); lease
+    mode claims, or peeks first where its store reads a cache before claiming."""
+    if job.mode == "atomic":
+        return lookup_step(job, "lookup" if job.optimistic else "peek")
+    return lookup_step(job, "peek") if job.store.lookup_before_claim else claim_step(job)
 
 
 def is_free(state: Claim | None) -> bool:

@@ -27,9 +27,9 @@ from idempotency.exceptions import (
     IdempotencyTooManyRecords,
 )
 from idempotency.http.options import Policy
-from idempotency.http.requests import IdempotencyContext
+from idempotency.http.requests import IdempotencyContext, resolve, ttl_for
 from idempotency.http.responses import akept, is_storable, kept, replay, retry_after
-from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
+from idempotency.stores.base import Claim, ClaimStatus
 
 Call = Callable[[], HttpResponseBase]
 Convert = Callable[[Exception], HttpResponseBase]
@@ -93,53 +93,55 @@ class HttpAnswers:
         """The request owns its key: ``request.idempotency`` (set here and nowhere else),
         which also tells inner interfaces that this request is handled."""
         assert job.request is not None
-        context = IdempotencyContext(job.scope, job.key, job.fingerprint, job.mode, job.store)
-        if claim is not None:
-            context.fence = claim.fence
-            context.recovery_point = claim.recovery_point
-            context.recovery_data = claim.recovery_data
-            context.taken_over = claim.taken_over
+        if claim is None:
+            context = IdempotencyContext(job.scope, job.key, job.fingerprint, job.mode, job.store)
+        else:  # one call with every field, not a call and four assignments
+            context = IdempotencyContext(
+                job.scope,
+                job.key,
+                job.fingerprint,
+                job.mode,
+                job.store,
+                claim.fence,
+                claim.recovery_point,
+                claim.recovery_data,
+                claim.taken_over,
+            )
         # Django's HttpRequest declares no ``idempotency``: set in the instance's dict, as
         # any attribute assignment would (neither Django's nor DRF's request has a slot
         # or a descriptor of that name)
         job.request.__dict__["idempotency"] = context
 
-    def _storable(self, status: int) -> bool:
-        policy = self.policy
-        return (
-            is_storable(status, store_errors=policy.get_store_errors())
-            and policy.get_ttl_for(status) > 0  # ERROR_TTL 0: a definitive 4xx is not kept
-        )
-
-    def _outcome(self, response: HttpResponseBase, stored: StoredResponse | None) -> Outcome:
-        status = response.status_code
-        return Outcome(stored, response, self.policy.get_ttl_for(status), status)
-
     def keep(self, job: Job, response: HttpResponseBase) -> Outcome:
         """What to keep of the view's ``response`` (None: its outcome releases the key)."""
-        if not self._storable(response.status_code):
-            return self._outcome(response, None)
-        policy = self.policy
+        options = resolve(self.policy)
+        status = response.status_code
+        ttl = ttl_for(options, status)
+        # ERROR_TTL 0: a definitive 4xx is not kept
+        if ttl <= 0 or not is_storable(status, store_errors=options.store_errors):
+            return Outcome(None, response, ttl, status)
         stored = kept(
             response,
             limit=idempotency_settings.MAX_RESPONSE_BYTES,
-            status_only=policy.get_status_only(),
-            redact=policy.get_redact(),
+            status_only=options.status_only,
+            redact=options.redact,
         )
-        return self._outcome(response, stored)
+        return Outcome(stored, response, ttl, status)
 
     async def akeep(self, job: Job, response: HttpResponseBase) -> Outcome:
         """:meth:`keep` for async views (which may return async streams)."""
-        if not self._storable(response.status_code):
-            return self._outcome(response, None)
-        policy = self.policy
+        options = resolve(self.policy)
+        status = response.status_code
+        ttl = ttl_for(options, status)
+        if ttl <= 0 or not is_storable(status, store_errors=options.store_errors):
+            return Outcome(None, response, ttl, status)
         stored = await akept(
             response,
             limit=idempotency_settings.MAX_RESPONSE_BYTES,
-            status_only=policy.get_status_only(),
-            redact=policy.get_redact(),
+            status_only=options.status_only,
+            redact=options.redact,
         )
-        return self._outcome(response, stored)
+        return Outcome(stored, response, ttl, status)
 
     def failure(self, job: Job, exc: BaseException) -> Outcome | None:
         """The answer to the view's exception, or None to re-raise it.

@@ -137,22 +137,26 @@ def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> C
         wrapped: Callable[..., Any] = functools.wraps(func)(async_wrapper)
         markcoroutinefunction(wrapped)
     else:
+        # decided once, not per request: only a ``dispatch`` can defer to its handler
+        on_dispatch = getattr(func, "__name__", None) == "dispatch"
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             view, request = split_view_args(args, decorator="@idempotent")
-            owner = _dispatch_owner(func, args)
-            if owner is not None:  # on dispatch: the key is handled after its checks
-                defer_to_handler(owner, request, policy)
-                return func(*args, **kwargs)
+            if on_dispatch:
+                owner = _dispatch_owner(func, args)
+                if owner is not None:  # on dispatch: the key is handled after its checks
+                    defer_to_handler(owner, request, policy)
+                    return func(*args, **kwargs)
             if in_flow(request):
                 return func(*args, **kwargs)
-            operation = ninja.operation_of(request) if ninja.loaded() else None
-            if operation is not None:
-                return ninja.call_sync(
-                    operation, request, lambda: func(*args, **kwargs), policy, kwargs
-                )
-            if ninja.loaded() and ninja.called_by_ninja(request):
-                refuse_unbound(func)
+            if ninja.loaded():
+                operation = ninja.operation_of(request)
+                if operation is not None:
+                    return ninja.call_sync(
+                        operation, request, lambda: func(*args, **kwargs), policy, kwargs
+                    )
+                if ninja.called_by_ninja(request):
+                    refuse_unbound(func)
             if declared is not None:
                 refuse_non_response(func, declared)
             if not isinstance(view, APIView):

@@ -113,6 +113,21 @@ class Resolved(NamedTuple):
     optimistic: bool
     databases: list[str]
     scope_kind: str | None
+    #: What a response keeps (:class:`~idempotency.http.answers.HttpAnswers`): whether
+    #: 5xx and transient 4xx are stored, bodies stored at all, the fields redacted.
+    store_errors: bool
+    status_only: bool
+    redact: frozenset[str]
+    #: Seconds a definitive 4xx is kept instead of ``ttl`` (None: ``ttl``; 0: not kept).
+    error_ttl: float | None
+
+
+def ttl_for(options: Resolved, status: int) -> float:
+    """Seconds a response with ``status`` is kept: ``error_ttl`` for a 4xx where it is
+    set (0: not kept), else the TTL (:meth:`Policy.get_ttl_for`, resolved)."""
+    if 400 <= status < 500 and options.error_ttl is not None:
+        return options.error_ttl
+    return options.ttl
 
 
 #: id(policy) -> its options resolved. An entry holds its policy, so no other policy
@@ -136,6 +151,9 @@ def resolve(policy: Policy) -> Resolved:
     store = policy.get_store()
     mode = policy.get_mode(store)
     limit = policy.get_max_new_records()
+    error_ttl = policy.error_ttl
+    if error_ttl is None:
+        error_ttl = idempotency_settings.ERROR_TTL
     resolved = Resolved(
         policy=policy,
         store=store,
@@ -147,6 +165,10 @@ def resolve(policy: Policy) -> Resolved:
         optimistic=mode == "atomic" and policy.get_claim() == "optimistic",
         databases=policy.get_databases(store.using) if isinstance(store, AtomicStore) else [],
         scope_kind=_policy_scope_kind(policy),
+        store_errors=policy.get_store_errors(),
+        status_only=policy.get_status_only(),
+        redact=policy.get_redact(),
+        error_ttl=None if error_ttl is None else float(error_ttl),
     )
     if len(_RESOLVED) >= _MOST_RESOLVED:
         _RESOLVED.clear()
@@ -200,24 +222,28 @@ def prepare(request: HttpRequest, policy: Policy) -> Job | HttpResponseBase | No
             "The request body is larger than the server accepts.",
         )
     options = resolve(policy)
+    path = plain.path
+    # positional, in Job's order (store, scope, key, fingerprint, mode, lease, ttl, wait,
+    # method, route, owner, interface, scope_kind, request, quota, optimistic,
+    # databases): every keyed request builds one, and keywords cost their matching
     return Job(
-        store=options.store,
-        scope=scope,
-        key=key,
-        fingerprint=fingerprint,
-        mode=options.mode,
-        lease=options.lease,
-        ttl=options.ttl,
-        wait=options.wait,
-        method=plain.method or "",
-        route=plain.path,
-        owner=plain.path,
-        interface="http",
-        scope_kind=_scope_kind(options.scope_kind, scope),
-        request=request,
-        quota=options.quota,
-        optimistic=options.optimistic,
-        databases=options.databases,
+        options.store,
+        scope,
+        key,
+        fingerprint,
+        options.mode,
+        options.lease,
+        options.ttl,
+        options.wait,
+        plain.method or "",
+        path,
+        path,
+        "http",
+        _scope_kind(options.scope_kind, scope),
+        request,
+        options.quota,
+        options.optimistic,
+        options.databases,
     )
 
 
@@ -228,4 +254,5 @@ __all__ = [
     "prepare",
     "resolve",
     "route_of",
+    "ttl_for",
 ]

@@ -18,6 +18,8 @@ from idempotency.http.options import Policy
 
 #: Attribute under which ``@idempotent`` leaves its policy on the function it returns.
 MARKER = "_idempotency_policy"
+#: What a view's request is (a tuple, not a union built again on every call).
+REQUEST_TYPES = (HttpRequest, Request)
 
 
 def split_view_args(args: tuple[Any, ...], *, decorator: str) -> tuple[Any, HttpRequest | Request]:
@@ -25,9 +27,9 @@ def split_view_args(args: tuple[Any, ...], *, decorator: str) -> tuple[Any, Http
 
     ``decorator`` (``"@idempotent"``) names the culprit when there is no request.
     """
-    if args and isinstance(args[0], HttpRequest | Request):
+    if args and isinstance(args[0], REQUEST_TYPES):
         return None, args[0]
-    if len(args) > 1 and isinstance(args[1], HttpRequest | Request):
+    if len(args) > 1 and isinstance(args[1], REQUEST_TYPES):
         return args[0], args[1]
     raise ImproperlyApplied(
         f"{decorator} decorates views: the decorated callable was not called with a "
