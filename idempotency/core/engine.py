@@ -142,41 +142,51 @@ def run(job: Job, adapter: Adapter, work: Callable[[], Any]) -> Any:
 
 async def arun(job: Job, adapter: Adapter, work: Callable[[], Awaitable[Any]]) -> Any:
     """:func:`run` for async work (lease mode): the store's async methods are awaited
-    (``aclaim``, ``acomplete``, ...), the work and the pauses run on the event loop."""
-    steps = flow(job, adapter)
+    (``aclaim``, ``acomplete``, ...), the work and the pauses run on the event loop. The
+    first look is taken here too: a completed record is replayed without the flow."""
     traced = idempotency_settings.OPENTELEMETRY
     store = job.store
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            step = steps.send(value) if error is None else steps.throw(error)
-        except StopIteration as stop:
-            return stop.value
-        value = error = None
-        kind = step[0]
-        try:
-            if kind is STORE:
-                span = step[1]
-                method = getattr(store, "a" + step[2])
-                if span == "claim" or (traced and span is not None):
-                    value = await _atimed(job, span, method, step, traced)
+    step = first_step(job)
+    state = await _atimed(job, "claim", getattr(store, "a" + step[2]), step, traced)
+    if state is not None and state.status is COMPLETED:
+        return await _adapted(job, adapter, (ADAPT, "replay", (job, state)), traced)
+    steps = flow(job, adapter, state)
+    send = steps.send
+    try:
+        step = send(None)
+        while True:
+            kind = step[0]
+            try:
+                if kind is STORE:
+                    span = step[1]
+                    method = getattr(store, "a" + step[2])
+                    if span == "claim" or (traced and span is not None):
+                        value = await _atimed(job, span, method, step, traced)
+                    else:
+                        value = await method(*step[3], **step[4])
+                elif kind is WORK:
+                    job.started = True
+                    value = await work()
+                elif kind is ADAPT:
+                    value = await _adapted(job, adapter, step, traced)
                 else:
-                    value = await method(*step[3], **step[4])
-            elif kind is WORK:
-                job.started = True
-                value = await work()
-            elif kind is ADAPT:
-                twin = getattr(adapter, "a" + step[1], None)
-                if twin is not None:
-                    value = await twin(*step[2])
-                else:
-                    method = getattr(adapter, step[1])
-                    value = _replayed(job, method, step) if traced else method(*step[2])
-            else:
-                await asyncio.sleep(step[1])
-        except BaseException as exc:
-            error = exc
+                    await asyncio.sleep(step[1])
+                    value = None
+            except BaseException as exc:  # handed to the flow, which re-raises what it must
+                step = steps.throw(exc)
+                continue
+            step = send(value)
+    except StopIteration as stop:  # only send() and throw() raise it: the flow's end
+        return stop.value
+
+
+async def _adapted(job: Job, adapter: Adapter, step: Step, traced: bool) -> Any:
+    """An adapter's step: its async twin (``akeep``, ...) where it has one."""
+    twin = getattr(adapter, "a" + step[1], None)
+    if twin is not None:
+        return await twin(*step[2])
+    method = getattr(adapter, step[1])
+    return _replayed(job, method, step) if traced else method(*step[2])
 
 
 async def _atimed(
