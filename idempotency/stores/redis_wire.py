@@ -109,18 +109,37 @@ class Wire(asyncio.Protocol):
         return replies
 
     def data_received(self, data: bytes) -> None:
-        parser = self._parser
-        parser.feed(data)
-        replies = self._replies
-        push = self._push
-        reply = parser.gets()
-        while reply is not False:
-            if push is None or type(reply) is not push:  # a push message answers nothing
-                replies.append(reply)
-            reply = parser.gets()
         waiter = self._waiter
-        if waiter is not None and len(replies) >= self._expected and not waiter.done():
+        replies: list[Any] = self._replies if waiter is not None else []
+        parser = self._parser
+        push = self._push
+        try:
+            parser.feed(data)
+            reply = parser.gets()
+            while reply is not False:
+                if push is None or type(reply) is not push:  # a push message answers nothing
+                    replies.append(reply)
+                reply = parser.gets()
+        except Exception as exc:  # noqa: BLE001 - bytes hiredis cannot parse: the stream is lost
+            self._fail(exc)
+            return
+        if waiter is None:
+            if replies:  # a reply no command asked for: the connection is out of step
+                from redis.exceptions import InvalidResponse
+
+                self._fail(InvalidResponse("Redis sent a reply no command asked for"))
+            return
+        if len(replies) >= self._expected and not waiter.done():
             waiter.set_result(None)
+
+    def _fail(self, exc: Exception) -> None:
+        """The connection can no longer be read in step: fail the waiting command with
+        ``exc`` (its caller drops the connection) and close it."""
+        self.closed = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)
+        self._transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         from redis.exceptions import ConnectionError

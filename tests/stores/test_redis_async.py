@@ -300,3 +300,41 @@ def test_a_resp2_connection_is_read_by_the_wire(run: Runner[Any]) -> None:
     channel = channel_of(redis.Redis.from_url(redis_url(), protocol=2))
     assert run(channel.execute_many((("ECHO", "a"), ("PING",)))) == [b"a", b"PONG"]
     assert [type(link) for link in channel._idle] == [Wire]
+
+
+def test_a_reply_nobody_asked_for_closes_the_connection(
+    redis_client: Any, run: Runner[Any]
+) -> None:
+    """Bytes that answer no command (a server or proxy out of step) are never taken for
+    the next command's reply: the connection is closed, the next command opens another."""
+    from idempotency.stores.redis_wire import Wire as WireClass
+
+    channel = channel_of(redis_client)
+
+    async def scenario() -> tuple[bool, Any, int]:
+        await channel.execute("PING")
+        (wire,) = channel._idle
+        assert isinstance(wire, WireClass)
+        wire.data_received(b"+STRAY\r\n")  # as if the server had sent it between commands
+        closed = wire.closed
+        return closed, await channel.execute("ECHO", "mine"), channel.idle
+
+    assert run(scenario()) == (True, b"mine", 1)
+
+
+def test_bytes_hiredis_cannot_parse_fail_the_command(redis_client: Any, run: Runner[Any]) -> None:
+    from redis.exceptions import InvalidResponse
+
+    channel = channel_of(redis_client)
+
+    async def scenario() -> Any:
+        await channel.execute("PING")
+        (wire,) = channel._idle
+        pending = asyncio.ensure_future(channel.execute("BLPOP", "achan:none", 1))
+        await asyncio.sleep(0.05)
+        wire.data_received(b"?garbage\r\n")
+        with pytest.raises(InvalidResponse):
+            await pending
+        return await channel.execute("ECHO", "after")
+
+    assert run(scenario()) == b"after"
