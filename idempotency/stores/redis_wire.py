@@ -38,8 +38,10 @@ def can_take_over(connection: Any) -> bool:
     a hiredis that marks push messages), no health checks, and the transport and parser
     a ``redis.asyncio`` connection has had from 4.2 to 8.x (checked, not assumed:
     another version keeps its own read path)."""
-    import hiredis
-
+    try:
+        import hiredis
+    except ImportError:  # redis-py without hiredis: its own parser reads
+        return False
     protocol = str(getattr(connection, "protocol", 2) or 2)
     return (
         (protocol == "2" or (protocol == "3" and hasattr(hiredis, "PushNotification")))
