@@ -41,7 +41,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from idempotency.stores.redis_channel import hiredis_packer
+from idempotency.stores.redis_channel import hiredis_packer, redis_errors
 from idempotency.stores.redis_wire import Wire, can_take_over, disconnect_quietly
 
 #: What a sync connection's arguments may carry over to an asyncio one: plain values
@@ -119,12 +119,10 @@ class AsyncChannel:
         """Send ``commands`` in one write on one connection and read their replies (a
         batch without ``MULTI``: ``WAIT`` after a write counts that connection's writes).
         The first error reply is raised once every reply has been read."""
-        from redis.exceptions import ConnectionError
-
         packed = self._packed(commands)
         try:
             replies = await self._send(packed, len(commands))
-        except ConnectionError:
+        except redis_errors.ConnectionError:
             # a connection that died while idle (a restarted server, an idle timeout): the
             # others idle beside it most likely died with it; once more, on a new one
             stale, self._idle = self._idle, []
@@ -243,12 +241,10 @@ def sha_of(source: str) -> str:
 async def run_script(channel: AsyncChannel, source: str, key: str, args: list[Any]) -> Any:
     """``source`` on ``key`` with ``args`` (``EVALSHA``, loaded again after ``NOSCRIPT``: a
     restarted or flushed server)."""
-    from redis.exceptions import NoScriptError
-
     sha = sha_of(source)
     try:
         return await channel.execute("EVALSHA", sha, 1, key, *args)
-    except NoScriptError:
+    except redis_errors.NoScriptError:
         await channel.execute("SCRIPT", "LOAD", source)
         return await channel.execute("EVALSHA", sha, 1, key, *args)
 

@@ -51,7 +51,7 @@ def _redis_errors() -> Any:
 
 #: redis-py's exceptions, imported once: an import statement in a function runs the
 #: import machinery on every call (~600 ns; a command took three).
-_errors: Any = _redis_errors()
+redis_errors: Any = _redis_errors()
 
 _channels: weakref.WeakKeyDictionary[Any, Channel] = weakref.WeakKeyDictionary()
 _channels_lock = threading.Lock()
@@ -100,7 +100,7 @@ class Channel:
         """Send one command and read its reply."""
         try:
             return self._send(args)
-        except _errors.ConnectionError:
+        except redis_errors.ConnectionError:
             # a connection that died while idle (a restarted server, an idle timeout): the
             # others idle beside it most likely died with it; once more, on a new one
             stale, self._idle = self._idle, []
@@ -122,7 +122,7 @@ class Channel:
             else:
                 connection.send_command(*args)
             reply = connection.read_response()
-        except _errors.ResponseError:
+        except redis_errors.ResponseError:
             self._idle.append(connection)  # a whole reply was read: the connection is fine
             raise
         except BaseException:
@@ -137,7 +137,7 @@ class Channel:
         """``script`` (a redis-py ``Script``: its sha and source) on ``keys``/``args``."""
         try:
             return self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
-        except _errors.NoScriptError:
+        except redis_errors.NoScriptError:
             script.sha = self.execute("SCRIPT", "LOAD", script.script)
             if isinstance(script.sha, bytes):
                 script.sha = script.sha.decode()

@@ -32,6 +32,8 @@ import asyncio
 import contextlib
 from typing import Any
 
+from idempotency.stores.redis_channel import redis_errors
+
 
 def can_take_over(connection: Any) -> bool:
     """Whether :class:`Wire` may read ``connection``'s replies itself: RESP2 (or RESP3 with
@@ -91,10 +93,8 @@ class Wire(asyncio.Protocol):
 
     async def exchange(self, packed: bytes, count: int) -> list[Any]:
         """Write ``packed`` (``count`` commands) and wait for their ``count`` replies."""
-        from redis.exceptions import ConnectionError
-
         if self.closed:
-            raise ConnectionError("Connection closed by server.")
+            raise redis_errors.ConnectionError("Connection closed by server.")
         loop = self._loop
         waiter = self._waiter = loop.create_future()
         replies = self._replies = []
