@@ -14,7 +14,7 @@ keep-alive, recovery points) in :mod:`~idempotency.stores.database_leases`, the 
 quota in :mod:`~idempotency.stores.record_quota`, lock waits that fail in
 :mod:`~idempotency.stores.deadlocks`.
 
-With ``RESPONSE_CACHE`` set to a cache alias (Redis recommended), completed
+With the ``response_cache`` option set to a cache alias (Redis recommended), completed
 responses are read from that cache first, and written to it by the first replay
 that reads them from the database: every later replay costs no SQL, and a first
 request pays no cache write.
@@ -44,15 +44,16 @@ __all__ = ["DEADLOCK_ATTEMPTS", "DatabaseStore", "busy"]
 
 
 class DatabaseStore(ResponseCache, DatabaseLeases):
-    """Records in the ``IdempotencyRecord`` table of ``DATABASE_ALIAS`` (the default store).
+    """Records in the ``IdempotencyRecord`` table of its ``database`` (the default store).
 
     The claim is an ``INSERT ... ON CONFLICT`` (PostgreSQL and SQLite) or ``INSERT ... ON
     DUPLICATE KEY UPDATE`` (MySQL and MariaDB) on the unique ``(scope, key)`` index;
     completion and release check the fencing token. It is the only store with atomic
     mode: the claim, the view's writes and the stored response commit in one
     transaction. On PostgreSQL, MySQL and MariaDB leases and expiry are judged by the
-    server's clock. Construct one for a view: ``DatabaseStore(using="payments",
-    response_cache="redis")``.
+    server's clock. Configure it as an alias of ``IDEMPOTENCY["STORES"]``: ``{"BACKEND":
+    "idempotency.stores.DatabaseStore", "OPTIONS": {"database": "payments",
+    "response_cache": "redis"}}`` (:attr:`options` lists what it takes).
     """
 
     #: A claim that meets a live record needs a second statement to read it, so a

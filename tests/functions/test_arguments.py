@@ -32,7 +32,7 @@ from idempotency.functions.calls import fingerprint_of, qualified_name
 from idempotency.stores import get_store
 from idempotency.stores.base import StoredResponse
 from tests.support.counting import Counter, unique
-from tests.support.stores import ALL_STORES, DB_STORE
+from tests.support.stores import ALL_STORES, DB_STORE, using
 from tests.support.storms import run_threads
 from tests.support.tasks import inprocess_app
 
@@ -120,7 +120,7 @@ def test_a_task_with_a_missing_key_part_fails_and_an_optional_one_runs() -> None
     def lenient(message_id: Any) -> int:
         return runs()
 
-    with override_settings(IDEMPOTENCY={"STORE": DB_STORE}):
+    with override_settings(IDEMPOTENCY={**using(DB_STORE)}):
         with pytest.raises(IdempotencyKeyMissing):
             strict.apply((None,), throw=True)
         assert runs.count == 0
@@ -396,7 +396,7 @@ def test_a_task_redelivered_with_other_arguments_fails_without_retrying() -> Non
         return runs()
 
     message = uuid.uuid4().hex
-    with override_settings(IDEMPOTENCY={"STORE": DB_STORE}):
+    with override_settings(IDEMPOTENCY={**using(DB_STORE)}):
         assert consume.apply((message, "1.00")).get() == 1
         assert consume.apply((message, "1.00")).get() == 1
         tampered = consume.apply((message, "9.99"))

@@ -26,7 +26,7 @@ from idempotency import (
 )
 from idempotency.core.keyed_hashes import log_ref
 from tests.support.counting import Counter, unique
-from tests.support.stores import ALL_STORES, DB_STORE
+from tests.support.stores import ALL_STORES, DB_STORE, using
 from tests.support.tasks import inprocess_app
 
 pytestmark = pytest.mark.django_db
@@ -142,7 +142,7 @@ def test_a_task_result_keeps_its_type() -> None:
         return Receipt(Decimal("1.50"), NOW, Currency.EUR)
 
     ref = unique("ref")
-    with override_settings(IDEMPOTENCY={"STORE": DB_STORE}):
+    with override_settings(IDEMPOTENCY={**using(DB_STORE)}):
         assert receipt.apply((ref,)).get() == receipt.apply((ref,)).get() == receipt.run(ref)
         assert type(receipt.apply((ref,)).get().amount) is Decimal
 
@@ -299,7 +299,7 @@ def test_a_task_with_store_errors_fails_the_same_way_on_redelivery() -> None:
         raise Declined("nope", Decimal(1))
 
     ref = unique("ref")
-    with override_settings(IDEMPOTENCY={"STORE": DB_STORE, **DECLINED}):
+    with override_settings(IDEMPOTENCY={**using(DB_STORE), **DECLINED}):
         for _ in range(2):
             with pytest.raises(Declined):
                 failing.apply((ref,), throw=True)
@@ -514,7 +514,7 @@ def test_a_forged_task_record_is_refused_and_runs_nothing(tmp_path: Any) -> None
 
     ref = unique("ref")
     forged = {"__idem__": "enum", "cls": "subprocess:Popen", "v": ["sh", "-c", f"touch {marker}"]}
-    with override_settings(IDEMPOTENCY={"STORE": DB_STORE}):
+    with override_settings(IDEMPOTENCY={**using(DB_STORE)}):
         fingerprint = settle.get_idempotency_fingerprint((ref,), {})
         _forge(get_store(), "tasks", f"forged:{ref}", fingerprint, 200, json.dumps(forged).encode())
         with pytest.raises(StoreCorrupted):

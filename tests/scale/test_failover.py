@@ -29,6 +29,7 @@ from django.test import override_settings
 from idempotency.stores.redis import RedisStore
 from tests.scale.servers import ClusterNode, RedisClusterServer
 from tests.support.clusters import REDIS_STORE, cluster_caches, start_cluster
+from tests.support.stores import using
 from tests.support.storms import Storm, wait_until
 from tests.testapp.executions import executions
 
@@ -36,7 +37,7 @@ pytestmark = [pytest.mark.timeout(240)]
 
 SETTINGS = {
     "REDIS_ALIAS": "cluster",
-    "STORE": REDIS_STORE,
+    **using(REDIS_STORE),
     "MODE": "lease",
     "REDIS_WAIT_REPLICAS": 1,
     "REDIS_WAIT_TIMEOUT": 0.5,

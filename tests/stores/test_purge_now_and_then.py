@@ -18,7 +18,7 @@ from idempotency.checks import check_settings
 from idempotency.models import IdempotencyRecord
 from tests.support.records import bulk
 from tests.support.services import on_postgres
-from tests.support.stores import DB_STORE, REDIS_STORE
+from tests.support.stores import DB_STORE, REDIS_STORE, using
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls("tests.urls")]
 
@@ -40,7 +40,7 @@ def test_expired_records_go_without_a_beat_one_bounded_batch_at_a_time(
 ) -> None:
     """Before: expired rows stayed until a Celery beat ran the purge; with none, forever."""
     bulk(10, expired=True, prefix="old")
-    settings = {"STORE": DB_STORE, "MODE": mode, "PURGE_EVERY": 3, "PURGE_EVERY_BATCH": 4}
+    settings = {**using(DB_STORE), "MODE": mode, "PURGE_EVERY": 3, "PURGE_EVERY_BATCH": 4}
     with override_settings(IDEMPOTENCY=settings):
         for _ in range(2):
             assert post(client_a).status_code == 201
@@ -68,7 +68,7 @@ def test_function_calls_purge_too() -> None:
 
 def test_none_turns_it_off(client_a: Client, wallet: Any) -> None:
     bulk(3, expired=True, prefix="old")
-    with override_settings(IDEMPOTENCY={"STORE": DB_STORE, "PURGE_EVERY": None}):
+    with override_settings(IDEMPOTENCY={**using(DB_STORE), "PURGE_EVERY": None}):
         for _ in range(5):
             post(client_a)
     assert expired_left() == 3
@@ -94,7 +94,7 @@ def test_the_purge_skips_rows_another_transaction_holds_and_does_not_wait(
     holder.start()
     try:
         assert held.wait(10)
-        with override_settings(IDEMPOTENCY={"STORE": DB_STORE, "PURGE_EVERY": 1}):
+        with override_settings(IDEMPOTENCY={**using(DB_STORE), "PURGE_EVERY": 1}):
             started = time.monotonic()
             assert post(client_a).status_code == 201
             assert time.monotonic() - started < 5  # no wait on the held row
