@@ -137,10 +137,10 @@ def rename_legacy_scopes(
     from django.db import IntegrityError, transaction
 
     from idempotency.models import IdempotencyRecord
-    from idempotency.stores import database_store
+    from idempotency.stores.database_table import configured_database
 
     label = get_user_model()._meta.label_lower
-    alias = using or database_store().using
+    alias = using or configured_database()
     records = IdempotencyRecord.objects.using(alias)
     renamed = skipped = 0
     last = 0

@@ -21,7 +21,7 @@ from django.utils.translation import gettext_lazy as _
 
 from idempotency.admin.previews import body_preview
 from idempotency.models import IdempotencyRecord
-from idempotency.stores import database_store
+from idempotency.stores.database import database_store
 from idempotency.stores.purge import purge_expired_records
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from idempotency.core.backends import BackendHandler
 if TYPE_CHECKING:
     from idempotency.stores.base import BaseStore
     from idempotency.stores.cache import CacheStore
-    from idempotency.stores.database import DatabaseStore
+    from idempotency.stores.database import DatabaseStore, database_store
     from idempotency.stores.redis import RedisStore
 
 __all__ = [
@@ -54,26 +54,6 @@ def get_store(store: str | BaseStore | None = None) -> BaseStore:
     return stores.get(store)
 
 
-def database_store(database: str | None = None) -> DatabaseStore:
-    """The configured :class:`~idempotency.stores.DatabaseStore` on ``database`` (None: the
-    first one configured, ``"default"`` first), with its response cache and key prefix;
-    where none is configured there, a plain one on ``database`` (or ``"default"``).
-
-    What works on the records' table outside a request (the purge, the admin's release,
-    the metrics, the scope renaming) finds its database and response cache here."""
-    from idempotency.stores.database import DatabaseStore
-
-    aliases = sorted(stores.entries, key=lambda alias: alias != "default")
-    for alias in aliases:
-        cls = stores.backend_class(alias)
-        if cls is not None and issubclass(cls, DatabaseStore):
-            store = stores[alias]
-            assert isinstance(store, DatabaseStore)  # noqa: S101 - its class is one
-            if database is None or store.using == database:
-                return store
-    return DatabaseStore(database=database or "default")
-
-
 def record_digest(scope: str, key: str) -> str:
     """A short fixed-length name for ``(scope, key)`` in caches and Redis."""
     return hashlib.sha256(f"{scope}\x00{key}".encode()).hexdigest()[:40]
@@ -85,6 +65,7 @@ def __getattr__(name: str) -> Any:
         "DatabaseStore": "idempotency.stores.database",
         "RedisStore": "idempotency.stores.redis",
         "CacheStore": "idempotency.stores.cache",
+        "database_store": "idempotency.stores.database",
     }
     if name in modules:
         from importlib import import_module

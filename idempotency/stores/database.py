@@ -33,6 +33,7 @@ from idempotency.codecs import UndecodableBody, seal, unseal
 from idempotency.core.outages import outage_raises_unavailable
 from idempotency.stores import statements as sql
 from idempotency.stores.database_leases import DatabaseLeases
+from idempotency.stores.database_table import database_aliases
 from idempotency.stores.deadlocks import DEADLOCK_ATTEMPTS, busy
 from idempotency.stores.errors import corrupted
 from idempotency.stores.purge import purge_now_and_then
@@ -40,7 +41,7 @@ from idempotency.stores.record_quota import count_new_record
 from idempotency.stores.records import ClaimStatus, KeyState, StoredResponse, new_fence
 from idempotency.stores.response_cache import ResponseCache
 
-__all__ = ["DEADLOCK_ATTEMPTS", "DatabaseStore", "busy"]
+__all__ = ["DEADLOCK_ATTEMPTS", "DatabaseStore", "busy", "database_store"]
 
 
 class DatabaseStore(ResponseCache, DatabaseLeases):
@@ -318,3 +319,20 @@ def _replaceable(found: KeyState) -> bool:
     """A looked-up record a claim may take: an in-progress one whose lease ran out
     (:meth:`DatabaseStore._state` gives a live one the time left, ``retry_after > 0``)."""
     return found.status is ClaimStatus.IN_PROGRESS and found.retry_after <= 0
+
+
+def database_store(database: str | None = None) -> DatabaseStore:
+    """The configured :class:`DatabaseStore` on ``database`` (None: the first one
+    configured, ``"default"`` first), with its response cache and key prefix; where none is
+    configured there, a plain one on ``database`` (or ``"default"``).
+
+    What works on the records' table outside a request (the admin's release, the sample's
+    locks) finds its store here."""
+    from idempotency.stores import stores
+
+    for alias in database_aliases():
+        store = stores[alias]
+        assert isinstance(store, DatabaseStore)  # noqa: S101 - its class is one
+        if database is None or store.using == database:
+            return store
+    return DatabaseStore(database=database or "default")

@@ -178,3 +178,28 @@ class UTCNow(Now):
 
     def as_mysql(self, compiler: Any, connection: Any, **extra_context: Any) -> Any:
         return self.as_sql(compiler, connection, template=sql.MYSQL_NOW, **extra_context)
+
+
+def database_aliases() -> list[str]:
+    """The aliases of ``STORES`` whose backend is a database store, ``"default"`` first."""
+    from idempotency.stores import stores
+
+    aliases = sorted(stores.entries, key=lambda alias: alias != "default")
+    found = []
+    for alias in aliases:
+        cls = stores.backend_class(alias)
+        if cls is not None and issubclass(cls, DatabaseTable):
+            found.append(alias)
+    return found
+
+
+def configured_database() -> str:
+    """The database of the first configured database store (``"default"`` first), else
+    ``"default"``: where the purge, the metrics and the scope renaming look by default."""
+    from idempotency.stores import stores
+
+    for alias in database_aliases():
+        store = stores[alias]
+        if isinstance(store, DatabaseTable):
+            return store.using
+    return "default"

@@ -33,7 +33,8 @@ from idempotency.exceptions import StoreNotDurable
 from idempotency.stores.errors import store_operation
 from idempotency.stores.records import KeyState, StoredResponse, new_fence
 from idempotency.stores.redis_async import run_script
-from idempotency.stores.redis_connection import RedisConnection, redis_connection
+from idempotency.stores.redis_client import redis_connection
+from idempotency.stores.redis_connection import RedisConnection
 from idempotency.stores.redis_records import (
     LOOKUP_FIELDS,
     claim_args,

@@ -12,6 +12,24 @@ from idempotency.conf import Setting
 LOCATION_SCHEMES = ("redis", "rediss", "unix")
 
 
+def redis_connection(alias: str, user: str) -> Any:
+    """The django-redis connection of the cache ``alias``; ``ImproperlyConfigured`` naming
+    ``user`` when there is no such cache, django-redis is missing or the cache is another
+    backend (which would otherwise surface as a bare ``NotImplementedError``)."""
+    from django.core.cache import InvalidCacheBackendError
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        from django_redis import get_redis_connection
+
+        return get_redis_connection(alias)
+    except (ImportError, NotImplementedError, InvalidCacheBackendError) as exc:
+        raise ImproperlyConfigured(
+            f"{user} needs a django-redis cache, but the cache {alias!r} is not one "
+            f"({type(exc).__name__}: {exc or 'unsupported backend'}); see idempotency.E007."
+        ) from exc
+
+
 def redis_client(
     location: str | None, cache: str | None, max_connections: int | None, user: str
 ) -> Any:
@@ -22,8 +40,6 @@ def redis_client(
         from redis import Redis
 
         return Redis.from_url(location, max_connections=max_connections)
-    from idempotency.stores.redis_connection import redis_connection
-
     return redis_connection(cache or "default", user)
 
 

@@ -29,24 +29,6 @@ from idempotency.stores.redis_client import (
 )
 
 
-def redis_connection(alias: str, user: str) -> Any:
-    """The django-redis connection of the cache ``alias``; ``ImproperlyConfigured`` naming
-    ``user`` when there is no such cache, django-redis is missing or the cache is another
-    backend (which would otherwise surface as a bare ``NotImplementedError``)."""
-    from django.core.cache import InvalidCacheBackendError
-    from django.core.exceptions import ImproperlyConfigured
-
-    try:
-        from django_redis import get_redis_connection
-
-        return get_redis_connection(alias)
-    except (ImportError, NotImplementedError, InvalidCacheBackendError) as exc:
-        raise ImproperlyConfigured(
-            f"{user} needs a django-redis cache, but the cache {alias!r} is not one "
-            f"({type(exc).__name__}: {exc or 'unsupported backend'}); see idempotency.E007."
-        ) from exc
-
-
 class RedisConnection(BaseStore):
     """The connections, scripts and replica waits of a Redis store."""
 

@@ -126,7 +126,7 @@ def test_store_lost_after_the_view_ran_answers_what_the_view_did(
         private_redis() as server,
         override_settings(
             CACHES=caches_with("private", server.url),
-            IDEMPOTENCY={**using(REDIS_STORE), "REDIS_ALIAS": "private"},
+            IDEMPOTENCY=using(REDIS_STORE, cache="private"),
         ),
     ):
         key = str(uuid.uuid4())
@@ -211,7 +211,7 @@ def test_response_cache_down_falls_back_to_the_database(
     with (
         override_settings(
             CACHES=caches_with("private", dead_redis_url()),
-            IDEMPOTENCY={**using(DB_STORE), "MODE": mode, "RESPONSE_CACHE": "private"},
+            IDEMPOTENCY={**using(DB_STORE, response_cache="private"), "MODE": mode},
         ),
         caplog.at_level(logging.WARNING, logger="idempotency"),
     ):
@@ -240,7 +240,7 @@ def test_response_cache_outage_under_load_loses_nothing(
         private_redis() as server,
         override_settings(
             CACHES=caches_with("private", server.url),
-            IDEMPOTENCY={**using(DB_STORE), "MODE": "atomic", "RESPONSE_CACHE": "private"},
+            IDEMPOTENCY={**using(DB_STORE, response_cache="private"), "MODE": "atomic"},
         ),
     ):
         keys = [str(uuid.uuid4()) for _ in range(24)]
@@ -286,7 +286,7 @@ def test_response_cache_outage_under_load_loses_nothing(
     ],
 )
 def test_a_claim_knows_it_took_over_an_expired_lease(store_path: str) -> None:
-    with override_settings(IDEMPOTENCY={"STORE": store_path}):
+    with override_settings(IDEMPOTENCY=using(store_path)):
         store = get_store()
         key = str(uuid.uuid4())
         first = store.claim("s", key, fingerprint="f", lease=0.2, ttl=60)

@@ -67,9 +67,8 @@ def store_on_private_mariadb(mode: str) -> Iterator[PrivateMariaDB]:
     ("default", where its effect is written) is in the transaction too
     (``ATOMIC_DATABASES``), as a deployment lists every alias a view writes to."""
     settings = {
-        **using(DB_STORE),
+        **using(DB_STORE, database=ALIAS),
         "MODE": mode,
-        "DATABASE_ALIAS": ALIAS,
         "ATOMIC_DATABASES": ["default"],
         "SCOPE": "tests.core.test_outages_mariadb.fixed_scope",
     }

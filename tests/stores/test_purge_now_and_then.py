@@ -18,7 +18,7 @@ from idempotency.checks import check_settings
 from idempotency.models import IdempotencyRecord
 from tests.support.records import bulk
 from tests.support.services import on_postgres
-from tests.support.stores import DB_STORE, REDIS_STORE, using
+from tests.support.stores import DB_STORE, REDIS_STORE, store_of, using
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls("tests.urls")]
 
@@ -56,7 +56,7 @@ def test_expired_records_go_without_a_beat_one_bounded_batch_at_a_time(
 def test_function_calls_purge_too() -> None:
     bulk(5, expired=True, prefix="old")
 
-    @idempotent_function(key="call:{n}", store=DB_STORE)
+    @idempotent_function(key="call:{n}", store=store_of(DB_STORE))
     def call(n: int) -> int:
         return n
 
@@ -116,7 +116,7 @@ def warnings_of(**idempotency: Any) -> list[str]:
 def test_w040_when_nothing_purges_the_database() -> None:
     assert warnings_of(PURGE_EVERY=None) == ["idempotency.W040"]
     assert warnings_of() == []  # PURGE_EVERY's default purges
-    assert warnings_of(PURGE_EVERY=None, STORE=REDIS_STORE) == []  # Redis expires its own
+    assert warnings_of(PURGE_EVERY=None, **using(REDIS_STORE)) == []  # Redis expires its own
     beat = {"purge": {"task": "idempotency.purge_expired_records", "schedule": 3600}}
     with override_settings(CELERY_BEAT_SCHEDULE=beat):
         assert warnings_of(PURGE_EVERY=None) == []

@@ -212,7 +212,7 @@ def test_an_unreachable_server_is_an_outage_after_one_retry(run: Runner[Any]) ->
     from idempotency.exceptions import StoreUnavailable
 
     with override_settings(CACHES=caches_with("dead", dead_redis_url())):
-        store = RedisStore("dead")
+        store = RedisStore(cache="dead")
         started = time.monotonic()
         with pytest.raises(StoreUnavailable):
             run(store.aclaim("achan", "k6", fingerprint="f", lease=30, ttl=60))

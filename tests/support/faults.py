@@ -117,7 +117,7 @@ def dead_redis_store(**extra: Any) -> Any:
     """Settings with RedisStore on a Redis nothing listens on (``extra`` added)."""
     return override_settings(
         CACHES=caches_with("private", dead_redis_url()),
-        IDEMPOTENCY={**using(REDIS_STORE), "REDIS_ALIAS": "private", **extra},
+        IDEMPOTENCY={**using(REDIS_STORE, cache="private"), **extra},
     )
 
 

@@ -23,7 +23,7 @@ from idempotency.models import IdempotencyRecord, SubmitToken
 from idempotency.stores import get_store
 from idempotency.stores.base import StoredResponse
 from idempotency.tasks import purge_expired_records_task, purge_expired_submit_tokens_task
-from tests.support.stores import DB_STORE, using
+from tests.support.stores import CACHE_STORE, DB_STORE, using
 from tests.support.tasks import inprocess_app
 
 pytestmark = pytest.mark.django_db
@@ -309,7 +309,7 @@ class TestIdempotentTaskMode:
             lease_writer.apply((label, True)).get()
         assert Effect.objects.filter(label=label).count() == 1  # no transaction around it
 
-    @override_settings(IDEMPOTENCY={"STORE": "idempotency.stores.CacheStore"})
+    @override_settings(IDEMPOTENCY=using(CACHE_STORE))
     def test_atomic_mode_needs_the_database_store(self) -> None:
         with pytest.raises(ImproperlyConfigured, match="cannot run atomic mode"):
             atomic_writer.apply((uuid.uuid4().hex, False)).get()
