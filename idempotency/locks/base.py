@@ -57,7 +57,8 @@ class LockBackend(Configurable, abc.ABC):
     Name a subclass by its dotted path as the ``BACKEND`` of an alias of
     ``IDEMPOTENCY["LOCKS"]`` (and the alias as ``lock(..., backend=)``, or pass an
     instance); it is made with its entry's ``LOCATION`` and ``OPTIONS`` as keyword
-    arguments (:class:`~idempotency.core.backends.Configurable` says which it takes), once
+    arguments (its ``options`` and ``location_schemes`` say which it takes:
+    :mod:`idempotency.core.backends`), once
     per process (until the settings change), and shared by every thread. Built in:
     ``idempotency.locks.RedisLockBackend`` (the default),
     ``idempotency.locks.PostgresLockBackend`` and ``idempotency.locks.MySQLLockBackend``.

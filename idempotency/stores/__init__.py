@@ -47,8 +47,8 @@ def get_store(store: str | BaseStore | None = None) -> BaseStore:
     (returned as it is) or None (the ``"default"`` alias).
 
     Raises:
-        ImproperlyConfigured: No such alias, or its entry cannot be used (the system checks
-            report the same at startup).
+        django.core.exceptions.ImproperlyConfigured: No such alias, or its entry cannot
+            be used (the system checks report the same at startup).
         TypeError: ``store`` is neither an alias nor a store.
     """
     return stores.get(store)

@@ -54,7 +54,7 @@ class DatabaseStore(ResponseCache, DatabaseLeases):
     transaction. On PostgreSQL, MySQL and MariaDB leases and expiry are judged by the
     server's clock. Configure it as an alias of ``IDEMPOTENCY["STORES"]``: ``{"BACKEND":
     "idempotency.stores.DatabaseStore", "OPTIONS": {"database": "payments",
-    "response_cache": "redis"}}`` (:attr:`options` lists what it takes).
+    "response_cache": "redis"}}`` (its ``options`` list what it takes).
     """
 
     #: A claim that meets a live record needs a second statement to read it, so a

@@ -34,10 +34,11 @@ class TokenBackend(Configurable, abc.ABC):
 
     Name a subclass by its dotted path as the ``BACKEND`` of an alias of
     ``IDEMPOTENCY["TOKENS"]``; it is made with its entry's ``LOCATION`` and ``OPTIONS`` as
-    keyword arguments (:class:`~idempotency.core.backends.Configurable` says which it
-    takes), once per process (until the settings change), and shared by every thread,
-    so it keeps no per-call state. The backend sees only a token's SHA-256 hash, never the
-    token. Built in: ``idempotency.tokens.DatabaseTokens`` (the default) and
+    keyword arguments (its ``options`` and ``location_schemes`` say which it takes:
+    :mod:`idempotency.core.backends`), once per process (until the settings change),
+    and shared by every thread, so it keeps no per-call state. The backend sees only a
+    token's SHA-256 hash, never the token. Built in:
+    ``idempotency.tokens.DatabaseTokens`` (the default) and
     ``idempotency.tokens.RedisTokens``.
 
     Methods subclasses must implement: :meth:`issue` and :meth:`consume`. They may
