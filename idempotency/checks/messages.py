@@ -85,7 +85,8 @@ MESSAGES: dict[str, _Message] = {
     ),
     "E018": _Message(
         "IDEMPOTENCY['METRICS'] is on, but prometheus_client is not installed.",
-        "pip install 'django-idempotency[metrics]', or set METRICS to False.",
+        "Install the metrics extra, pip install '/path/to/django-idempotency[metrics]' (from "
+        "a checkout: docs/installation.md), or set METRICS to False.",
     ),
     "E019": _Message(
         "{idempotency!r} comes before {authentication!r} in MIDDLEWARE: it runs before "
@@ -122,7 +123,8 @@ MESSAGES: dict[str, _Message] = {
     ),
     "E043": _Message(
         "IDEMPOTENCY['OPENTELEMETRY'] is on, but opentelemetry-api is not installed.",
-        "pip install 'django-idempotency[otel]', or set OPENTELEMETRY to False.",
+        "Install the otel extra, pip install '/path/to/django-idempotency[otel]' (from a "
+        "checkout: docs/installation.md), or set OPENTELEMETRY to False.",
     ),
     "E044": _Message(
         "{where}{value!r} names no {what}: it cannot be imported ({error}).",

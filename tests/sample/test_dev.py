@@ -89,6 +89,8 @@ def test_the_quick_tier_says_in_one_line_what_it_skipped_for_want_of_a_service()
     assert int(skipped) > 0, completed.stdout
     assert last[0].startswith(f"{skipped} tests were skipped for want of a service or tool"), last
     assert "needs Redis" in last[0] and "REDIS_URL" in last[0]
+    # counted, not listed: no "SKIPPED [1] ..." line per skipped test before the totals
+    assert "SKIPPED" not in completed.stdout, completed.stdout
 
 
 # -- another Python or Django: --python and --constraints -------------------------------
