@@ -202,6 +202,14 @@ MESSAGES: dict[str, _Message] = {
         "Celery beat, or run manage.py purge_idempotency_records from cron and silence "
         "this warning (SILENCED_SYSTEM_CHECKS).",
     ),
+    "W041": _Message(
+        "IDEMPOTENCY['PROBLEM_TYPE_BASE'] is the default {base!r}: the \"type\" of every "
+        "error links to a domain this project does not own, which documents nothing there.",
+        "Set PROBLEM_TYPE_BASE to where your API documents its errors, such as "
+        "'https://api.example.com/docs/problems/' (the code is appended: "
+        "idempotency-key-mismatch, ...), as the IETF Idempotency-Key draft asks error "
+        "answers to link to their documentation. See docs/reference/problems.md.",
+    ),
 }
 
 
