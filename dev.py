@@ -201,6 +201,7 @@ def run_links(address: str) -> str:
     return (
         f"\n  The shop (checkout): {base}/shop/  log in as alice or bob, password "
         f"demo-password\n  The API docs:        {base}/api/docs/\n"
+        f"  The admin:           {base}/admin/  user admin, password demo-password\n"
     )
 
 

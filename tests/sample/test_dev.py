@@ -60,6 +60,7 @@ def test_run_prints_the_shops_link(address: str, shop: str) -> None:
     assert f"The shop (checkout): {shop} " in links
     assert "alice" in links and "demo-password" in links
     assert shop.replace("/shop/", "/api/docs/") in links
+    assert f"{shop.replace('/shop/', '/admin/')}  user admin, password demo-password" in links
 
 
 def test_the_quick_tier_says_in_one_line_what_it_skipped_for_want_of_a_service() -> None:
