@@ -1,5 +1,6 @@
 """What the checks read about caches: the backend behind an alias, whether a backend is
-(a subclass of) another, and the checks of ``RESPONSE_CACHE`` (E008, E020, W003)."""
+(a subclass of) another, whether records in it can be read and counted without
+unpickling (E020, E050), and the checks of ``RESPONSE_CACHE`` (E008, W003)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from idempotency.checks.messages import message
 LOCMEM = "django.core.cache.backends.locmem.LocMemCache"
 DUMMY = "django.core.cache.backends.dummy.DummyCache"
 REDIS_CACHE = "django_redis.cache.RedisCache"
+#: django-redis' client that spreads keys over several servers itself: it hands out no
+#: one Redis connection (``get_client`` raises), so nothing could be read raw through it.
+SHARD_CLIENT = "django_redis.client.ShardClient"
 
 
 def cache_backend(alias: Any) -> str | None:
@@ -44,6 +48,19 @@ def unpickles(backend: str) -> bool:
     return not any(backend_is(backend, path) for path in readable)
 
 
+def unreadable(what: str, alias: str, backend: str) -> checks.CheckMessage | None:
+    """E020 or E050 when records and counters in the cache ``alias`` (of ``backend``)
+    could only be read through its unpickling serializer; None when they are read raw."""
+    if unpickles(backend):
+        return message("E020", what=what, alias=alias, backend=backend)
+    caches: dict[str, Any] = getattr(settings, "CACHES", {}) or {}
+    options = caches[alias].get("OPTIONS") or {}
+    client = options.get("CLIENT_CLASS") if isinstance(options, dict) else None
+    if isinstance(client, str) and backend_is(client, SHARD_CLIENT):
+        return message("E050", what=what, alias=alias, client=client)
+    return None
+
+
 def no_cache(what: str, alias: Any) -> checks.CheckMessage:
     """E008: ``what`` names a cache that is not in CACHES."""
     aliases = ", ".join(sorted(getattr(settings, "CACHES", {}) or {})) or "(none)"
@@ -51,8 +68,8 @@ def no_cache(what: str, alias: Any) -> checks.CheckMessage:
 
 
 def check_response_cache(values: dict[str, Any]) -> list[checks.CheckMessage]:
-    """E008, W003 and E020 for ``RESPONSE_CACHE``: a cache that exists, is shared and
-    never unpickles what it reads."""
+    """E008, W003, E020 and E050 for ``RESPONSE_CACHE``: a cache that exists, is shared
+    and never unpickles what it reads."""
     alias = values["RESPONSE_CACHE"]
     if not isinstance(alias, str):
         return []
@@ -61,7 +78,5 @@ def check_response_cache(values: dict[str, Any]) -> list[checks.CheckMessage]:
         return [no_cache("IDEMPOTENCY['RESPONSE_CACHE']", alias)]
     if backend_is(backend, LOCMEM):
         return [message("W003", alias=alias)]
-    if unpickles(backend):
-        what = "IDEMPOTENCY['RESPONSE_CACHE']"
-        return [message("E020", what=what, alias=alias, backend=backend)]
-    return []
+    refused = unreadable("IDEMPOTENCY['RESPONSE_CACHE']", alias, backend)
+    return [] if refused is None else [refused]

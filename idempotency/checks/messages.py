@@ -101,6 +101,13 @@ MESSAGES: dict[str, _Message] = {
         "as raw bytes, never unpickled) or a LocMemCache (one process), or use "
         "DatabaseStore or RedisStore.",
     ),
+    "E050": _Message(
+        "{what} keeps records in the cache {alias!r}, whose django-redis client {client} "
+        "gives no single Redis connection: its records and record-cap counters could only "
+        "be read and counted through the cache's own serializer, which unpickles.",
+        "Use django-redis' DefaultClient (or HerdClient, SentinelClient) for that cache, "
+        "or use RedisStore or DatabaseStore.",
+    ),
     "E040": _Message(
         "IDEMPOTENCY['BODY_CODEC'] cannot be used: {error}",
         "Name a subclass of idempotency.codecs.BodyCodec; for FernetCodec install the "

@@ -1,5 +1,6 @@
 """The stores in use (the global ``STORE`` and each one a view names for itself) and
-whether each fits its mode and cache (E006, E008, E012, E013, E020, W001, W004, W005),
+whether each fits its mode and cache (E006, E008, E012, E013, E020, E050, W001, W004,
+W005),
 and whether something deletes the expired records of a database store (W040)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from django.conf import settings
 from django.core import checks
 from django.utils.module_loading import import_string
 
-from idempotency.checks.caches import DUMMY, LOCMEM, backend_is, cache_backend, no_cache, unpickles
+from idempotency.checks.caches import DUMMY, LOCMEM, backend_is, cache_backend, no_cache, unreadable
 from idempotency.checks.messages import cap, message
 from idempotency.checks.values import check_import
 from idempotency.stores.atomic import AtomicStore
@@ -97,8 +98,8 @@ def check_stores(values: dict[str, Any], uses: list[Use]) -> list[checks.CheckMe
             errors.append(no_cache(where, alias))
         elif backend_is(backend, DUMMY):
             errors.append(message("E012", what=cap(what), alias=alias))
-        elif unpickles(backend):
-            errors.append(message("E020", what=cap(what), alias=alias, backend=backend))
+        elif refused := unreadable(cap(what), alias, backend):
+            errors.append(refused)
         elif backend_is(backend, LOCMEM):
             errors.append(message("W001", what=cap(what), alias=alias))
     configured = store_class(values["STORE"])
