@@ -1,8 +1,9 @@
 """Request fingerprints: what makes two requests with one key "the same request".
 
 The fingerprint is an HMAC-SHA256, under a server secret (:mod:`idempotency.core.keyed_hashes`), of
-the SHA-256 digest of the method, the path, the query string, the media type (without
-parameters), the canonical body and any configured headers. A key reused with a
+the SHA-256 digest of the method, the path, the query string, the media type (its
+parameters aside, but for the charset the body is decoded by when that is not UTF-8:
+see :func:`body_charset`), the canonical body and any configured headers. A key reused with a
 different fingerprint is refused with 422. Keyed, a stored fingerprint gives no
 brute-force oracle on the body (an unkeyed one of ``{"pan": ..., "cvv": "737"}`` gave
 the CVV back in 0.07 s). A record stored under an older secret, or unkeyed before this
@@ -38,6 +39,7 @@ data is hashed instead.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import hashlib
 import io
@@ -48,9 +50,11 @@ from itertools import accumulate
 from typing import Any
 from urllib.parse import parse_qsl
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 from django.http.request import RawPostDataException
+from django.utils.http import parse_header_parameters
 
 from idempotency.conf import idempotency_settings, on_reload
 from idempotency.core.json_codec import decoder_of, dumps, encoder_of
@@ -76,6 +80,30 @@ _DEPTH_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 def media_type(request: HttpRequest) -> str:
     """The request's media type, lower-cased, without parameters (``charset``, ``boundary``)."""
     return str(request.META.get("CONTENT_TYPE", "")).split(";", 1)[0].strip().lower()
+
+
+#: Spellings of UTF-8 (the charset that leaves the fingerprint as it was) not worth a lookup.
+_UTF8 = frozenset({"utf-8", "utf8"})
+
+
+def body_charset(request: HttpRequest) -> str:
+    """The charset the body is decoded by (Django's ``request.encoding``, DRF's parsers),
+    by its ``codecs`` name: the ``charset`` parameter of the Content-Type, else
+    ``DEFAULT_CHARSET``; ``""`` for UTF-8. Two requests with the same bytes in two
+    charsets are read as two different requests (``a=%E9`` is ``é`` in ISO-8859-1, not
+    in UTF-8), so the charset is part of the fingerprint; UTF-8 adds nothing, which kept
+    the fingerprints of UTF-8 bodies as they were before the charset counted."""
+    content_type = str(request.META.get("CONTENT_TYPE", ""))
+    name = ""
+    if ";" in content_type:
+        name = str(parse_header_parameters(content_type)[1].get("charset", "")).strip().lower()
+    name = name or str(settings.DEFAULT_CHARSET).lower()
+    if name in _UTF8:
+        return ""
+    # an unknown one stays as it is: Django decodes by DEFAULT_CHARSET, yet keep it apart
+    with contextlib.suppress(LookupError):
+        name = codecs.lookup(name).name
+    return "" if name == "utf-8" else name
 
 
 def is_json(content_type: str) -> bool:
@@ -282,8 +310,9 @@ def request_digest(request: HttpRequest, headers: Iterable[str] = ()) -> bytes:
 
 
 def _material(request: HttpRequest, headers: Iterable[str], digest: Any) -> Any:
-    """Stream method + path + query + media type + canonical body (+ the configured
-    headers) into the SHA-256 state ``digest``, and return it."""
+    """Stream method + path + query + media type (and a charset other than UTF-8) +
+    canonical body (+ the configured headers) into the SHA-256 state ``digest``, and
+    return it."""
     plain: HttpRequest = getattr(request, "_request", request)  # DRF's Request wraps it
     content_type = media_type(plain)
     method, path = plain.method, plain.path
@@ -292,7 +321,9 @@ def _material(request: HttpRequest, headers: Iterable[str], digest: Any) -> Any:
     if query:
         pairs = _pairs(parse_qsl(query, keep_blank_values=True), excluded())
         digest.update(dumps(pairs).encode())
-    digest.update(b"\x00%s\x00" % content_type.encode("latin-1", "replace"))
+    charset = body_charset(plain)  # ";" never appears in the media type: no ambiguity
+    media = f"{content_type};charset={charset}" if charset else content_type
+    digest.update(b"\x00%s\x00" % media.encode("latin-1", "replace"))
     digest.update(canonical_body(request, content_type))
     for name in headers:
         digest.update(b"\x00")
