@@ -27,4 +27,18 @@ class LockNotAcquired(Exception):
 class StaleOwner(Exception):
     """A recovery point was saved by a request whose lease had been taken over by another
     owner (:func:`~idempotency.recovery_point`). A stale completion or release raises
-    nothing: the store refuses it and the ``stale_owner`` signal reports it."""
+    nothing: the store refuses it and the ``stale_owner`` signal reports it.
+
+    Its message names the record by its keyed hashes (``scope_hash/key_hash``), as every
+    other exception's does: Django's error log prints it. ``scope`` and ``key`` hold the
+    raw values."""
+
+    def __init__(self, scope: str, key: str) -> None:
+        from idempotency.core.keyed_hashes import log_ref
+
+        super().__init__(f"The idempotency record {log_ref(scope, key)} is no longer owned")
+        self.scope = scope
+        self.key = key
+
+    def __reduce__(self) -> tuple[type[StaleOwner], tuple[str, str]]:
+        return (type(self), (self.scope, self.key))
