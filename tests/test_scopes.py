@@ -194,3 +194,16 @@ def test_two_databases_users_with_one_pk_never_share_records(store: str) -> None
     assert runs.count - before == 4
     assert user_scope(SimpleNamespace(user=bob)) == "auth.user@ledger:7001"  # type: ignore[arg-type]
     assert user_scope(SimpleNamespace(user=alice)) == "auth.user:7001"  # type: ignore[arg-type]
+
+
+def test_tenant_schema_scope_needs_django_tenants_backend(user: Any) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from idempotency.scopes import tenant_schema_scope
+
+    request = rf.post("/")
+    request.user = AnonymousUser()
+    assert tenant_schema_scope(request) is None  # anonymous, as the default scope
+    request.user = user
+    with pytest.raises(ImproperlyConfigured, match="django-tenants"):
+        tenant_schema_scope(request)  # this test database is no django-tenants one
