@@ -139,11 +139,9 @@ def tenant_schema_scope(request: HttpRequest) -> str | None:
     The schema is the one the request's queries run in (``connection.schema_name``,
     which django-tenants' middleware sets from the request's tenant), so two tenants'
     users with one primary key never share records, and a 422 never tells one tenant of
-    another's keys. None for an anonymous caller, as :func:`user_scope`.
-
-    Raises:
-        ImproperlyConfigured: The database connection names no schema (django-tenants'
-            backend is not in use).
+    another's keys. None for an anonymous caller, as :func:`user_scope`. Where the
+    connection names no schema (django-tenants' backend is not in use), Django's
+    ``ImproperlyConfigured`` is raised.
     """
     caller = user_scope(request)
     if caller is None:
