@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -52,9 +53,10 @@ from urllib.parse import parse_qsl
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.http import HttpRequest
 from django.http.request import RawPostDataException
-from django.utils.http import parse_header_parameters
 
 from idempotency.conf import idempotency_settings, on_reload
 from idempotency.core.json_codec import decoder_of, dumps, encoder_of
@@ -82,27 +84,38 @@ def media_type(request: HttpRequest) -> str:
     return str(request.META.get("CONTENT_TYPE", "")).split(";", 1)[0].strip().lower()
 
 
-#: Spellings of UTF-8 (the charset that leaves the fingerprint as it was) not worth a lookup.
-_UTF8 = frozenset({"utf-8", "utf8"})
-
-
 def body_charset(request: HttpRequest) -> str:
-    """The charset the body is decoded by (Django's ``request.encoding``, DRF's parsers),
-    by its ``codecs`` name: the ``charset`` parameter of the Content-Type, else
-    ``DEFAULT_CHARSET``; ``""`` for UTF-8. Two requests with the same bytes in two
-    charsets are read as two different requests (``a=%E9`` is ``é`` in ISO-8859-1, not
-    in UTF-8), so the charset is part of the fingerprint; UTF-8 adds nothing, which kept
-    the fingerprints of UTF-8 bodies as they were before the charset counted."""
-    content_type = str(request.META.get("CONTENT_TYPE", ""))
-    name = ""
-    if ";" in content_type:
-        name = str(parse_header_parameters(content_type)[1].get("charset", "")).strip().lower()
-    name = name or str(settings.DEFAULT_CHARSET).lower()
-    if name in _UTF8:
-        return ""
-    # an unknown one stays as it is: Django decodes by DEFAULT_CHARSET, yet keep it apart
-    with contextlib.suppress(LookupError):
+    """The charset the body is decoded by, by its ``codecs`` name, ``""`` for UTF-8: the
+    Content-Type's ``charset`` where Python knows it (Django's ``request.encoding``),
+    else ``DEFAULT_CHARSET``, as Django's forms and DRF's parsers decode. Two requests
+    with the same bytes in two charsets are two different requests (``a=%E9`` is ``é``
+    in ISO-8859-1, not in UTF-8), so the charset is part of the fingerprint; UTF-8 adds
+    nothing, which kept the fingerprints of UTF-8 bodies as they were before."""
+    encoding = request.encoding
+    if encoding:
+        return _charset(encoding)
+    global _default_charset
+    if _default_charset is None:  # settings.X costs a microsecond: read it once
+        _default_charset = _charset(str(settings.DEFAULT_CHARSET))
+    return _default_charset
+
+
+_default_charset: str | None = None
+
+
+@receiver(setting_changed)
+def _forget_default_charset(*, setting: str, **kwargs: Any) -> None:
+    global _default_charset
+    if setting == "DEFAULT_CHARSET":
+        _default_charset = None
+
+
+@functools.lru_cache(maxsize=64)  # a handful of names recur: look each up once
+def _charset(name: str) -> str:
+    try:
         name = codecs.lookup(name).name
+    except LookupError:  # a DEFAULT_CHARSET Python does not know: Django fails on it too
+        name = name.lower()
     return "" if name == "utf-8" else name
 
 
