@@ -17,6 +17,7 @@ from idempotency.observability.logs import key_hash
 from idempotency.scopes import user_scope
 from idempotency.stores.database import DatabaseStore
 from tests.support.factories import OrderFactory, UserFactory, funded_account
+from tests.support.stores import STORE_VARIANTS, variant_params
 
 pytestmark = pytest.mark.django_db
 
@@ -202,7 +203,7 @@ def test_json_formatter_renders_the_fields(
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.urls("tests.urls")
-@pytest.mark.parametrize("variant", ["db-lease", "redis", "cache"])
+@pytest.mark.parametrize("variant", variant_params("db-lease", "redis", "cache"))
 def test_a_stale_owner_is_logged_by_its_hashes_never_its_scope_or_key(
     variant: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -212,7 +213,6 @@ def test_a_stale_owner_is_logged_by_its_hashes_never_its_scope_or_key(
 
     from idempotency.core.keyed_hashes import log_ref
     from idempotency.exceptions import StaleOwner
-    from tests.support.stores import STORE_VARIANTS
 
     user = UserFactory()
     client = Client(raise_request_exception=False)
