@@ -22,7 +22,7 @@ from idempotency import idempotent, shared
 from idempotency.models import IdempotencyRecord
 from idempotency.scopes import user_scope
 from tests.support.counting import Counter
-from tests.support.stores import store_params
+from tests.support.stores import STORE_VARIANTS, variant_params
 
 pytestmark = pytest.mark.django_db
 
@@ -174,15 +174,15 @@ def _user_in(alias: str, pk: int, name: str) -> Any:
 
 @pytest.mark.server_db  # two real databases: "ledger" is a second PostgreSQL or MySQL one
 @pytest.mark.django_db(databases=["default", "ledger"])
-@pytest.mark.parametrize("store", store_params("db", "redis", "cache"))
-def test_two_databases_users_with_one_pk_never_share_records(store: str) -> None:
+@pytest.mark.parametrize("variant", variant_params("db-lease", "redis", "cache"))
+def test_two_databases_users_with_one_pk_never_share_records(variant: str) -> None:
     """A database per tenant: tenant B's user 7001 replayed tenant A's payment (same key
     and body), and got a 422 for another body, an oracle on A's live keys."""
     alice, bob = _user_in("default", 7001, "alice-a"), _user_in("ledger", 7001, "bob-b")
     assert (alice.pk, alice._state.db, bob._state.db) == (7001, "default", "ledger")
     replayed, probed, before = str(uuid.uuid4()), str(uuid.uuid4()), runs.count
     iban = {"iban": "DE89370400440532013000"}
-    with override_settings(IDEMPOTENCY={"STORE": store, "MODE": "lease"}):
+    with override_settings(IDEMPOTENCY=STORE_VARIANTS[variant]):
         first = call(default_view, alice, replayed, iban)
         call(default_view, alice, probed, iban)
         same = call(default_view, bob, replayed, iban)  # alice's key and body

@@ -1,6 +1,7 @@
 """What the checks read about caches: the backend behind an alias, whether a backend is
 (a subclass of) another, whether records in it can be read and counted without
-unpickling (E020, E050), and the checks of ``RESPONSE_CACHE`` (E008, W003)."""
+unpickling (E020, E050), and the checks of a database store's response cache (E008,
+W003)."""
 
 from __future__ import annotations
 
@@ -67,16 +68,22 @@ def no_cache(what: str, alias: Any) -> checks.CheckMessage:
     return message("E008", what=what, alias=alias, aliases=aliases)
 
 
-def check_response_cache(values: dict[str, Any]) -> list[checks.CheckMessage]:
-    """E008, W003, E020 and E050 for ``RESPONSE_CACHE``: a cache that exists, is shared
-    and never unpickles what it reads."""
-    alias = values["RESPONSE_CACHE"]
-    if not isinstance(alias, str):
-        return []
-    backend = cache_backend(alias)
-    if backend is None:
-        return [no_cache("IDEMPOTENCY['RESPONSE_CACHE']", alias)]
-    if backend_is(backend, LOCMEM):
-        return [message("W003", alias=alias)]
-    refused = unreadable("IDEMPOTENCY['RESPONSE_CACHE']", alias, backend)
-    return [] if refused is None else [refused]
+def check_response_cache(uses: list[Any]) -> list[checks.CheckMessage]:
+    """E008, W003, E020 and E050 for the response cache of each database store in use: a cache
+    that exists, is shared and never unpickles what it reads."""
+    from idempotency.stores.response_cache import ResponseCache
+
+    errors = []
+    for what, store, instance, _mode in uses:
+        alias = instance._response_cache if issubclass(store, ResponseCache) else None
+        if not isinstance(alias, str):
+            continue
+        where = f"The response cache of {what}"
+        backend = cache_backend(alias)
+        if backend is None:
+            errors.append(no_cache(where, alias))
+        elif backend_is(backend, LOCMEM):
+            errors.append(message("W003", what=where, alias=alias))
+        elif refused := unreadable(where, alias, backend):
+            errors.append(refused)
+    return errors

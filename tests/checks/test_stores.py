@@ -1,5 +1,5 @@
 """The stores in use and their caches and modes (idempotency.checks.stores): E006, E008,
-E012, E013, E020, E050, W001, W004, W005."""
+E012, E013, E020, E050, W001, W003, W004."""
 
 from __future__ import annotations
 
@@ -11,22 +11,22 @@ from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 from tests.support.checks import DUMMY, LOCMEM, REDIS, ids, one_database, only
-from tests.support.stores import CACHE_STORE, REDIS_STORE
+from tests.support.stores import CACHE_STORE, DB_STORE, REDIS_STORE, entry, stores, using
 
 
 @pytest.mark.parametrize("store", [CACHE_STORE, REDIS_STORE])
 def test_e006_atomic_mode_with_a_store_that_cannot(store: str) -> None:
-    assert "idempotency.E006" in ids(IDEMPOTENCY={"MODE": "atomic", "STORE": store}, CACHES=REDIS)
+    assert "idempotency.E006" in ids(IDEMPOTENCY={"MODE": "atomic", **using(store)}, CACHES=REDIS)
     assert "idempotency.E006" not in ids(IDEMPOTENCY={"MODE": "atomic"})
 
 
 def test_e008_cache_alias_not_in_caches() -> None:
-    only("E008", IDEMPOTENCY={"RESPONSE_CACHE": "responses"}, CACHES=REDIS)
-    only("E008", IDEMPOTENCY={"STORE": CACHE_STORE, "CACHE_ALIAS": "records"}, CACHES=REDIS)
+    only("E008", IDEMPOTENCY=using(DB_STORE, response_cache="responses"), CACHES=REDIS)
+    only("E008", IDEMPOTENCY=using(CACHE_STORE, cache="records"), CACHES=REDIS)
 
 
 def test_e012_cache_store_on_dummy_cache() -> None:
-    only("E012", IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=DUMMY)
+    only("E012", IDEMPOTENCY={**using(CACHE_STORE)}, CACHES=DUMMY)
 
 
 FILE_CACHE = {
@@ -47,11 +47,11 @@ BUILTIN_REDIS = {
 
 def test_e020_records_in_a_cache_that_unpickles() -> None:
     """Issue 36, finding 2: a cache read only through pickle is refused for records."""
-    only("E020", IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=FILE_CACHE)
-    only("E020", IDEMPOTENCY={"RESPONSE_CACHE": "default"}, CACHES=FILE_CACHE)
+    only("E020", IDEMPOTENCY={**using(CACHE_STORE)}, CACHES=FILE_CACHE)
+    only("E020", IDEMPOTENCY=using(DB_STORE, response_cache="default"), CACHES=FILE_CACHE)
     # the caches read raw (Redis) or in-process are fine
-    assert ids(IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=REDIS) == []
-    assert ids(IDEMPOTENCY={"RESPONSE_CACHE": "default"}, CACHES=BUILTIN_REDIS) == []
+    assert ids(IDEMPOTENCY={**using(CACHE_STORE)}, CACHES=REDIS) == []
+    assert ids(IDEMPOTENCY=using(DB_STORE, response_cache="default"), CACHES=BUILTIN_REDIS) == []
 
 
 SHARDED = {
@@ -66,10 +66,10 @@ SHARDED = {
 def test_e050_records_in_a_django_redis_cache_with_no_single_connection() -> None:
     """Issue 43, finding 2: django-redis' ShardClient hands out no Redis connection, so
     records and record-cap counters there could only go through its unpickling API."""
-    only("E050", IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=SHARDED)
-    only("E050", IDEMPOTENCY={"RESPONSE_CACHE": "default"}, CACHES=SHARDED)
+    only("E050", IDEMPOTENCY=using(CACHE_STORE), CACHES=SHARDED)
+    only("E050", IDEMPOTENCY=using(DB_STORE, response_cache="default"), CACHES=SHARDED)
     with (
-        override_settings(IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=SHARDED),
+        override_settings(IDEMPOTENCY=using(CACHE_STORE), CACHES=SHARDED),
         pytest.raises(SystemCheckError, match=r"idempotency\.E050"),
     ):
         call_command("check", databases=[])
@@ -79,16 +79,23 @@ def test_e050_records_in_a_django_redis_cache_with_no_single_connection() -> Non
             "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"},
         }
     }
-    assert ids(IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=default_client) == []
+    assert ids(IDEMPOTENCY=using(CACHE_STORE), CACHES=default_client) == []
 
 
-def test_e013_store_is_not_a_store_class() -> None:
-    only("E013", IDEMPOTENCY={"STORE": "collections.OrderedDict"})
+def test_w003_response_cache_on_locmem() -> None:
+    only("W003", IDEMPOTENCY=using(DB_STORE, response_cache="default"), CACHES=LOCMEM)
+    assert ids(IDEMPOTENCY=using(DB_STORE, response_cache="default"), CACHES=REDIS) == []
+
+
+def test_every_alias_is_checked() -> None:
+    """Not only "default": each alias of STORES is a store in use."""
+    setting = {"STORES": {**stores(DB_STORE), "records": entry(CACHE_STORE)}}
+    only("E012", IDEMPOTENCY=setting, CACHES=DUMMY)
 
 
 def test_w001_cache_store_on_locmem() -> None:
-    only("W001", IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=LOCMEM)
-    assert ids(IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=REDIS) == []
+    only("W001", IDEMPOTENCY={**using(CACHE_STORE)}, CACHES=LOCMEM)
+    assert ids(IDEMPOTENCY={**using(CACHE_STORE)}, CACHES=REDIS) == []
 
 
 @pytest.fixture
@@ -107,13 +114,9 @@ def test_w004_atomic_requests_with_lease_mode(atomic_requests: dict[str, Any]) -
     assert ids(IDEMPOTENCY={"MODE": "auto"}, DATABASES=atomic_requests) == []
     assert (
         ids(
-            IDEMPOTENCY={"MODE": "lease", "STORE": REDIS_STORE},
+            IDEMPOTENCY={"MODE": "lease", **using(REDIS_STORE)},
             DATABASES=atomic_requests,
             CACHES=REDIS,
         )
         == []
     )
-
-
-def test_w005_response_cache_unused_by_the_store() -> None:
-    only("W005", IDEMPOTENCY={"STORE": REDIS_STORE, "RESPONSE_CACHE": "default"}, CACHES=REDIS)

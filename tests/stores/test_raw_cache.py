@@ -22,7 +22,7 @@ from django.conf import settings
 from django.core.cache import caches
 from django.test import Client, override_settings
 
-from idempotency.conf import idempotency_settings
+from idempotency.core.backends import KEY_PREFIX
 from idempotency.exceptions import StoreCorrupted
 from idempotency.stores import record_digest
 from idempotency.stores.base import ClaimStatus, StoredResponse, quota_window
@@ -30,6 +30,7 @@ from idempotency.stores.cache import CacheStore
 from idempotency.stores.database import DatabaseStore
 from idempotency.stores.raw_cache import RawCache, raw_kind
 from tests.support.counting import unique
+from tests.support.stores import CACHE_STORE, using
 from tests.testapp.executions import executions
 
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(databases=["default", "ledger"])]
@@ -77,7 +78,7 @@ def test_the_payload_really_runs_when_unpickled(tmp_path: Path) -> None:
 def test_a_pickle_under_a_cache_store_record_is_never_loaded(alias: str, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     with override_settings(CACHES=_caches()):
-        store = CacheStore(alias)
+        store = CacheStore(cache=alias)
         scope, key = "user:1", unique("key")
         _write_raw(alias, store.record_key(scope, key), pickle.dumps(Payload(marker)))
         for operation in (
@@ -123,7 +124,7 @@ def _counter_key(scope: str, window: float, *, later: float = 0) -> str:
     """The name CacheStore gives the record cap's counter of ``scope`` in the window of
     ``later`` seconds from now."""
     start, _left = quota_window(window, time.time() + later)
-    return f"{idempotency_settings.KEY_PREFIX}:quota:{record_digest(scope, '')}:{start}"
+    return f"{KEY_PREFIX.default}:quota:{record_digest(scope, '')}:{start}"
 
 
 @pytest.mark.parametrize("alias", ["default", "builtin"])
@@ -135,7 +136,7 @@ def test_a_pickle_under_a_record_cap_counter_is_never_loaded(alias: str, tmp_pat
     marker = tmp_path / "ran"
     scope = unique("merchant")
     with override_settings(CACHES=_caches()):
-        store = CacheStore(alias)
+        store = CacheStore(cache=alias)
         _write_raw(alias, _counter_key(scope, 60), pickle.dumps(Payload(marker)))
         with pytest.raises(StoreCorrupted):
             store.count_new_record(scope, window=60)
@@ -158,8 +159,7 @@ def test_a_planted_counter_pickle_answers_a_problem_and_runs_nothing(
     """The attack end to end: the next ordinary request of the victim with the cap on."""
     marker = tmp_path / "ran"
     idempotency = {
-        "STORE": "idempotency.stores.CacheStore",
-        "CACHE_ALIAS": alias,
+        **using(CACHE_STORE, cache=alias),
         "MODE": "lease",
         "MAX_NEW_RECORDS": 5,
         "RECORD_WINDOW": 60,
@@ -187,7 +187,7 @@ def test_two_databases_sharing_one_response_cache_never_answer_each_others_recor
     """Finding 3: the response cache's key names the database alias."""
     scope, key = "user:1", unique("key")
     stores = {
-        alias: DatabaseStore(using=alias, response_cache="default")
+        alias: DatabaseStore(database=alias, response_cache="default")
         for alias in ("default", "ledger")
     }
     assert stores["default"]._cache_key(scope, key) != stores["ledger"]._cache_key(scope, key)
