@@ -89,7 +89,9 @@ SETTINGS: dict[str, Setting] = {
     "SCOPE": Setting(
         "idempotency.scopes.user_scope",
         'Dotted path of scope(request) -> str | None; None or "" means "anonymous". The '
-        "default names the principal's model: auth.user:<pk>.",
+        "default names the principal's model: auth.user:<pk> (and its database when it is "
+        "not default: auth.user@<alias>:<pk>); idempotency.scopes.tenant_schema_scope "
+        "names django-tenants' schema too.",
         "path",
     ),
     "ANONYMOUS": Setting(

@@ -15,17 +15,26 @@ def _ref(scope: str, key: str) -> str:
     return log_ref(scope, key)
 
 
-class InProgress(Exception):
-    """A non-HTTP idempotent call (function, task) is already running under this key."""
+class RecordError(Exception):
+    """An error about one record, made of its raw ``scope`` and ``key`` (kept as
+    attributes) and a message that names the record by their keyed hashes only
+    (:attr:`template`'s ``{ref}``): Celery, callers and Django's error log print it."""
+
+    template = "The idempotency record {ref}"
 
     def __init__(self, scope: str, key: str) -> None:
-        # the message names the record by its keyed hash: Celery and callers log it
-        super().__init__(f"Idempotent call {_ref(scope, key)} is already in progress")
+        super().__init__(self.template.format(ref=_ref(scope, key)))
         self.scope = scope
         self.key = key
 
-    def __reduce__(self) -> tuple[type[InProgress], tuple[str, str]]:
+    def __reduce__(self) -> tuple[type[RecordError], tuple[str, str]]:
         return (type(self), (self.scope, self.key))
+
+
+class InProgress(RecordError):
+    """A non-HTTP idempotent call (function, task) is already running under this key."""
+
+    template = "Idempotent call {ref} is already in progress"
 
 
 class IdempotencyKeyMissing(ValueError):
