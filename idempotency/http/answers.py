@@ -10,6 +10,7 @@ stores errors.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,12 +29,21 @@ from idempotency.exceptions import (
 )
 from idempotency.http.options import Policy
 from idempotency.http.requests import IdempotencyContext, resolve, ttl_for
-from idempotency.http.responses import akept, is_storable, kept, replay, retry_after
-from idempotency.stores.base import Claim, ClaimStatus
+from idempotency.http.responses import (
+    UnreplayableResponse,
+    akept,
+    is_storable,
+    kept,
+    replay,
+    retry_after,
+)
+from idempotency.stores.base import Claim, ClaimStatus, unreadable_record
 
 Call = Callable[[], HttpResponseBase]
 Convert = Callable[[Exception], HttpResponseBase]
 Finalize = Callable[[HttpResponseBase], HttpResponseBase]
+
+logger = logging.getLogger("idempotency")
 
 
 def identity(response: HttpResponseBase) -> HttpResponseBase:
@@ -74,9 +84,15 @@ class HttpAnswers:
         return True
 
     def replay(self, job: Job, claim: Claim) -> HttpResponseBase:
-        job.send(signals.replayed)
+        """The stored response, read through the replay allow-list (a record it refuses
+        is unreadable: nothing runs), with the view's ``on_replay`` hook's headers."""
         assert claim.response is not None
-        return replay(claim.response)
+        try:
+            response = replay(claim.response, dropped=lambda names: _dropped(job, names))
+        except UnreplayableResponse as exc:
+            raise unreadable_record(type(job.store).__name__, job.scope, job.key, str(exc)) from exc
+        job.send(signals.replayed)
+        return response
 
     def refuse(self, job: Job, claim: Claim) -> HttpResponseBase:
         if claim.status is ClaimStatus.MISMATCH:
@@ -175,6 +191,18 @@ class HttpAnswers:
             return None
         response = await sync_to_async(django_answer, thread_sensitive=False)(job, exc)
         return await self.akeep(job, response)
+
+
+def _dropped(job: Job, names: list[str]) -> None:
+    """A stored record held headers no record of this library holds (``Set-Cookie``, a
+    hop-by-hop header): planted by a writer of the store. They were not replayed."""
+    logger.warning(
+        "idempotency: the record %s in %s holds headers that are never stored (%s); "
+        "replayed without them. Someone other than this library wrote to the store.",
+        job.ref,
+        type(job.store).__name__,
+        ", ".join(sorted({name.lower() for name in names})),
+    )
 
 
 def django_answer(job: Job, exc: Exception) -> HttpResponseBase:
