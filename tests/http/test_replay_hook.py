@@ -94,6 +94,22 @@ def test_the_setting_is_the_hook_of_views_that_name_none(
     assert "replayed" not in again.cookies and "X-Trace-Id" not in again
 
 
+def test_views_under_the_middleware_take_the_setting(
+    client_a: Client, execution_log: Path, calls: list[tuple[str, str, str]]
+) -> None:
+    from django.conf import settings
+
+    middleware = [*settings.MIDDLEWARE, "idempotency.IdempotencyMiddleware"]
+    hook = "tests.testapp.replay_hook_views.set_cookie"
+    key = new_key()
+    with override_settings(MIDDLEWARE=middleware, IDEMPOTENCY={"ON_REPLAY": hook}):
+        first, again = twice(client_a, "/bare/", key)
+    assert first.status_code == again.status_code == 201
+    assert again["Idempotent-Replayed"] == "true" and again.content == first.content
+    assert again.cookies["replayed"].value == "1" and "replayed" not in first.cookies
+    assert executions(execution_log)[key] == 1
+
+
 def test_the_setting_is_checked() -> None:
     from django.core.management import call_command
     from django.core.management.base import SystemCheckError

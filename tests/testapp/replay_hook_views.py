@@ -114,6 +114,11 @@ class PlainMixinApi(IdempotentMixin, APIView):
         return Response(_ran(request), status=status.HTTP_201_CREATED)
 
 
+def bare_view(request: HttpRequest) -> HttpResponse:
+    """No decorator: only ``IdempotencyMiddleware`` takes its keys."""
+    return JsonResponse(_ran(request), status=201)
+
+
 api = NinjaAPI(urls_namespace="replay-hooks", auth=django_auth)
 
 
@@ -148,5 +153,6 @@ urlpatterns = [
     path("hop-by-hop/", make(hop_by_hop)),
     path("unmark/", make(unmark)),
     path("return/", make(return_new)),
+    path("bare/", bare_view),
     path("n/", api.urls),
 ]
