@@ -296,14 +296,21 @@ def replay(
     if not replayable_status(status):
         raise UnreplayableResponse(f"its status {status!r} is never stored")
     allowed = replay_headers()
-    headers = [(name, value) for name, value in stored.headers if name.lower() in allowed]
-    if len(headers) != len(stored.headers) and dropped is not None:
-        planted = [name for name, _value in stored.headers if name.lower() in NEVER_REPLAYED]
-        if planted:
-            dropped(planted)
-    if len(headers) > 1 and len({name.lower() for name, _value in headers}) < len(headers):
-        # a response has one value per header name (Django's own): never stored twice
-        raise UnreplayableResponse("it holds a header twice")
+    headers: list[tuple[str, str]] = []
+    names: set[str] = set()
+    planted: list[str] = []
+    for name, value in stored.headers:
+        lower = name.lower()
+        if lower in allowed:
+            if lower in names:
+                # a response has one value per header name (Django's own): never stored twice
+                raise UnreplayableResponse("it holds a header twice")
+            names.add(lower)
+            headers.append((name, value))
+        elif lower in NEVER_REPLAYED:
+            planted.append(name)
+    if planted and dropped is not None:
+        dropped(planted)
     headers.append((REPLAYED_HEADER, "true"))
     # the headers go in with the response, each checked once as Django checks them
     # (setting them one by one after it was built checks each twice)
@@ -312,6 +319,6 @@ def replay(
     except ValueError as exc:  # a value with a line break (BadHeaderError)
         # named, not quoted: the value is whatever was planted
         raise UnreplayableResponse(f"a header cannot be sent ({type(exc).__name__})") from exc
-    if not any(name.lower() == "content-type" for name, _value in headers):
+    if "content-type" not in names:
         del response["Content-Type"]  # Django's default: the first response had none
     return response
