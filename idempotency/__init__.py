@@ -54,7 +54,7 @@ _EXPORTS: dict[str, str] = {
     "InProgress": "idempotency.exceptions",
     "FunctionKeyMismatch": "idempotency.exceptions",
     "ArgumentsMismatch": "idempotency.exceptions",
-    "ReplayedRecord": "idempotency.functions.calls",
+    "ReplayedRecord": "idempotency.core.job",
     "payload_key": "idempotency.functions.arguments",
     "PayloadKey": "idempotency.functions.arguments",
     "IdempotentCallable": "idempotency.functions",
@@ -153,6 +153,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.conf import idempotency_settings as idempotency_settings
+    from idempotency.core.job import ReplayedRecord as ReplayedRecord
     from idempotency.core.recovery import get_recovery_point as get_recovery_point
     from idempotency.core.recovery import recovery_point as recovery_point
     from idempotency.exceptions import ArgumentsMismatch as ArgumentsMismatch
@@ -185,7 +186,6 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.functions import idempotent_function as idempotent_function
     from idempotency.functions.arguments import PayloadKey as PayloadKey
     from idempotency.functions.arguments import payload_key as payload_key
-    from idempotency.functions.calls import ReplayedRecord as ReplayedRecord
     from idempotency.http.decorators import idempotency_exempt as idempotency_exempt
     from idempotency.http.decorators import idempotent as idempotent
     from idempotency.http.middleware import IdempotencyMiddleware as IdempotencyMiddleware

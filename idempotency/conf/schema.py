@@ -158,6 +158,14 @@ SETTINGS: dict[str, Setting] = {
         "and hop-by-hop headers never are).",
         "headers",
     ),
+    "ON_REPLAY": Setting(
+        None,
+        "Dotted path of on_replay(request, response, record), called on every replay of "
+        "a view that names no on_replay of its own: it may add headers to the replayed "
+        "response (an expiry, a trace id), nothing else. None: no hook.",
+        "path",
+        nullable=True,
+    ),
     "BODY_CODEC": Setting(
         "idempotency.codecs.IdentityCodec",
         "Dotted path of the codec (a subclass of idempotency.codecs.BodyCodec) every "

@@ -13,7 +13,7 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 
 from idempotency.conf import idempotency_settings
 from idempotency.core import engine
-from idempotency.core.job import Job
+from idempotency.core.job import Job, ReplayedRecord
 from idempotency.core.options import CallPolicy
 from idempotency.exceptions import IdempotencyKeyMissing, ImproperlyApplied
 from idempotency.functions.arguments import (
@@ -29,7 +29,6 @@ from idempotency.functions.calls import (
     CallAnswers,
     FunctionKeyMismatch,
     KeySpec,
-    ReplayedRecord,
     call_fingerprint,
     call_job,
     fingerprint_of,
@@ -145,7 +144,7 @@ def idempotent_function(
         (default: the ``STORE_ERRORS`` setting).
     ``on_replay``
         ``on_replay(result, record)`` is called on each replay with the stored result and
-        a :class:`~idempotency.functions.calls.ReplayedRecord` (scope, key, expiry); its return
+        a :class:`~idempotency.ReplayedRecord` (scope, key, expiry); its return
         value is what the call returns.
 
     The wrapper has ``key_for(*args, **kwargs)`` (the key of a call) and
