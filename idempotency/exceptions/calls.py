@@ -1,6 +1,7 @@
 """The errors of keyed function and task calls (``@idempotent_function``,
-``IdempotentTask``): a call in progress, a key with an empty part, a key reused by
-another callable or with other arguments, an error replayed without its type."""
+``IdempotentTask``, ``@idempotent_django_task``): a call in progress (or deferred), a key
+with an empty part, a key reused by another callable or with other arguments, an error
+replayed without its type."""
 
 from __future__ import annotations
 
@@ -26,6 +27,24 @@ class InProgress(Exception):
 
     def __reduce__(self) -> tuple[type[InProgress], tuple[str, str]]:
         return (type(self), (self.scope, self.key))
+
+
+class TaskDeferred(InProgress):
+    """A Django task's run (``@idempotent_django_task``) found its key in progress
+    elsewhere and enqueued itself again to run later (``run_after``): this run did
+    nothing, the copy with result id :attr:`deferred_id` answers instead."""
+
+    def __init__(self, scope: str, key: str, deferred_id: str, run_after: str) -> None:
+        super().__init__(scope, key)
+        self.args = (
+            f"Idempotent call {_ref(scope, key)} is already in progress: deferred as task "
+            f"result {deferred_id}, to run after {run_after}",
+        )
+        self.deferred_id = deferred_id
+        self.run_after = run_after
+
+    def __reduce__(self) -> tuple[type[InProgress], tuple[str, ...]]:  # type: ignore[override]  # four arguments, not two
+        return (TaskDeferred, (self.scope, self.key, self.deferred_id, self.run_after))
 
 
 class IdempotencyKeyMissing(ValueError):
