@@ -31,7 +31,7 @@ try:
     from django.tasks import TaskResultStatus, task_backends
     from django.tasks.base import Task, TaskContext
 except ImportError:  # Django 5.2: the backport
-    from django.tasks import TaskResultStatus, task_backends  # type: ignore[no-redef,import-not-found,unused-ignore]  # one of the two
+    from django_tasks import TaskResultStatus, task_backends  # type: ignore[no-redef,import-not-found,unused-ignore]  # one of the two
     from django_tasks.base import Task, TaskContext  # type: ignore[no-redef,import-not-found,unused-ignore]  # is there
 
 pytestmark = pytest.mark.django_db(transaction=True)
