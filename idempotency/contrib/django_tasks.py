@@ -5,9 +5,11 @@ stored result. The flow and the options: docs/howto/django-tasks.md.
 
 Django promises no delivery guarantee, and its real backends deliver at least once: a
 worker killed mid-task leaves its result to be run again, and a failed task is enqueued
-again under a new result id. The key is the task result's id by default (read from the
-task's context: ``@task(takes_context=True)``), or a business key built from the task's
-arguments (``key="receipt:{order_id}"``), which survives a new result id.
+again under a new result id. The key is the task result's id by default, or a business
+key built from the task's arguments (``key="receipt:{order_id}"``), which survives a new
+result id. Either way the task takes its context (``@task(takes_context=True)``): it
+holds the result id and the task as it was enqueued (queue, priority, backend), which a
+deferred copy keeps.
 
 A run that finds its key in progress elsewhere enqueues a copy of itself to run later
 (``run_after``) where the backend supports deferral (``supports_defer``), and ends with
@@ -29,7 +31,6 @@ from datetime import timedelta
 from typing import Any, NoReturn
 
 from django.utils import timezone
-from django.utils.module_loading import import_string
 
 from idempotency.conf import idempotency_settings
 from idempotency.core import engine
@@ -95,7 +96,6 @@ MARK = "idempotent_django_task"
 class _Run:
     """One run of an idempotent Django task: what a deferral enqueues again."""
 
-    wrapper: Callable[..., Any]
     context: Any
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
@@ -103,16 +103,9 @@ class _Run:
     carries_key: bool
 
     def task(self) -> Any:
-        """The Django task this run belongs to (as the worker found it)."""
-        if self.context is not None:
-            return self.context.task_result.task
-        found = import_string(f"{self.wrapper.__module__}.{self.wrapper.__qualname__}")
-        if not isinstance(found, Task):
-            raise ImproperlyApplied(
-                f"{qualified_name(self.wrapper)} is not a Django task: decorate it with "
-                "@task as well (from django.tasks, or django_tasks on Django 5.2)"
-            )
-        return found
+        """The Django task this run belongs to, as it was enqueued (its queue, priority
+        and backend), which only the run's context knows."""
+        return self.context.task_result.task
 
     def defer(self, job: Job, seconds: float, reason: Exception) -> NoReturn:
         """Enqueue a copy of this run to start after ``seconds``, and end this one with
@@ -196,15 +189,15 @@ def _wrap(
             f"@idempotent_django_task on {owner}: async Django tasks are not supported yet; "
             "make the task a plain function"
         )
-    if key is None and not takes_context:
+    if not takes_context:
         raise ImproperlyApplied(
-            f"@idempotent_django_task on {owner} keys on the task result's id, which it "
-            "reads from the task's context: declare the task with "
-            "@task(takes_context=True) and a first parameter named 'context', or pass "
-            "key= (a business key from the arguments, such as key='receipt:{order_id}')"
+            f"@idempotent_django_task on {owner} needs the task's context: declare the "
+            "task with @task(takes_context=True) and a first parameter named 'context'. "
+            "The context holds the result id (the default key) and the task as it was "
+            "enqueued (its queue, priority and backend), which a deferred run enqueues again"
         )
     # the key and the fingerprint see the task's arguments, without its context
-    shown: Callable[..., Any] = functools.partial(func, None) if takes_context else func
+    shown: Callable[..., Any] = functools.partial(func, None)
     build = None if key is None else key_builder(key, shown, owner=f"task {owner}")
     hasher = arguments_hasher(fingerprint, shown, owner=f"task {owner}")
     codec = ResultCodec(
@@ -212,23 +205,20 @@ def _wrap(
     )
 
     def keyed(
-        wrapper: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], carried: Any
+        args: tuple[Any, ...], kwargs: dict[str, Any], carried: Any
     ) -> tuple[Job, DjangoTaskAnswers] | None:
         """This run's job and adapter; None to run the body plainly."""
-        context = None
-        if takes_context:
-            context = args[0] if args else None
-            if not isinstance(context, TaskContext):
-                raise ImproperlyApplied(
-                    f"{owner} takes a context but was run without one: declare it with "
-                    "@task(takes_context=True)"
-                )
-            args = args[1:]
+        context = args[0] if args else None
+        if not isinstance(context, TaskContext):
+            raise ImproperlyApplied(
+                f"{owner} takes a context but was run without one: declare it with "
+                "@task(takes_context=True)"
+            )
+        args = args[1:]
         arguments = CallArguments(args, kwargs)
         if carried is not None:
             call_key = check_key(carried, owner=f"task {owner}")
         elif build is None:
-            assert context is not None  # no key: the task takes its context (checked above)
             call_key = check_key(str(context.task_result.id), owner=f"task {owner}")
         else:
             try:
@@ -252,7 +242,7 @@ def _wrap(
             if hashed is None
             else functools.partial(older_call_fingerprints, "task", owner, hashed)
         )
-        run = _Run(wrapper, context, args, kwargs, carries_key=build is None)
+        run = _Run(context, args, kwargs, carries_key=build is None)
         answers = DjangoTaskAnswers(
             run,
             codec,
@@ -268,7 +258,7 @@ def _wrap(
         carried = kwargs.pop(DEFERRED_KEY, None)
         if not idempotency_settings.ENABLED:
             return func(*args, **kwargs)
-        found = keyed(wrapper, args, kwargs, carried)
+        found = keyed(args, kwargs, carried)
         if found is None:
             return func(*args, **kwargs)
         job, answers = found
@@ -305,11 +295,12 @@ def idempotent_django_task(
 
     Stack it under ``@task`` (it then wraps the function the task runs) or over it (it
     returns the same task, running the wrapped function); both give the same task.
-    Usable bare (``@idempotent_django_task``) or called.
+    Usable bare (``@idempotent_django_task``) or called. The task takes its context:
+    ``@task(takes_context=True)`` and a first parameter ``context`` (else
+    :class:`~idempotency.exceptions.ImproperlyApplied`).
 
     ``key``
-        None (the default): the task result's id, read from the task's context, so the
-        task needs ``@task(takes_context=True)`` and a first parameter ``context``. Or a
+        None (the default): the task result's id (``context.task_result.id``). Or a
         business key from the task's arguments (the context left out), exactly as
         :func:`~idempotency.functions.idempotent_function` builds it: a format string
         (``"receipt:{order_id}"``), a callable of the arguments, or

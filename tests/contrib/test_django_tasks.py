@@ -92,10 +92,10 @@ def test_the_result_id_is_the_key_by_default(dummy: Any, execution_log: Path) ->
     }
 
 
-def test_a_replay_returns_the_first_runs_typed_result(execution_log: Path) -> None:
+def test_a_replay_returns_the_first_runs_typed_result(dummy: Any, execution_log: Path) -> None:
     label = unique("typed")
-    assert djtasks.price.call(label) == Decimal("10.10")
-    replayed = djtasks.price.call(label)
+    assert run_result(djtasks.price.enqueue(label)) == Decimal("10.10")
+    replayed = run_result(djtasks.price.enqueue(label))
 
     assert replayed == Decimal("10.10") and isinstance(replayed, Decimal)
     assert runs(execution_log, label) == 1
@@ -103,11 +103,14 @@ def test_a_replay_returns_the_first_runs_typed_result(execution_log: Path) -> No
     assert b'"decimal"' in bytes(stored.response_body)
 
 
-def test_other_arguments_under_one_business_key_are_refused(execution_log: Path) -> None:
+def test_other_arguments_under_one_business_key_are_refused(
+    dummy: Any, execution_log: Path
+) -> None:
     label = unique("mismatch")
-    djtasks.by_label.call(label, 0)
+    flaky = djtasks.flaky.using(backend="dummy")
+    run_result(flaky.enqueue(label, 0))
     with pytest.raises(ArgumentsMismatch):
-        djtasks.by_label.call(label, 0.001)
+        run_result(flaky.enqueue(label, 1))
     assert effects(label) == 1
 
 
@@ -224,14 +227,12 @@ def test_a_run_in_progress_elsewhere_fails_where_the_backend_cannot_defer(
     held: Any, execution_log: Path
 ) -> None:
     label = unique("nodefer")
-    held(lambda: djtasks.on_immediate.call(label))
+    held(lambda: djtasks.on_immediate.enqueue(label))
 
     result = djtasks.on_immediate.enqueue(label)
     assert result.status == TaskResultStatus.FAILED
-    assert result.errors[0].exception_class_path == "idempotency.exceptions.InProgress"
-    with pytest.raises(InProgress) as refused:
-        djtasks.on_immediate.call(label)
-    assert not isinstance(refused.value, TaskDeferred)
+    # InProgress itself, not TaskDeferred: nothing was enqueued again
+    assert [e.exception_class_path for e in result.errors] == ["idempotency.exceptions.InProgress"]
 
 
 # -- misuse ------------------------------------------------------------------------------
@@ -249,11 +250,12 @@ def test_celery_idempotent_task_over_a_django_task_names_idempotent_django_task(
         idempotent_task(djtasks.by_label)  # type: ignore[arg-type]  # the misuse
 
 
-def test_a_result_id_key_needs_the_tasks_context() -> None:
+@pytest.mark.parametrize("key", [None, "k:{label}"], ids=["result-id", "business-key"])
+def test_a_task_without_its_context_is_refused(key: str | None) -> None:
     def no_context(label: str) -> None: ...
 
-    with pytest.raises(ImproperlyApplied, match=r"takes_context=True.*or pass\s+key="):
-        idempotent_django_task(no_context)
+    with pytest.raises(ImproperlyApplied, match=r"takes_context=True.*queue, priority"):
+        idempotent_django_task(key=key)(no_context)
 
 
 def test_a_task_without_takes_context_cannot_key_on_its_result_id() -> None:

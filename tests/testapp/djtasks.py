@@ -47,23 +47,30 @@ def by_result_id(context: Any, label: str, seconds: float = 0) -> dict[str, Any]
     return effect(label, seconds)
 
 
-@task(backend="database")
-@idempotent_django_task(key="receipt:{label}")
-def by_label(label: str, seconds: float = 0) -> dict[str, Any]:
-    """Keyed on a business key."""
+@task(takes_context=True, backend="database")
+@idempotent_django_task(key="receipt:{label}", fingerprint=["label"])
+def by_label(context: Any, label: str, seconds: float = 0) -> dict[str, Any]:
+    """Keyed on a business key (how long it takes is no part of the work)."""
     return effect(label, seconds)
 
 
-@task(backend="database")
-@idempotent_django_task(key="lease:{label}", mode="lease", lease=LEASE)
-def by_label_lease(label: str, seconds: float = 0) -> dict[str, Any]:
+@task(takes_context=True, backend="database")
+@idempotent_django_task(key="lease:{label}", mode="lease", lease=LEASE, fingerprint=["label"])
+def by_label_lease(context: Any, label: str, seconds: float = 0) -> dict[str, Any]:
     """Keyed on a business key, in lease mode (the effect commits on its own)."""
     return effect(label, seconds)
 
 
-@task(backend="database")
+@task(takes_context=True, backend="database")
+@idempotent_django_task(mode="lease", lease=LEASE)
+def by_result_id_lease(context: Any, label: str, seconds: float = 0) -> dict[str, Any]:
+    """Keyed on the result id, in lease mode."""
+    return effect(label, seconds)
+
+
+@task(takes_context=True, backend="database")
 @idempotent_django_task(key="flaky:{label}")
-def flaky(label: str, failures: int) -> dict[str, Any]:
+def flaky(context: Any, label: str, failures: int) -> dict[str, Any]:
     """Fails its first ``failures`` runs (counted in the executions file, which no
     rollback undoes), then succeeds."""
     path = Path(os.environ[ENV])
@@ -85,24 +92,24 @@ def outer_by_result_id(context: Any, label: str) -> dict[str, Any]:
 
 
 @idempotent_django_task(key="outer:{label}")
-@task()
-def outer_by_label(label: str) -> dict[str, Any]:
+@task(takes_context=True)
+def outer_by_label(context: Any, label: str) -> dict[str, Any]:
     return effect(label, 0)
 
 
 # -- the quick tier: typed results, the immediate and dummy backends --------------------
 
 
-@task()
+@task(takes_context=True, backend="dummy")
 @idempotent_django_task(key="price:{label}")
-def price(label: str) -> Decimal:
+def price(context: Any, label: str) -> Decimal:
     record_execution(label)
     return Decimal("10.10")
 
 
-@task(backend="dummy")
+@task(takes_context=True, backend="dummy")
 @idempotent_django_task(key="dummy:{label}", mode="lease")
-def on_dummy(label: str) -> dict[str, Any]:
+def on_dummy(context: Any, label: str) -> dict[str, Any]:
     return effect(label, 0)
 
 
@@ -112,9 +119,9 @@ def on_dummy_by_result_id(context: Any, label: str) -> dict[str, Any]:
     return effect(label, 0)
 
 
-@task()
+@task(takes_context=True)
 @idempotent_django_task(key="immediate:{label}", mode="lease")
-def on_immediate(label: str) -> dict[str, Any]:
+def on_immediate(context: Any, label: str) -> dict[str, Any]:
     return effect(label, 0)
 
 
