@@ -16,12 +16,15 @@ from idempotency import idempotent_function
 from idempotency.contrib.django_tasks import DEFERRED_KEY, idempotent_django_task
 from idempotency.exceptions import (
     ArgumentsMismatch,
+    IdempotencyKeyMissing,
     ImproperlyApplied,
     InProgress,
+    StoreUnavailable,
     TaskDeferred,
 )
 from idempotency.models import IdempotencyRecord
 from tests.support.counting import unique
+from tests.support.faults import dead_redis_store
 from tests.support.stores import CACHE_STORE
 from tests.testapp import djtasks
 from tests.testapp.executions import executions
@@ -184,7 +187,7 @@ def test_a_run_in_progress_elsewhere_is_deferred_where_the_backend_can(
 ) -> None:
     label = unique("defer")
     first = djtasks.on_dummy.enqueue(label)
-    duplicate = djtasks.on_dummy.enqueue(label)
+    duplicate = djtasks.on_dummy.using(priority=7).enqueue(label)
     held(lambda: run_result(first))
 
     with pytest.raises(TaskDeferred) as deferred:
@@ -194,6 +197,8 @@ def test_a_run_in_progress_elsewhere_is_deferred_where_the_backend_can(
     assert deferred.value.deferred_id == copy.id
     assert isinstance(deferred.value, InProgress)
     assert copy.task.run_after is not None and copy.args == [label]
+    # the copy is the task as this run was enqueued (its priority), not the module's
+    assert copy.task.priority == 7 and copy.task.backend == "dummy"
     assert DEFERRED_KEY not in copy.kwargs  # a business key is built again from the arguments
 
 
@@ -233,6 +238,41 @@ def test_a_run_in_progress_elsewhere_fails_where_the_backend_cannot_defer(
     assert result.status == TaskResultStatus.FAILED
     # InProgress itself, not TaskDeferred: nothing was enqueued again
     assert [e.exception_class_path for e in result.errors] == ["idempotency.exceptions.InProgress"]
+
+
+def test_an_unreachable_store_defers_the_run_where_the_backend_can(
+    dummy: Any, execution_log: Path
+) -> None:
+    label = unique("down")
+    result = djtasks.on_dummy.enqueue(label)
+    with dead_redis_store(), pytest.raises(TaskDeferred) as deferred:
+        run_result(result)
+    assert isinstance(deferred.value.__cause__, StoreUnavailable)
+    assert dummy.results[-1].id == deferred.value.deferred_id
+    assert runs(execution_log, label) == 0
+
+
+def test_an_unreachable_store_fails_the_run_where_the_backend_cannot_defer(
+    execution_log: Path,
+) -> None:
+    label = unique("down")
+    with dead_redis_store():
+        result = djtasks.on_immediate.enqueue(label)
+    assert [e.exception_class_path for e in result.errors] == [
+        "idempotency.exceptions.StoreUnavailable"
+    ]
+    assert runs(execution_log, label) == 0
+
+
+def test_an_optional_key_with_a_missing_part_runs_without_idempotency(
+    dummy: Any, execution_log: Path
+) -> None:
+    result = djtasks.optional_key.enqueue(None)
+    run_result(result)
+    run_result(result)
+    assert runs(execution_log, "optional") == 2
+    with pytest.raises(IdempotencyKeyMissing):
+        run_result(djtasks.on_dummy.enqueue(None))
 
 
 # -- misuse ------------------------------------------------------------------------------

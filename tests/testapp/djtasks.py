@@ -125,6 +125,12 @@ def on_immediate(context: Any, label: str) -> dict[str, Any]:
     return effect(label, 0)
 
 
+@task(takes_context=True, backend="dummy")
+@idempotent_django_task(key="optional:{order_id}", optional=True)
+def optional_key(context: Any, order_id: int | None) -> None:
+    record_execution("optional")
+
+
 @task()
 @idempotent_django_task
 def context_without_takes_context(context: Any, label: str) -> None:
