@@ -16,7 +16,7 @@ A run that finds its key in progress elsewhere enqueues a copy of itself to run 
 :class:`~idempotency.exceptions.TaskDeferred`; elsewhere it fails with
 :class:`~idempotency.exceptions.InProgress` (:class:`~idempotency.exceptions.StoreUnavailable`
 when the store is unreachable), for the backend's own retry. A copy of a task keyed on
-its result id carries that key (the keyword argument :data:`DEFERRED_KEY`), since the copy
+its result id carries that key (the keyword argument ``_idempotency_key``), since the copy
 has a result id of its own.
 """
 

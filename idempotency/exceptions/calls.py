@@ -32,7 +32,8 @@ class InProgress(Exception):
 class TaskDeferred(InProgress):
     """A Django task's run (``@idempotent_django_task``) found its key in progress
     elsewhere and enqueued itself again to run later (``run_after``): this run did
-    nothing, the copy with result id :attr:`deferred_id` answers instead."""
+    nothing, the copy whose result id is ``deferred_id`` answers instead (``run_after``:
+    when it may start, ISO 8601)."""
 
     def __init__(self, scope: str, key: str, deferred_id: str, run_after: str) -> None:
         super().__init__(scope, key)
