@@ -68,11 +68,9 @@ def by_result_id_lease(context: Any, label: str, seconds: float = 0) -> dict[str
     return effect(label, seconds)
 
 
-@task(takes_context=True, backend="database")
-@idempotent_django_task(key="flaky:{label}")
-def flaky(context: Any, label: str, failures: int) -> dict[str, Any]:
-    """Fails its first ``failures`` runs (counted in the executions file, which no
-    rollback undoes), then succeeds."""
+def fail_then_succeed(label: str, failures: int) -> dict[str, Any]:
+    """Fails the first ``failures`` runs for ``label`` (counted in the executions file,
+    which no rollback undoes), then succeeds."""
     path = Path(os.environ[ENV])
     tries = sum(count for line, count in executions(path).items() if line.split()[0] == label)
     record_execution(f"{label} {os.getpid()}")
@@ -82,7 +80,20 @@ def flaky(context: Any, label: str, failures: int) -> dict[str, Any]:
     return {"label": label, "tries": tries + 1}
 
 
+@task(takes_context=True, backend="database")
+@idempotent_django_task(key="flaky:{label}")
+def flaky(context: Any, label: str, failures: int) -> dict[str, Any]:
+    return fail_then_succeed(label, failures)
+
+
 # -- @idempotent_django_task over @task ------------------------------------------------
+
+
+@idempotent_django_task(key="flaky-outer:{label}")
+@task(takes_context=True, backend="database")
+def flaky_outer(context: Any, label: str, failures: int) -> dict[str, Any]:
+    """:func:`flaky`, decorated in the other order."""
+    return fail_then_succeed(label, failures)
 
 
 @idempotent_django_task
