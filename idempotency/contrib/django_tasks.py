@@ -107,9 +107,9 @@ class _Run:
         and backend), which only the run's context knows."""
         return self.context.task_result.task
 
-    def defer(self, job: Job, seconds: float, reason: Exception) -> NoReturn:
-        """Enqueue a copy of this run to start after ``seconds``, and end this one with
-        :class:`TaskDeferred`; raise ``reason`` where the backend cannot defer."""
+    def _copy(self, job: Job, seconds: float) -> tuple[Any, dict[str, Any]] | None:
+        """The task and keyword arguments of this run's deferred copy (starting after
+        ``seconds``); None where the backend cannot defer."""
         task = self.task()
         if not task.get_backend().supports_defer:
             logger.info(
@@ -118,17 +118,47 @@ class _Run:
                 task.name,
                 job.ref,
             )
-            raise reason
+            return None
         when = timezone.now() + timedelta(seconds=max(float(seconds), MIN_DEFER_SECONDS))
         kwargs = {**self.kwargs, DEFERRED_KEY: job.key} if self.carries_key else self.kwargs
-        copy = task.using(run_after=when).enqueue(*self.args, **kwargs)
+        return task.using(run_after=when), kwargs
+
+    def defer(self, job: Job, seconds: float, reason: Exception) -> NoReturn:
+        """Enqueue a copy of this run to start after ``seconds``, and end this one with
+        :class:`TaskDeferred`; raise ``reason`` where the backend cannot defer."""
+        copy_of = self._copy(job, seconds)
+        if copy_of is None:
+            raise reason
+        task, kwargs = copy_of
+        self._deferred(job, task, task.enqueue(*self.args, **kwargs), reason)
+
+    async def adefer(self, job: Job, seconds: float, reason: Exception) -> NoReturn:
+        """:meth:`defer` for an async task (the copy enqueued with ``aenqueue``)."""
+        copy_of = self._copy(job, seconds)
+        if copy_of is None:
+            raise reason
+        task, kwargs = copy_of
+        self._deferred(job, task, await task.aenqueue(*self.args, **kwargs), reason)
+
+    def _deferred(self, job: Job, task: Any, copy: Any, reason: Exception) -> NoReturn:
         logger.info(
             "idempotency: Django task %s key %s cannot run now; deferred as result %s",
             task.name,
             job.ref,
             copy.id,
         )
-        raise TaskDeferred(job.scope, job.key, str(copy.id), when.isoformat()) from reason
+        when = task.run_after.isoformat()
+        raise TaskDeferred(job.scope, job.key, str(copy.id), when) from reason
+
+
+class _Defer(Exception):  # noqa: N818 - control flow, never seen by callers
+    """A run of a key in progress elsewhere: the wrapper defers it (``refuse`` is called
+    inside the engine's flow, where an async run cannot enqueue)."""
+
+    def __init__(self, seconds: float, reason: Exception) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self.reason = reason
 
 
 class DjangoTaskAnswers(CallAnswers):
@@ -158,7 +188,7 @@ class DjangoTaskAnswers(CallAnswers):
 
     def refuse(self, job: Job, claim: Claim) -> Any:
         if claim.status is not ClaimStatus.MISMATCH:
-            self.run.defer(job, claim.retry_after, InProgress(job.scope, job.key))
+            raise _Defer(claim.retry_after, InProgress(job.scope, job.key))
         return super().refuse(job, claim)
 
 
@@ -184,10 +214,11 @@ def _wrap(
     owner = qualified_name(func)
     if getattr(func, MARK, False):
         raise ImproperlyApplied(f"@idempotent_django_task is applied to {owner} twice")
-    if inspect.iscoroutinefunction(func):
+    asynchronous = inspect.iscoroutinefunction(func)
+    if asynchronous and policy.mode == "atomic":
         raise ImproperlyApplied(
-            f"@idempotent_django_task on {owner}: async Django tasks are not supported yet; "
-            "make the task a plain function"
+            f"@idempotent_django_task on {owner}: async tasks cannot use atomic mode; "
+            "use mode='lease'"
         )
     if not takes_context:
         raise ImproperlyApplied(
@@ -236,6 +267,7 @@ def _wrap(
             fingerprint=call_fingerprint("task", owner, hashed),
             owner=owner,
             interface="task",
+            asynchronous=asynchronous,
         )
         older = (
             None
@@ -253,7 +285,6 @@ def _wrap(
         )
         return job, answers
 
-    @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         carried = kwargs.pop(DEFERRED_KEY, None)
         if not idempotency_settings.ENABLED:
@@ -264,14 +295,34 @@ def _wrap(
         job, answers = found
         try:
             return engine.run(job, answers, lambda: func(*args, **kwargs))
+        except _Defer as deferral:
+            answers.run.defer(job, deferral.seconds, deferral.reason)
         except StoreUnavailable as exc:
             if job.started:
                 raise
             answers.run.defer(job, exc.retry_after, exc)
 
-    setattr(wrapper, MARK, True)
-    wrapper.idempotency_scope = scope  # type: ignore[attr-defined]  # a function's attribute
-    return wrapper
+    async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+        carried = kwargs.pop(DEFERRED_KEY, None)
+        if not idempotency_settings.ENABLED:
+            return await func(*args, **kwargs)
+        found = keyed(args, kwargs, carried)
+        if found is None:
+            return await func(*args, **kwargs)
+        job, answers = found
+        try:
+            return await engine.arun(job, answers, lambda: func(*args, **kwargs))
+        except _Defer as deferral:
+            await answers.run.adefer(job, deferral.seconds, deferral.reason)
+        except StoreUnavailable as exc:
+            if job.started:
+                raise
+            await answers.run.adefer(job, exc.retry_after, exc)
+
+    chosen = functools.wraps(func)(async_wrapper if asynchronous else wrapper)
+    setattr(chosen, MARK, True)
+    chosen.idempotency_scope = scope  # type: ignore[attr-defined]  # a function's attribute
+    return chosen
 
 
 def idempotent_django_task(

@@ -125,6 +125,27 @@ def test_disabled_runs_every_body(execution_log: Path) -> None:
     assert effects(label) == 2
 
 
+def test_an_async_task_runs_once_per_key(dummy: Any, execution_log: Path) -> None:
+    label = unique("async")
+    first = run_result(djtasks.on_dummy_async.enqueue(label))
+    assert run_result(djtasks.on_dummy_async.enqueue(label)) == first
+    assert runs(execution_log, label) == 1
+    assert effects(label) == 1
+
+
+def test_an_async_run_in_progress_elsewhere_is_deferred(
+    dummy: Any, held: Any, execution_log: Path
+) -> None:
+    label = unique("async-defer")
+    first = djtasks.on_dummy_async.enqueue(label)
+    held(lambda: run_result(first))
+
+    with pytest.raises(TaskDeferred) as deferred:
+        run_result(djtasks.on_dummy_async.enqueue(label))
+    assert dummy.results[-1].id == deferred.value.deferred_id
+    assert dummy.results[-1].args == [label]
+
+
 # -- both decorator orders ---------------------------------------------------------------
 
 
@@ -308,8 +329,8 @@ def test_applied_twice_is_refused() -> None:
         idempotent_django_task(key="x:{label}")(djtasks.by_label)
 
 
-def test_async_tasks_are_refused() -> None:
-    async def body(label: str) -> None: ...
+def test_async_tasks_cannot_run_in_atomic_mode() -> None:
+    async def body(context: Any, label: str) -> None: ...
 
-    with pytest.raises(ImproperlyApplied, match="async"):
-        idempotent_django_task(key="a:{label}")(body)
+    with pytest.raises(ImproperlyApplied, match="mode='lease'"):
+        idempotent_django_task(key="a:{label}", mode="atomic")(body)

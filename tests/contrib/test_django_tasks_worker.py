@@ -148,12 +148,14 @@ def settled_but(queue: str, killed_id: Any) -> bool:
     return bool(found) and all(r.status in ("SUCCESSFUL", "FAILED") for r in found)
 
 
-@pytest.mark.parametrize("task_name", ["flaky", "flaky_outer"], ids=["under-task", "over-task"])
+@pytest.mark.parametrize(
+    "task_name", ["flaky", "flaky_outer", "flaky_async"], ids=["under-task", "over-task", "async"]
+)
 def test_a_failed_task_enqueued_again_under_a_new_result_id_effects_once(
     start_worker: Callable[[str], DbWorker], execution_log: Path, task_name: str
 ) -> None:
-    """In either decorator order: the failure released the key, the task enqueued again
-    ran, and a third enqueue answered from the record."""
+    """In either decorator order, and as an async task: the failure released the key,
+    the task enqueued again ran, and a third enqueue answered from the record."""
     task = getattr(djtasks, task_name).using(queue_name=unique("djq-flaky"))
     label = unique("flaky")
     worker = start_worker(task.queue_name)

@@ -16,6 +16,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from asgiref.sync import sync_to_async
+
 from idempotency.contrib.django_tasks import idempotent_django_task
 from tests.testapp.executions import ENV, executions, record_execution
 from tests.testapp.models import Effect
@@ -86,6 +88,13 @@ def flaky(context: Any, label: str, failures: int) -> dict[str, Any]:
     return fail_then_succeed(label, failures)
 
 
+@task(takes_context=True, backend="database")
+@idempotent_django_task(key="flaky-async:{label}")
+async def flaky_async(context: Any, label: str, failures: int) -> dict[str, Any]:
+    """:func:`flaky` as an async task (lease mode)."""
+    return await sync_to_async(fail_then_succeed)(label, failures)
+
+
 # -- @idempotent_django_task over @task ------------------------------------------------
 
 
@@ -140,6 +149,12 @@ def on_immediate(context: Any, label: str) -> dict[str, Any]:
 @idempotent_django_task(key="optional:{order_id}", optional=True)
 def optional_key(context: Any, order_id: int | None) -> None:
     record_execution("optional")
+
+
+@task(takes_context=True, backend="dummy")
+@idempotent_django_task(key="async:{label}")
+async def on_dummy_async(context: Any, label: str) -> dict[str, Any]:
+    return await sync_to_async(effect)(label, 0)
 
 
 @task()
