@@ -297,9 +297,13 @@ PAYMENT_GATEWAY_SECRET = os.environ.get(
     "PAYMENT_GATEWAY_SECRET", DEV_GATEWAY_SECRET if DEBUG else ""
 )
 
+# One handler, on the root logger. Django's own "django" logger keeps its level but loses
+# the handlers Django gives it by default (a console handler while DEBUG is on, and
+# mail_admins): its records reach the root's handler once, where they were printed twice.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+    "loggers": {"django": {"handlers": [], "propagate": True}},
 }

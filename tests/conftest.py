@@ -136,7 +136,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.stash[SLOW_LEFT_OUT] = len(slow)
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True)  # after -ra's list: next to the totals
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # after the short summary: next to the totals
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Iterator[None]:
     yield
     wanted = Counter(

@@ -13,9 +13,10 @@ package); each is composed of the checks of this package's modules, one concern 
 - :mod:`~idempotency.checks.views`: the middleware's place, access checks and replays;
 - :mod:`~idempotency.checks.messages`: every message, so each id names one problem.
 
-They read ``settings.IDEMPOTENCY`` as written and never raise. Only the deployment check
-(``check --deploy``) connects anywhere: it asks the Redis behind the stores, tokens and
-locks whether it persists anything (W007).
+They read ``settings.IDEMPOTENCY`` as written and never raise. The deployment checks
+(``check --deploy``) ask for the project's own problem documentation (W041) and, the only
+check that connects anywhere, ask the Redis behind the stores, tokens and locks whether it
+persists anything (W007).
 """
 
 from __future__ import annotations
@@ -35,7 +36,13 @@ from idempotency.checks.databases import (
 from idempotency.checks.messages import MESSAGES, message
 from idempotency.checks.redis import check_persistence, check_redis, redis_persists, redis_users
 from idempotency.checks.stores import check_purge, check_stores, stores_in_use
-from idempotency.checks.values import check_codec, check_keys, check_values, raw_settings
+from idempotency.checks.values import (
+    check_codec,
+    check_keys,
+    check_problem_type_base,
+    check_values,
+    raw_settings,
+)
 from idempotency.checks.views import check_gates, check_middleware
 from idempotency.conf import DEFAULTS
 
@@ -75,4 +82,21 @@ def check_redis_persistence(app_configs: Any = None, **kwargs: Any) -> list[chec
     return check_persistence(redis_users(raw, values, stores_in_use(values, [])))
 
 
-__all__ = ["MESSAGES", "check_redis_persistence", "check_settings", "redis_persists"]
+@checks.register(deploy=True)
+def check_problem_documentation(
+    app_configs: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """W041: the problems' ``type`` links to the project's own documentation."""
+    raw = raw_settings()
+    if raw is None:
+        return []
+    return check_problem_type_base({**DEFAULTS, **raw})
+
+
+__all__ = [
+    "MESSAGES",
+    "check_problem_documentation",
+    "check_redis_persistence",
+    "check_settings",
+    "redis_persists",
+]

@@ -85,7 +85,8 @@ MESSAGES: dict[str, _Message] = {
     ),
     "E018": _Message(
         "IDEMPOTENCY['METRICS'] is on, but prometheus_client is not installed.",
-        "pip install 'django-idempotency[metrics]', or set METRICS to False.",
+        "Install the metrics extra, pip install '/path/to/django-idempotency[metrics]' (from "
+        "a checkout: docs/installation.md), or set METRICS to False.",
     ),
     "E019": _Message(
         "{idempotency!r} comes before {authentication!r} in MIDDLEWARE: it runs before "
@@ -122,7 +123,8 @@ MESSAGES: dict[str, _Message] = {
     ),
     "E043": _Message(
         "IDEMPOTENCY['OPENTELEMETRY'] is on, but opentelemetry-api is not installed.",
-        "pip install 'django-idempotency[otel]', or set OPENTELEMETRY to False.",
+        "Install the otel extra, pip install '/path/to/django-idempotency[otel]' (from a "
+        "checkout: docs/installation.md), or set OPENTELEMETRY to False.",
     ),
     "E044": _Message(
         "{where}{value!r} names no {what}: it cannot be imported ({error}).",
@@ -199,6 +201,14 @@ MESSAGES: dict[str, _Message] = {
         "Set PURGE_EVERY (a bounded purge on the request path), schedule {task!r} with "
         "Celery beat, or run manage.py purge_idempotency_records from cron and silence "
         "this warning (SILENCED_SYSTEM_CHECKS).",
+    ),
+    "W041": _Message(
+        "IDEMPOTENCY['PROBLEM_TYPE_BASE'] is the default {base!r}: the \"type\" of every "
+        "error links to a domain this project does not own, which documents nothing there.",
+        "Set PROBLEM_TYPE_BASE to where your API documents its errors, such as "
+        "'https://api.example.com/docs/problems/' (the code is appended: "
+        "idempotency-key-mismatch, ...), as the IETF Idempotency-Key draft asks error "
+        "answers to link to their documentation. See docs/reference/problems.md.",
     ),
 }
 

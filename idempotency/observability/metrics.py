@@ -1,4 +1,4 @@
-"""Prometheus metrics (optional: ``pip install django-idempotency[metrics]``).
+"""Prometheus metrics (optional: ``pip install "/path/to/django-idempotency[metrics]"``).
 
 Enabled by ``IDEMPOTENCY = {"METRICS": True}``; only then is this module (and
 ``prometheus_client``) imported. Serve them with :func:`metrics_view`.

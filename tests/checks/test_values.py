@@ -1,15 +1,18 @@
 """Each value against its description (idempotency.checks.values): E002, E004, E005, E010,
-E011, E014, E016, E018, E043, E044-E046."""
+E011, E014, E016, E018, E043, E044-E046; and check --deploy's W041."""
 
 from __future__ import annotations
 
 import importlib.util
+from io import StringIO
 from typing import Any
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from idempotency.checks import check_settings
+from idempotency.checks import check_problem_documentation, check_settings
 from tests.support.checks import ids, one_database, only, two_databases
 
 
@@ -190,3 +193,27 @@ def test_e020_opentelemetry_without_its_api(monkeypatch: pytest.MonkeyPatch) -> 
     )
     only("E043", IDEMPOTENCY={"OPENTELEMETRY": True})
     assert ids(IDEMPOTENCY={"OPENTELEMETRY": False}) == []
+
+
+def test_w041_the_default_problem_type_base_asks_for_the_projects_own() -> None:
+    with override_settings(IDEMPOTENCY={}):
+        (warning,) = check_problem_documentation()
+    assert warning.id == "idempotency.W041"
+    assert "https://django-idempotency.dev/problems/" in warning.msg
+    assert "PROBLEM_TYPE_BASE" in (warning.hint or "")
+    with override_settings(IDEMPOTENCY={"PROBLEM_TYPE_BASE": "https://api.example.com/e/"}):
+        assert check_problem_documentation() == []
+
+
+def test_w041_is_reported_by_check_deploy_only() -> None:
+    def report(*args: str) -> str:
+        out = StringIO()
+        try:
+            call_command("check", *args, databases=[], stdout=out, stderr=out)
+        except SystemCheckError as exc:  # other deploy checks may fail on test settings
+            out.write(str(exc))
+        return out.getvalue()
+
+    with override_settings(IDEMPOTENCY={}, DATABASES=one_database()):
+        assert "idempotency.W041" not in report()
+        assert "idempotency.W041" in report("--deploy")
