@@ -4,7 +4,6 @@ the tasks of :mod:`tests.testapp.djtasks` (backend ``database``)."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -13,13 +12,13 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tests.support.processes import stop_group
+from tests.support.processes import WorkerProcess
 from tests.support.services import ROOT, tests_database_url
 from tests.support.storms import wait_until
 
 
 @dataclass
-class DbWorker:
+class DbWorker(WorkerProcess):
     """A ``manage.py db_worker`` subprocess taking the tasks of one queue."""
 
     queue: str
@@ -56,27 +55,6 @@ class DbWorker:
             self.stop()
             pytest.fail(f"db_worker did not start:\n{self.output()}")
         return self
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown, no cleanup (its task result stays RUNNING)."""
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
-
-    def stop(self) -> None:
-        if self.process is not None:
-            stop_group(self.process, timeout=10)
-
-    def output(self) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-6000:]
-        except OSError:
-            return ""
 
 
 def db_worker_env(executions: Path, **extra: str) -> dict[str, str]:
