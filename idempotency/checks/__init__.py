@@ -5,8 +5,11 @@ package); each is composed of the checks of this package's modules, one concern 
 
 - :mod:`~idempotency.checks.values`: each value against its description in
   :data:`idempotency.conf.SETTINGS` (type, choices, bounds, nullability);
-- :mod:`~idempotency.checks.stores`: the stores in use (the global one and each a view
-  names, found by walking the URL patterns), their modes and caches, and the purge;
+- :mod:`~idempotency.checks.backends`: each alias of ``STORES``, ``TOKENS`` and ``LOCKS``:
+  its backend, location and options;
+- :mod:`~idempotency.checks.stores`: the stores in use (each alias of ``STORES`` and each
+  store a view names, found by walking the URL patterns), their modes and caches, and the
+  purge;
 - :mod:`~idempotency.checks.caches`: the cache behind an alias, the response cache;
 - :mod:`~idempotency.checks.databases`: vendors, aliases, atomic mode, routers;
 - :mod:`~idempotency.checks.redis`: the Redis behind stores, tokens and locks;
@@ -56,16 +59,16 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         return [message("E001", type=type(getattr(settings, "IDEMPOTENCY", None)).__name__)]
     values = {**DEFAULTS, **raw}
     errors = check_keys(raw) + check_values(values)
+    errors += check_backends(values)
     uses = stores_in_use(values, errors)
     errors += check_stores(values, uses)
     errors += check_database_vendors(values, uses)
-    errors += check_redis(values, redis_users(raw, values, uses))
-    errors += check_response_cache(values)
-    errors += check_database_aliases(values)
-    errors += check_routers(values)
+    errors += check_redis(redis_users(raw, values, uses))
+    errors += check_response_cache(uses)
+    errors += check_database_aliases(values, uses)
+    errors += check_routers(uses)
     errors += check_middleware()
     errors += check_codec(values)
-    errors += check_backends(values)
     errors += check_purge(values, uses)
     errors += check_gates()
     return [m for i, m in enumerate(errors) if m not in errors[:i]]

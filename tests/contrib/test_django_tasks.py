@@ -25,7 +25,7 @@ from idempotency.exceptions import (
 from idempotency.models import IdempotencyRecord
 from tests.support.counting import unique
 from tests.support.faults import dead_redis_store
-from tests.support.stores import CACHE_STORE
+from tests.support.stores import CACHE_STORE, using
 from tests.testapp import djtasks
 from tests.testapp.executions import executions
 from tests.testapp.models import Effect
@@ -196,7 +196,7 @@ def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Callable[[], Any
         assert started.wait(10)
         monkeypatch.setattr(djtasks, "effect", original)  # later runs do not block
 
-    with override_settings(IDEMPOTENCY={"STORE": CACHE_STORE, "MODE": "lease"}):
+    with override_settings(IDEMPOTENCY={**using(CACHE_STORE), "MODE": "lease"}):
         yield hold
         release.set()
         for thread in threads:
@@ -241,7 +241,7 @@ def test_a_deferred_copy_answers_from_the_record_of_its_key(
     dummy: Any, execution_log: Path
 ) -> None:
     label = unique("answer")
-    with override_settings(IDEMPOTENCY={"STORE": CACHE_STORE, "MODE": "lease"}):
+    with override_settings(IDEMPOTENCY={**using(CACHE_STORE), "MODE": "lease"}):
         first = djtasks.on_dummy_by_result_id.enqueue(label)
         answer = run_result(first)
         copy = djtasks.on_dummy_by_result_id.enqueue(label, **{DEFERRED_KEY: first.id})
