@@ -1,6 +1,7 @@
 """The errors of keyed function and task calls (``@idempotent_function``,
-``IdempotentTask``): a call in progress, a key with an empty part, a key reused by
-another callable or with other arguments, an error replayed without its type."""
+``IdempotentTask``, ``@idempotent_django_task``): a call in progress (or deferred), a key
+with an empty part, a key reused by another callable or with other arguments, an error
+replayed without its type."""
 
 from __future__ import annotations
 
@@ -35,6 +36,25 @@ class InProgress(RecordError):
     """A non-HTTP idempotent call (function, task) is already running under this key."""
 
     template = "Idempotent call {ref} is already in progress"
+
+
+class TaskDeferred(InProgress):
+    """A Django task's run (``@idempotent_django_task``) found its key in progress
+    elsewhere and enqueued itself again to run later (``run_after``): this run did
+    nothing, the copy whose result id is ``deferred_id`` answers instead (``run_after``:
+    when it may start, ISO 8601)."""
+
+    def __init__(self, scope: str, key: str, deferred_id: str, run_after: str) -> None:
+        super().__init__(scope, key)
+        self.args = (
+            f"Idempotent call {_ref(scope, key)} is already in progress: deferred as task "
+            f"result {deferred_id}, to run after {run_after}",
+        )
+        self.deferred_id = deferred_id
+        self.run_after = run_after
+
+    def __reduce__(self) -> tuple[type[InProgress], tuple[str, ...]]:  # type: ignore[override]  # four arguments, not two
+        return (TaskDeferred, (self.scope, self.key, self.deferred_id, self.run_after))
 
 
 class IdempotencyKeyMissing(ValueError):

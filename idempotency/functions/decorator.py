@@ -77,6 +77,15 @@ def _is_async(func: Callable[P, object]) -> TypeGuard[Callable[P, Awaitable[Any]
     return iscoroutinefunction(func)
 
 
+def is_django_task(obj: object) -> bool:
+    """Whether ``obj`` is a Django task (``@task`` of ``django.tasks``, or of the
+    ``django-tasks`` backport), without importing either."""
+    return any(
+        cls.__module__ in ("django.tasks.base", "django_tasks.base") and cls.__name__ == "Task"
+        for cls in type(obj).__mro__
+    )
+
+
 def unkeyed(owner: str, exc: IdempotencyKeyMissing) -> None:
     logger.warning("idempotency: %s runs without idempotency (optional key): %s", owner, exc)
 
@@ -157,6 +166,12 @@ def idempotent_function(
     )
 
     def decorate(func: Callable[P, R]) -> IdempotentCallable[P, R]:
+        if is_django_task(func):
+            raise TypeError(
+                f"@idempotent_function decorates callables, got the Django task {func!r}: "
+                "use @idempotent_django_task (from idempotency) for Django tasks, over or "
+                "under @task"
+            )
         if not callable(func):
             raise TypeError(f"@idempotent_function decorates callables, got {func!r}")
         async_func = func if _is_async(func) else None
