@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from idempotency.conf import idempotency_settings
 from idempotency.core import engine
-from idempotency.core.job import Job
+from idempotency.core.job import Job, ReplayedRecord
 from idempotency.core.options import CallPolicy
 from idempotency.exceptions import (
     IdempotencyKeyMissing,
@@ -55,7 +55,6 @@ from idempotency.functions.arguments import (
 from idempotency.functions.calls import (
     CallAnswers,
     KeySpec,
-    ReplayedRecord,
     call_fingerprint,
     call_job,
     fingerprint_of,
