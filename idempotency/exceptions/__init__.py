@@ -34,6 +34,7 @@ from idempotency.exceptions.requests import (
     SubmitTokenUsed,
 )
 from idempotency.exceptions.stores import (
+    RecordForged,
     StoreCorrupted,
     StoreMisconfigured,
     StoreNotDurable,
@@ -56,6 +57,7 @@ __all__ = [
     "InProgress",
     "InvalidIdempotencyKey",
     "LockNotAcquired",
+    "RecordForged",
     "StaleOwner",
     "StoreCorrupted",
     "StoreMisconfigured",
