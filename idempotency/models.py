@@ -40,6 +40,9 @@ class IdempotencyRecord(models.Model):
         max_length=96,
         blank=True,
         default="",
+        # in the table too: rows inserted by code that predates the column (a rolling
+        # deploy's old processes, raw SQL) get a blank tag, refused as forged once completed
+        db_default="",
         help_text=_(
             "The completed record's expiry and HMAC-SHA256 under a key derived from "
             "SECRET_KEY: a record that does not match it is never replayed."

@@ -16,6 +16,7 @@ class Migration(migrations.Migration):
             name="mac",
             field=models.CharField(
                 blank=True,
+                db_default="",
                 default="",
                 help_text=(
                     "The completed record's expiry and HMAC-SHA256 under a key derived from "
