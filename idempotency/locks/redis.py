@@ -1,14 +1,22 @@
-"""Locks on Redis (``LOCK_BACKEND = "redis"``): a key with a random owner token."""
+"""Locks on Redis (``idempotency.locks.RedisLockBackend``): a key with a random owner token."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
-from idempotency.conf import idempotency_settings
+from idempotency.conf import Setting
+from idempotency.core.backends import KEY_PREFIX
 from idempotency.core.outages import outage_raises_unavailable
 from idempotency.locks.base import Holding, LockBackend
+from idempotency.stores.redis_client import (
+    LOCATION_SCHEMES,
+    MAX_CONNECTIONS,
+    REDIS_CACHE,
+    redis_client,
+)
 
 REDIS_RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -64,20 +72,42 @@ class RedisHolding(Holding):
 
 
 class RedisLockBackend(LockBackend):
-    """Locks as Redis keys on the django-redis connection of ``alias`` (``REDIS_ALIAS``)."""
+    """Locks as Redis keys at its ``LOCATION`` (``redis://``, ``rediss://``, ``unix://``),
+    or on the connection of the django-redis cache its ``cache`` option names."""
 
-    def __init__(self, alias: str | None = None) -> None:
-        self.alias = alias
+    location_schemes: ClassVar[tuple[str, ...]] = LOCATION_SCHEMES
+    #: ``OPTIONS`` of Redis locks (:mod:`idempotency.core.backends`).
+    options: ClassVar[Mapping[str, Setting]] = {
+        "cache": REDIS_CACHE,
+        "max_connections": MAX_CONNECTIONS,
+        "key_prefix": KEY_PREFIX,
+    }
+
+    def __init__(
+        self,
+        location: str | None = None,
+        *,
+        cache: str | None = None,
+        max_connections: int | None = None,
+        key_prefix: str = KEY_PREFIX.default,
+    ) -> None:
+        self.location = location
+        self.cache = cache
+        self.max_connections = max_connections
+        self.key_prefix = key_prefix
+        self._client: Any = None
 
     @property
     def client(self) -> Any:
-        from django_redis import get_redis_connection
-
-        return get_redis_connection(self.alias or idempotency_settings.REDIS_ALIAS)
+        if self._client is None:
+            self._client = redis_client(
+                self.location, self.cache, self.max_connections, "RedisLockBackend"
+            )
+        return self._client
 
     def key(self, name: str) -> str:
         digest = hashlib.sha256(name.encode()).hexdigest()[:40]
-        return f"{idempotency_settings.KEY_PREFIX}:lock:{{{digest}}}"
+        return f"{self.key_prefix}:lock:{{{digest}}}"
 
     def holding(self, name: str, timeout: float | None) -> Holding:
         return RedisHolding(self.client, self.key(name), timeout)

@@ -1,6 +1,7 @@
 """RedisStore: records as Redis hashes, every transition one Lua script.
 
-Uses the connection of a django-redis cache (``REDIS_ALIAS``). A record lives
+Connects to its ``LOCATION`` (a ``redis://``, ``rediss://`` or ``unix://`` URL), or uses
+the connection of a django-redis cache (its ``cache`` option). A record lives
 under ``<prefix>:{<digest>}:rec``; the digest sits in a hash tag so the record
 and anything kept beside it land on one Redis Cluster slot. Expiry is Redis's
 own key TTL, so an expired record is absent the moment its TTL passes. The scripts
@@ -9,7 +10,7 @@ of :meth:`RedisStore.lookup` reads the application's clock.
 
 Replication is asynchronous: a primary that acknowledged a claim and died before its
 replicas received it loses the claim at failover, and a retry may then run the work
-a second time. With ``wait_replicas`` (setting ``REDIS_WAIT_REPLICAS``) every claim,
+a second time. With the ``wait_replicas`` option every claim,
 completion and recovery point is followed by ``WAIT numreplicas timeout`` on the same
 connection: the view runs only once the claim is on that many replicas, and a claim
 that could not be replicated in time is released again and answered with 503
@@ -32,7 +33,8 @@ from idempotency.exceptions import StoreNotDurable
 from idempotency.stores.errors import store_operation
 from idempotency.stores.records import KeyState, StoredResponse, new_fence
 from idempotency.stores.redis_async import run_script
-from idempotency.stores.redis_connection import RedisConnection, redis_connection
+from idempotency.stores.redis_client import redis_connection
+from idempotency.stores.redis_connection import RedisConnection
 from idempotency.stores.redis_records import (
     LOOKUP_FIELDS,
     as_text,
@@ -57,11 +59,13 @@ logger = logging.getLogger("idempotency.stores.redis")
 
 
 class RedisStore(RedisConnection):
-    """Records in Redis, through a django-redis cache's connection (lease mode only).
+    """Records in Redis, at a URL or through a django-redis cache's connection (lease
+    mode only).
 
-    Needs ``django-redis`` (the ``redis`` extra) and a ``CACHES`` entry whose
-    ``BACKEND`` is ``django_redis.cache.RedisCache``; the store opens connections of
-    its own with that cache's connection settings, on first use, one per command in
+    Needs redis-py (the ``redis`` extra) and a ``LOCATION``, or django-redis and a
+    ``CACHES`` entry whose ``BACKEND`` is ``django_redis.cache.RedisCache`` (its
+    ``cache`` option); the store opens connections of its own with that client's
+    connection settings, on first use, one per command in
     flight (:mod:`~idempotency.stores.redis_channel`). Claim, completion, release and
     recovery points are one Lua script each, judged by the Redis server's clock; keys
     expire with the record's TTL and carry a hash tag, so Redis Cluster works
@@ -70,12 +74,16 @@ class RedisStore(RedisConnection):
     again (system check W007).
 
     Args:
-        alias: The django-redis cache alias (default ``REDIS_ALIAS``).
+        location: A ``redis://``, ``rediss://`` or ``unix://`` URL to connect to.
+        cache: Instead of ``location``, the django-redis cache alias whose connection
+            it uses (neither: ``"default"``).
+        max_connections: With ``location``, the most connections its pool opens.
         wait_replicas: Replicas that must acknowledge each claim, completion and
-            recovery point (``WAIT``) before it counts (default ``REDIS_WAIT_REPLICAS``).
-        wait_timeout: Longest ``WAIT`` for them in seconds (default
-            ``REDIS_WAIT_TIMEOUT``); a claim not replicated in time is released and
-            answered ``503 idempotency-store-not-durable``.
+            recovery point (``WAIT``) before it counts (default 0).
+        wait_timeout: Longest ``WAIT`` for them in seconds (default 0.5); a claim not
+            replicated in time is released and answered ``503
+            idempotency-store-not-durable``.
+        key_prefix: Prefix of its keys (default ``"idem"``).
     """
 
     supports_atomic: ClassVar[bool] = False

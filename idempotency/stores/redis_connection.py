@@ -5,9 +5,11 @@ its async twin per event loop, scripts run on the store's own connections, and
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
-from idempotency.conf import idempotency_settings
+from idempotency.conf import Setting
+from idempotency.core.backends import KEY_PREFIX
 from idempotency.stores import record_digest
 from idempotency.stores.base import BaseStore
 from idempotency.stores.records import now_ms, quota_window
@@ -19,39 +21,55 @@ from idempotency.stores.redis_async import (
     run_script_waiting,
 )
 from idempotency.stores.redis_channel import Channel, channel_for
-
-
-def redis_connection(alias: str, user: str) -> Any:
-    """The django-redis connection of the cache ``alias``; ``ImproperlyConfigured`` naming
-    ``user`` when there is no such cache, django-redis is missing or the cache is another
-    backend (which would otherwise surface as a bare ``NotImplementedError``)."""
-    from django.core.cache import InvalidCacheBackendError
-    from django.core.exceptions import ImproperlyConfigured
-
-    try:
-        from django_redis import get_redis_connection
-
-        return get_redis_connection(alias)
-    except (ImportError, NotImplementedError, InvalidCacheBackendError) as exc:
-        raise ImproperlyConfigured(
-            f"{user} needs a django-redis cache, but the cache {alias!r} is not one "
-            f"({type(exc).__name__}: {exc or 'unsupported backend'}); see idempotency.E007."
-        ) from exc
+from idempotency.stores.redis_client import (
+    LOCATION_SCHEMES,
+    MAX_CONNECTIONS,
+    REDIS_CACHE,
+    redis_client,
+)
 
 
 class RedisConnection(BaseStore):
     """The connections, scripts and replica waits of a Redis store."""
 
+    #: The URL schemes of a Redis ``LOCATION``.
+    location_schemes: ClassVar[tuple[str, ...]] = LOCATION_SCHEMES
+    #: ``OPTIONS`` of a Redis store (:mod:`idempotency.core.backends`).
+    options: ClassVar[Mapping[str, Setting]] = {
+        "cache": REDIS_CACHE,
+        "max_connections": MAX_CONNECTIONS,
+        "wait_replicas": Setting(
+            0,
+            "Replicas that must acknowledge each claim, completion and recovery point "
+            "(WAIT numreplicas timeout) before it counts; 0 waits for none.",
+            "integer",
+            inclusive=True,
+        ),
+        "wait_timeout": Setting(
+            0.5,
+            "Seconds WAIT may block for those replicas; a claim not replicated in time is "
+            "released and answered with 503.",
+            "seconds",
+        ),
+        "key_prefix": KEY_PREFIX,
+    }
+
     def __init__(
         self,
-        alias: str | None = None,
+        location: str | None = None,
         *,
-        wait_replicas: int | None = None,
-        wait_timeout: float | None = None,
+        cache: str | None = None,
+        max_connections: int | None = None,
+        wait_replicas: int = 0,
+        wait_timeout: float = 0.5,
+        key_prefix: str = KEY_PREFIX.default,
     ) -> None:
-        self._alias = alias
-        self._wait_replicas = wait_replicas
-        self._wait_timeout = wait_timeout
+        self.location = location
+        self.cache = cache
+        self.max_connections = max_connections
+        self.wait_replicas = wait_replicas
+        self.wait_timeout = wait_timeout
+        self.key_prefix = key_prefix
         self._client: Any = None
         self._channel: Channel | None = None
         self._scripts: dict[str, Any] = {}
@@ -61,24 +79,15 @@ class RedisConnection(BaseStore):
         self._async_known = False
 
     @property
-    def wait_replicas(self) -> int:
-        value = self._wait_replicas
-        return int(idempotency_settings.REDIS_WAIT_REPLICAS if value is None else value)
-
-    @property
-    def wait_timeout(self) -> float:
-        value = self._wait_timeout
-        return float(idempotency_settings.REDIS_WAIT_TIMEOUT if value is None else value)
-
-    @property
-    def alias(self) -> str:
-        """The django-redis cache whose connection this store uses (default ``REDIS_ALIAS``)."""
-        return str(self._alias or idempotency_settings.REDIS_ALIAS)
+    def alias(self) -> str | None:
+        """The django-redis cache whose connection this store uses (``cache``, else
+        ``"default"``), or None when it connects to its ``location``."""
+        return None if self.location is not None else self.cache or "default"
 
     @property
     def client(self) -> Any:
         if self._client is None:
-            client = redis_connection(self.alias, "RedisStore")
+            client = redis_client(self.location, self.cache, self.max_connections, "RedisStore")
             self._channel = channel_for(client)
             self._client = client
         return self._client
@@ -165,10 +174,10 @@ class RedisConnection(BaseStore):
         return acknowledged is None or acknowledged >= self.wait_replicas
 
     def record_key(self, scope: str, key: str) -> str:
-        return f"{idempotency_settings.KEY_PREFIX}:{{{record_digest(scope, key)}}}:rec"
+        return f"{self.key_prefix}:{{{record_digest(scope, key)}}}:rec"
 
     def _quota_counter(self, scope: str, window: float) -> tuple[str, float]:
         """The counter of ``scope``'s current window and the seconds left of the window."""
         start, left = quota_window(window, now_ms() / 1000)
-        name = f"{idempotency_settings.KEY_PREFIX}:{{{record_digest(scope, '')}}}:quota:{start}"
+        name = f"{self.key_prefix}:{{{record_digest(scope, '')}}}:quota:{start}"
         return name, left

@@ -1,15 +1,23 @@
-"""Submit tokens on Redis (alias ``"redis"``): one Lua script consumes."""
+"""Submit tokens on Redis (``idempotency.tokens.RedisTokens``): one Lua script consumes."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from django.utils import timezone
 
-from idempotency.conf import idempotency_settings
+from idempotency.conf import Setting
+from idempotency.core.backends import KEY_PREFIX
 from idempotency.core.outages import outage_raises_unavailable
+from idempotency.stores.redis_client import (
+    LOCATION_SCHEMES,
+    MAX_CONNECTIONS,
+    REDIS_CACHE,
+    redis_client,
+)
 from idempotency.tokens.base import TOMBSTONE_SECONDS, TokenBackend
 
 REDIS_CONSUME = """
@@ -28,17 +36,44 @@ return 'invalid'
 
 
 class RedisTokens(TokenBackend):
-    """Tokens as Redis strings; consumption is one compare-delete-and-tombstone script."""
+    """Tokens as Redis strings; consumption is one compare-delete-and-tombstone script.
+
+    Connects to its ``LOCATION`` (``redis://``, ``rediss://``, ``unix://``), or uses the
+    connection of the django-redis cache its ``cache`` option names."""
+
+    location_schemes: ClassVar[tuple[str, ...]] = LOCATION_SCHEMES
+    #: ``OPTIONS`` of Redis tokens (:mod:`idempotency.core.backends`).
+    options: ClassVar[Mapping[str, Setting]] = {
+        "cache": REDIS_CACHE,
+        "max_connections": MAX_CONNECTIONS,
+        "key_prefix": KEY_PREFIX,
+    }
+
+    def __init__(
+        self,
+        location: str | None = None,
+        *,
+        cache: str | None = None,
+        max_connections: int | None = None,
+        key_prefix: str = KEY_PREFIX.default,
+    ) -> None:
+        self.location = location
+        self.cache = cache
+        self.max_connections = max_connections
+        self.key_prefix = key_prefix
+        self._client: Any = None
 
     @property
     def client(self) -> Any:
-        from django_redis import get_redis_connection
-
-        return get_redis_connection(idempotency_settings.REDIS_ALIAS)
+        if self._client is None:
+            self._client = redis_client(
+                self.location, self.cache, self.max_connections, "RedisTokens"
+            )
+        return self._client
 
     def keys(self, token_hash: str) -> tuple[str, str]:
         # one hash tag: the token and its tombstone live on one Redis Cluster slot
-        base = f"{idempotency_settings.KEY_PREFIX}:st:{{{token_hash}}}"
+        base = f"{self.key_prefix}:st:{{{token_hash}}}"
         return base, f"{base}:used"
 
     @staticmethod

@@ -17,6 +17,7 @@ from idempotency.stores import authentication
 from idempotency.stores.base import StoredResponse
 from idempotency.stores.database import DatabaseStore
 from tests.support.records import MakeRecord
+from tests.support.stores import DB_STORE, using
 
 pytestmark = pytest.mark.django_db
 
@@ -210,12 +211,12 @@ def test_release_action_deletes_the_selected_records(
     assert IdempotencyRecord.objects.filter(pk=other.pk).exists()
 
 
-@override_settings(IDEMPOTENCY={"RESPONSE_CACHE": "default"})
+@override_settings(IDEMPOTENCY=using(DB_STORE, response_cache="default"))
 def test_release_action_forgets_the_cached_response(
     admin_client: Client, make_record: MakeRecord
 ) -> None:
     obj = make_record(key="cached-key")
-    store = DatabaseStore()
+    store = DatabaseStore(response_cache="default")
     cache_key = store._cache_key(obj.scope, obj.key)
     cached = StoredResponse(201, [], b"{}")
     tag = authentication.sign(

@@ -30,6 +30,7 @@ from idempotency.stores.redis import RedisStore
 from idempotency.tokens import RedisTokens, consume_submit_token, issue_submit_token
 from tests.scale.servers import RedisClusterServer
 from tests.support.clusters import crossslot_errors
+from tests.support.stores import REDIS_STORE, using
 from tests.support.storms import Storm, run_threads, wait_until
 from tests.testapp.executions import executions
 
@@ -67,7 +68,7 @@ def test_replica_reads_are_refused() -> None:
 
 
 def test_records_spread_over_the_primaries_one_slot_each(on_cluster: RedisClusterServer) -> None:
-    store = RedisStore(alias="cluster")
+    store = RedisStore(cache="cluster")
     client = get_redis_connection("cluster")
     nodes = set()
     for i in range(30):
@@ -167,8 +168,8 @@ def test_storm_on_the_cluster_runs_each_key_once(
     on_cluster: RedisClusterServer, execution_log: Path, wait_replicas: int
 ) -> None:
     keys = [f"storm-{uuid.uuid4()}" for _ in range(12)]
-    config = {"REDIS_ALIAS": "cluster", "STORE": "idempotency.stores.RedisStore"}
-    with override_settings(IDEMPOTENCY={**config, "REDIS_WAIT_REPLICAS": wait_replicas}):
+    config = using(REDIS_STORE, cache="cluster", wait_replicas=wait_replicas)
+    with override_settings(IDEMPOTENCY=config):
         storm = Storm(keys, duplicates=8, url="/charge/?sleep=0.05").run()
         # and once more, after completion: every key replays
         late = Storm(keys, duplicates=2, url="/charge/?sleep=0.05").run()
@@ -183,10 +184,9 @@ def test_claim_not_replicated_in_time_is_released_and_answered_503(
     on_cluster: RedisClusterServer, execution_log: Path
 ) -> None:
     key = f"nd-{uuid.uuid4()}"
-    base = {"REDIS_ALIAS": "cluster", "STORE": "idempotency.stores.RedisStore"}
     # each primary has one replica: asking for two can never be satisfied
     with override_settings(
-        IDEMPOTENCY={**base, "REDIS_WAIT_REPLICAS": 2, "REDIS_WAIT_TIMEOUT": 0.05}
+        IDEMPOTENCY=using(REDIS_STORE, cache="cluster", wait_replicas=2, wait_timeout=0.05)
     ):
         refused = Storm([key], duplicates=1).run().answers[0]
     assert refused.status == 503
@@ -194,15 +194,15 @@ def test_claim_not_replicated_in_time_is_released_and_answered_503(
     assert problem["code"] == "idempotency-store-not-durable"
     assert problem["status"] == 503
     assert executions(execution_log) == {}  # the view never ran
-    store = RedisStore(alias="cluster")
+    store = RedisStore(cache="cluster")
     assert store.lookup("scale", key, fingerprint="") is None  # released
-    with override_settings(IDEMPOTENCY={**base, "REDIS_WAIT_REPLICAS": 1}):
+    with override_settings(IDEMPOTENCY=using(REDIS_STORE, cache="cluster", wait_replicas=1)):
         assert Storm([key], duplicates=1).run().answers[0].status == 201
     assert executions(execution_log) == {key: 1}
 
 
 def test_store_options_override_the_wait_settings(on_cluster: RedisClusterServer) -> None:
-    store = RedisStore(alias="cluster", wait_replicas=1, wait_timeout=2)
+    store = RedisStore(cache="cluster", wait_replicas=1, wait_timeout=2)
     assert (store.wait_replicas, store.wait_timeout) == (1, 2.0)
     claim = store.claim("user:1", "opt", fingerprint="f", lease=5, ttl=60)
     assert claim.status is ClaimStatus.CLAIMED

@@ -188,7 +188,7 @@ def test_redis_async_is_native_not_a_thread(key: str) -> None:
 @pytest.mark.redis
 def test_redis_outage_is_store_unavailable(key: str, outages: list[dict[str, Any]]) -> None:
     with override_settings(CACHES=caches_with("down", dead_redis_url())):
-        store = RedisStore(alias="down")
+        store = RedisStore(cache="down")
         with pytest.raises(StoreUnavailable):
             run(lambda: aclaim(store, key))
         with pytest.raises(StoreUnavailable):

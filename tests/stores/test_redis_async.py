@@ -190,9 +190,8 @@ def test_a_script_the_server_forgot_is_loaded_again(redis_client: Any, run: Runn
 
 def test_a_batch_with_a_forgotten_script_is_sent_again(redis_client: Any, run: Runner[Any]) -> None:
     """``WAIT`` follows the script on one connection: after ``NOSCRIPT`` both go again."""
-    store = RedisStore(wait_replicas=0)
-    store._wait_replicas = 1  # WAIT for a replica this server does not have, 10 ms
-    store._wait_timeout = 0.01
+    # WAIT for a replica this server does not have, 10 ms
+    store = RedisStore(wait_replicas=1, wait_timeout=0.01)
     redis_client.script_flush()
 
     async def scenario() -> tuple[Any, int | None]:
@@ -212,7 +211,7 @@ def test_an_unreachable_server_is_an_outage_after_one_retry(run: Runner[Any]) ->
     from idempotency.exceptions import StoreUnavailable
 
     with override_settings(CACHES=caches_with("dead", dead_redis_url())):
-        store = RedisStore("dead")
+        store = RedisStore(cache="dead")
         started = time.monotonic()
         with pytest.raises(StoreUnavailable):
             run(store.aclaim("achan", "k6", fingerprint="f", lease=30, ttl=60))

@@ -119,7 +119,7 @@ def test_an_unreachable_server_is_an_outage_after_one_retry(settings: Any) -> No
             "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 0.2, "SOCKET_TIMEOUT": 0.2},
         },
     }
-    store = RedisStore("dead")
+    store = RedisStore(cache="dead")
     started = time.monotonic()
     with pytest.raises(StoreUnavailable):
         store.claim("chan", "k5", fingerprint="f", lease=30, ttl=60)
