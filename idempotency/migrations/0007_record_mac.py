@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("idempotency", "0005_mysql_binary_keys"),
+        ("idempotency", "0006_mysql_binary_quota_scope"),
     ]
 
     operations = [
