@@ -37,6 +37,7 @@ from idempotency.stores.redis_client import redis_connection
 from idempotency.stores.redis_connection import RedisConnection
 from idempotency.stores.redis_records import (
     LOOKUP_FIELDS,
+    as_text,
     claim_args,
     complete_args,
     key_state_from_fields,
@@ -102,7 +103,7 @@ class RedisStore(RedisConnection):
         fence = new_fence()
         args = claim_args(fingerprint, fence, lease, ttl, method, route)
         reply, acknowledged = self._run("claim", CLAIM, self.record_key(scope, key), args)
-        claim = key_state_from_reply(reply, fence)
+        claim = key_state_from_reply(reply, fence, scope, key, fingerprint)
         if claim.owned and not self._durable(acknowledged):
             # not on enough replicas: a failover could lose it, so the work must not start
             self.release(scope, key, fence=fence)
@@ -130,7 +131,7 @@ class RedisStore(RedisConnection):
         fence = new_fence()
         args = claim_args(fingerprint, fence, lease, ttl, method, route)
         reply, acknowledged = await self._arun(channel, CLAIM, self.record_key(scope, key), args)
-        claim = key_state_from_reply(reply, fence)
+        claim = key_state_from_reply(reply, fence, scope, key, fingerprint)
         if claim.owned and not self._durable(acknowledged):
             await self.arelease(scope, key, fence=fence)
             raise StoreNotDurable(replicas=self.wait_replicas, acknowledged=acknowledged)
@@ -140,7 +141,9 @@ class RedisStore(RedisConnection):
     def lookup(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
         record = self.record_key(scope, key)
         fields = self._command("HMGET", record, *LOOKUP_FIELDS)
-        return key_state_from_fields(fields, fingerprint, lambda: self._command("PTTL", record))
+        return key_state_from_fields(
+            fields, scope, key, fingerprint, lambda: self._command("PTTL", record)
+        )
 
     @store_operation("redis")
     async def alookup(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
@@ -151,7 +154,7 @@ class RedisStore(RedisConnection):
         # one round trip: the TTL too (read only for a completed record)
         commands = (("HMGET", record, *LOOKUP_FIELDS), ("PTTL", record))
         fields, remaining = await channel.execute_many(commands)
-        return key_state_from_fields(fields, fingerprint, lambda: remaining)
+        return key_state_from_fields(fields, scope, key, fingerprint, lambda: remaining)
 
     async def apeek(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
         return await self.alookup(scope, key, fingerprint=fingerprint)
@@ -167,8 +170,11 @@ class RedisStore(RedisConnection):
         ttl: float,
         fingerprint: str = "",
     ) -> bool:
-        args = complete_args(fence, response, ttl)
-        done, acknowledged = self._run("complete", COMPLETE, self.record_key(scope, key), args)
+        record = self.record_key(scope, key)
+        if not fingerprint:  # a caller that did not say: the claim's, which the tag binds
+            fingerprint = as_text(self._command("HGET", record, "fp"))
+        args = complete_args(scope, key, fingerprint, fence, response, ttl)
+        done, acknowledged = self._run("complete", COMPLETE, record, args)
         return self._completed(scope, key, done, acknowledged)
 
     @store_operation("redis")
@@ -187,8 +193,10 @@ class RedisStore(RedisConnection):
             return await super().acomplete(
                 scope, key, fence=fence, response=response, ttl=ttl, fingerprint=fingerprint
             )
-        args = complete_args(fence, response, ttl)
         record = self.record_key(scope, key)
+        if not fingerprint:  # a caller that did not say: the claim's, which the tag binds
+            fingerprint = as_text(await channel.execute("HGET", record, "fp"))
+        args = complete_args(scope, key, fingerprint, fence, response, ttl)
         done, acknowledged = await self._arun(channel, COMPLETE, record, args)
         return self._completed(scope, key, done, acknowledged)
 

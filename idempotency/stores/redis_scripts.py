@@ -2,7 +2,8 @@
 record is one script, run atomically by the Redis server and judged by its clock
 (``TIME``). A record is a hash: ``state`` (``p`` in progress, ``c`` completed), ``fp``
 (the request fingerprint), ``fence``, ``lease`` (ms), the stored ``status``, ``headers``
-and ``body``, the recovery point ``rp`` and its data ``rd``."""
+and ``body``, the recovery point ``rp`` and its data ``rd``, and a completed record's
+tag ``mac`` (:mod:`~idempotency.stores.authentication`)."""
 
 _NOW = """
 local t = redis.call('TIME')
@@ -15,12 +16,13 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 CLAIM = (
     """
 local rec = redis.call('HMGET', KEYS[1], 'state', 'fp', 'lease', 'status', 'headers', 'body',
-  'rp', 'rd')
+  'rp', 'rd', 'fence', 'mac')
 if rec[1] then
-  if rec[2] ~= ARGV[1] then return {'mismatch', rec[2] or ''} end
   if rec[1] == 'c' then
-    return {'completed', rec[4], rec[5], rec[6], redis.call('PTTL', KEYS[1])}
+    return {'completed', rec[4], rec[5], rec[6], redis.call('PTTL', KEYS[1]), rec[2] or '',
+      rec[9] or '', rec[10] or ''}
   end
+  if rec[2] ~= ARGV[1] then return {'mismatch', rec[2] or ''} end
 end
 """
     + _NOW
@@ -46,7 +48,7 @@ COMPLETE = """
 local r = redis.call('HMGET', KEYS[1], 'state', 'fence')
 if r[1] ~= 'p' or r[2] ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'state', 'c', 'status', ARGV[2], 'headers', ARGV[3], 'body', ARGV[4],
-  'lease', '')
+  'lease', '', 'mac', ARGV[6])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return 1
 """
