@@ -19,7 +19,7 @@ from idempotency.core import engine
 from idempotency.core.job import Job, Outcome
 from idempotency.stores import get_store
 from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
-from tests.support.stores import DB_STORE, store_params
+from tests.support.stores import DB_STORE, store_of, store_params
 
 DUPLICATES = 12
 
@@ -69,7 +69,7 @@ def job_for(store: Any, key: str, *, wait: float = 10.0, fingerprint: str = "f")
 
 #: The database store on a server database: SQLite's writers in threads meet "database
 #: table is locked" (it serialises writers; the storms of the repository are PostgreSQL's).
-SERVER_DB = pytest.param(DB_STORE, id="db", marks=pytest.mark.server_db)
+SERVER_DB = pytest.param(store_of(DB_STORE), id="db", marks=pytest.mark.server_db)
 
 
 @pytest.mark.django_db(transaction=True)

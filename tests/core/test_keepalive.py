@@ -34,7 +34,7 @@ from tests.support.tasks import inprocess_app
 # the storms on the database store need PostgreSQL: SQLite's shared-cache test database
 # answers concurrent writers with "database table is locked" instead of waiting
 STORM_STORES = [
-    pytest.param(DB_STORE, id="db", marks=[pytest.mark.server_db]),
+    pytest.param(store_of(DB_STORE), id="db", marks=[pytest.mark.server_db]),
     *store_params("redis", "cache"),
 ]
 #: The storms' lease: short, so a body three times longer proves the renewals, but not so

@@ -22,6 +22,7 @@ from idempotency import LockNotAcquired, lock, purge_expired_records
 from idempotency.models import IdempotencyRecord, RecordState
 from idempotency.stores import DatabaseStore
 from tests.support.factories import OrderFactory, UserFactory, funded_account
+from tests.support.stores import LOCK_BACKENDS, store_of
 from tests.support.storms import run_threads
 
 pytestmark = [pytest.mark.server_db, pytest.mark.django_db(transaction=True)]
@@ -149,7 +150,7 @@ def test_releases_tokens_and_locks_are_counted() -> None:
         )
         assert response.status_code == expected
     # a lock held elsewhere
-    backend = "mysql" if connection.vendor == "mysql" else "postgres"
+    backend = store_of(LOCK_BACKENDS["mysql" if connection.vendor == "mysql" else "postgres"])
     held, second = (lock("metrics-lock", backend=backend, wait=0) for _ in range(2))
     with held, pytest.raises(LockNotAcquired), second:
         pass

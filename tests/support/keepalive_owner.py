@@ -23,6 +23,7 @@ if __name__ == "__main__":
     django.setup()
 
 from idempotency import idempotent_function  # noqa: E402
+from tests.support.stores import DB_STORE, REDIS_STORE, store_of  # noqa: E402
 
 MARKER = {"path": ""}
 
@@ -39,8 +40,8 @@ BODIES = {
         key="owned:{ref}", store=store, lease=LEASE, wait=0, fingerprint=["ref"], mode="lease"
     )(_body)
     for name, store in (
-        ("db", "idempotency.stores.DatabaseStore"),
-        ("redis", "idempotency.stores.RedisStore"),
+        ("db", store_of(DB_STORE)),
+        ("redis", store_of(REDIS_STORE)),
     )
 }
 
