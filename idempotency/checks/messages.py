@@ -39,9 +39,10 @@ MESSAGES: dict[str, _Message] = {
         "Use DatabaseStore for atomic mode, or set the mode to 'lease' or 'auto'.",
     ),
     "E007": _Message(
-        "{what} needs django-redis, but {reason}.",
-        "Install django-redis and point {where} (now {alias!r}) at a CACHES entry whose "
-        "BACKEND is 'django_redis.cache.RedisCache'.",
+        "{what} needs a Redis cache, but {reason}.",
+        "Point {where} (now {alias!r}) at a CACHES entry whose BACKEND is "
+        "'django.core.cache.backends.redis.RedisCache' (or django-redis'), or give the "
+        "backend a redis:// location instead.",
     ),
     "E008": _Message(
         "{what} names the cache {alias!r}, which is not in CACHES.",

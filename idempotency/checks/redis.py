@@ -1,5 +1,6 @@
-"""The Redis behind the stores, tokens and locks: a django-redis connection to it (E007)
-and, under ``check --deploy``, whether it keeps anything across a restart (W007)."""
+"""The Redis behind the stores, tokens and locks: a Redis cache whose connection settings
+they can use (E007) and, under ``check --deploy``, whether it keeps anything across a
+restart (W007)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from django.core import checks
 
-from idempotency.checks.caches import REDIS_CACHE, backend_is, cache_backend
+from idempotency.checks.caches import cache_backend
 from idempotency.checks.messages import cap, message
 from idempotency.checks.stores import Use, is_store
 
@@ -16,13 +17,15 @@ from idempotency.checks.stores import Use, is_store
 def redis_users(
     raw: dict[Any, Any], values: dict[str, Any], uses: list[Use]
 ) -> dict[str, list[str]]:
-    """What needs a django-redis connection, by cache alias: the Redis stores in use,
-    and the locks and tokens when set to Redis."""
+    """What builds its Redis client from a cache's settings, by cache alias: the Redis
+    stores in use, and the locks and tokens when set to Redis."""
     default = values["REDIS_ALIAS"]
     users: dict[str, list[str]] = {}
     for what, store, instance, _mode in uses:
         if is_store(store, "idempotency.stores.redis.RedisStore"):
-            alias = getattr(instance, "alias", None) or default
+            alias = getattr(instance, "alias", None) if instance is not None else default
+            if alias is None:
+                continue  # a store built from a URL: no cache to check
             if what not in users.setdefault(alias, []):
                 users[alias].append(what)
     from idempotency.locks.locking import LOCK_BACKENDS
@@ -41,14 +44,19 @@ def redis_users(
 
 
 def redis_unavailable(alias: Any) -> str:
-    """Why the django-redis connection of ``alias`` cannot be had, or "" when it can."""
-    if importlib.util.find_spec("django_redis") is None:
-        return "django_redis is not installed"
-    backend = cache_backend(alias)
-    if backend is None:
+    """Why no Redis client can be built from the cache ``alias``, or "" when it can."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from idempotency.core.redis_clients import cache_connection
+
+    if importlib.util.find_spec("redis") is None:
+        return "redis (redis-py) is not installed"
+    if cache_backend(alias) is None:
         return f"the cache {alias!r} is not in CACHES"
-    if not backend_is(backend, REDIS_CACHE):
-        return f"the cache {alias!r} uses {backend!r}, not django_redis"
+    try:
+        cache_connection(alias)
+    except ImproperlyConfigured as exc:
+        return str(exc).rstrip(".")
     return ""
 
 
@@ -90,10 +98,10 @@ def check_persistence(users: dict[str, list[str]]) -> list[checks.CheckMessage]:
     for alias, who in users.items():
         if redis_unavailable(alias):
             continue  # E007
-        try:
-            from django_redis import get_redis_connection
+        from idempotency.core.redis_clients import RedisConnector
 
-            client = get_redis_connection(alias)
+        try:
+            client = RedisConnector(cache=alias).client
         except Exception:  # noqa: BLE001 - E007 covers a missing or wrong cache
             continue
         if redis_persists(client) is False:

@@ -8,6 +8,7 @@ from typing import Any
 
 from idempotency.conf import idempotency_settings
 from idempotency.core.outages import outage_raises_unavailable
+from idempotency.core.redis_clients import RedisConnector
 from idempotency.locks.base import Holding, LockBackend
 
 REDIS_RELEASE = """
@@ -64,16 +65,27 @@ class RedisHolding(Holding):
 
 
 class RedisLockBackend(LockBackend):
-    """Locks as Redis keys on the django-redis connection of ``alias`` (``REDIS_ALIAS``)."""
+    """Locks as Redis keys, built as :class:`~idempotency.stores.RedisStore` is: exactly
+    one of ``location`` (a ``redis://``, ``rediss://`` or ``unix://`` URL) and ``cache``
+    (a Redis cache's alias, Django's own or django-redis'), plus redis-py connection
+    options (:mod:`~idempotency.core.redis_clients`)."""
 
-    def __init__(self, alias: str | None = None) -> None:
-        self.alias = alias
+    def __init__(
+        self, location: str | None = None, *, cache: str | None = None, **options: Any
+    ) -> None:
+        if location is None and cache is None:
+            # the settings' Redis cache until every backend is configured by alias
+            cache = str(getattr(idempotency_settings, "REDIS_ALIAS", "default"))
+        self.connector = RedisConnector(location, cache=cache, user="RedisLockBackend", **options)
+
+    @property
+    def alias(self) -> str | None:
+        """The cache whose connection settings the locks use (None: a URL)."""
+        return self.connector.cache
 
     @property
     def client(self) -> Any:
-        from django_redis import get_redis_connection
-
-        return get_redis_connection(self.alias or idempotency_settings.REDIS_ALIAS)
+        return self.connector.client
 
     def key(self, name: str) -> str:
         digest = hashlib.sha256(name.encode()).hexdigest()[:40]

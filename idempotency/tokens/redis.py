@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from idempotency.conf import idempotency_settings
 from idempotency.core.outages import outage_raises_unavailable
+from idempotency.core.redis_clients import RedisConnector
 from idempotency.tokens.base import TOMBSTONE_SECONDS, TokenBackend
 
 REDIS_CONSUME = """
@@ -28,13 +29,23 @@ return 'invalid'
 
 
 class RedisTokens(TokenBackend):
-    """Tokens as Redis strings; consumption is one compare-delete-and-tombstone script."""
+    """Tokens as Redis strings; consumption is one compare-delete-and-tombstone script.
+
+    Built as :class:`~idempotency.stores.RedisStore` is: exactly one of ``location`` (a
+    ``redis://``, ``rediss://`` or ``unix://`` URL) and ``cache`` (a Redis cache's alias,
+    Django's own or django-redis'), plus redis-py connection options
+    (:mod:`~idempotency.core.redis_clients`)."""
+
+    def __init__(self, location: str | None = None, *, cache: str | None = None, **options: Any):
+        if location is None and cache is None:
+            # the settings' Redis cache until every backend is configured by alias
+            cache = str(getattr(idempotency_settings, "REDIS_ALIAS", "default"))
+        self.connector = RedisConnector(location, cache=cache, user="RedisTokens", **options)
+        self._consume: Any = None
 
     @property
     def client(self) -> Any:
-        from django_redis import get_redis_connection
-
-        return get_redis_connection(idempotency_settings.REDIS_ALIAS)
+        return self.connector.client
 
     def keys(self, token_hash: str) -> tuple[str, str]:
         # one hash tag: the token and its tombstone live on one Redis Cluster slot
@@ -54,8 +65,9 @@ class RedisTokens(TokenBackend):
 
     @outage_raises_unavailable("redis", keyed=False)
     def consume(self, token_hash: str, scope: str, purpose: str) -> str:
-        client = self.client
-        reply = client.register_script(REDIS_CONSUME)(
+        if self._consume is None:
+            self._consume = self.client.register_script(REDIS_CONSUME)
+        reply = self._consume(
             keys=list(self.keys(token_hash)),
             args=[self.binding(scope, purpose), TOMBSTONE_SECONDS * 1000],
         )

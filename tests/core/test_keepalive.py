@@ -203,7 +203,7 @@ def test_a_keepalive_that_cannot_reach_the_store_never_runs_the_body_twice(
     runs = Counter()
     lease = 6.0  # renewals every 2 s; the outage stays well inside one lease
     with private_redis() as server, override_settings(CACHES=caches_with("private", server.url)):
-        store = RedisStore(alias="private")
+        store = RedisStore(cache="private")
         started, renewed, thawed = threading.Event(), threading.Event(), threading.Event()
         extend = store.extend
 

@@ -52,7 +52,7 @@ def cluster() -> Iterator[RedisClusterServer]:
 
 
 def _keys_on(cluster: RedisClusterServer, node: ClusterNode, count: int, prefix: str) -> list[str]:
-    store = RedisStore(alias="cluster")
+    store = RedisStore(cache="cluster")
     keys: list[str] = []
     while len(keys) < count:
         key = f"{prefix}-{uuid.uuid4()}"
@@ -64,7 +64,7 @@ def _keys_on(cluster: RedisClusterServer, node: ClusterNode, count: int, prefix:
 def test_killing_a_primary_during_a_storm_never_runs_a_key_twice(
     cluster: RedisClusterServer, execution_log: Path
 ) -> None:
-    store = RedisStore(alias="cluster")
+    store = RedisStore(cache="cluster")
     victim = cluster.primary_of(store.record_key("scale", "anything"))
     survivors = [n for n in cluster.serving_primaries() if n is not victim]
     assert len(survivors) == 2

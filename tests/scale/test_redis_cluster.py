@@ -67,7 +67,7 @@ def test_replica_reads_are_refused() -> None:
 
 
 def test_records_spread_over_the_primaries_one_slot_each(on_cluster: RedisClusterServer) -> None:
-    store = RedisStore(alias="cluster")
+    store = RedisStore(cache="cluster")
     client = get_redis_connection("cluster")
     nodes = set()
     for i in range(30):
@@ -194,7 +194,7 @@ def test_claim_not_replicated_in_time_is_released_and_answered_503(
     assert problem["code"] == "idempotency-store-not-durable"
     assert problem["status"] == 503
     assert executions(execution_log) == {}  # the view never ran
-    store = RedisStore(alias="cluster")
+    store = RedisStore(cache="cluster")
     assert store.lookup("scale", key, fingerprint="") is None  # released
     with override_settings(IDEMPOTENCY={**base, "REDIS_WAIT_REPLICAS": 1}):
         assert Storm([key], duplicates=1).run().answers[0].status == 201
@@ -202,7 +202,7 @@ def test_claim_not_replicated_in_time_is_released_and_answered_503(
 
 
 def test_store_options_override_the_wait_settings(on_cluster: RedisClusterServer) -> None:
-    store = RedisStore(alias="cluster", wait_replicas=1, wait_timeout=2)
+    store = RedisStore(cache="cluster", wait_replicas=1, wait_timeout=2)
     assert (store.wait_replicas, store.wait_timeout) == (1, 2.0)
     claim = store.claim("user:1", "opt", fingerprint="f", lease=5, ttl=60)
     assert claim.status is ClaimStatus.CLAIMED

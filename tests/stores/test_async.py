@@ -149,12 +149,12 @@ def test_release_delete_and_count(store: BaseStore, key: str) -> None:
 
 
 @pytest.mark.redis
-def test_redis_channels_per_loop(key: str) -> None:
+def test_redis_clients_per_loop(key: str) -> None:
     store = RedisStore()
 
     async def channel_and_claim() -> tuple[Any, Any]:
-        channel = store.async_channel()
-        assert channel is store.async_channel()  # one per loop
+        channel = store.connector.async_client()
+        assert channel is store.connector.async_client()  # one per loop
         return channel, await aclaim(store, key)
 
     first_channel, first = run(channel_and_claim)
@@ -188,7 +188,7 @@ def test_redis_async_is_native_not_a_thread(key: str) -> None:
 @pytest.mark.redis
 def test_redis_outage_is_store_unavailable(key: str, outages: list[dict[str, Any]]) -> None:
     with override_settings(CACHES=caches_with("down", dead_redis_url())):
-        store = RedisStore(alias="down")
+        store = RedisStore(cache="down")
         with pytest.raises(StoreUnavailable):
             run(lambda: aclaim(store, key))
         with pytest.raises(StoreUnavailable):

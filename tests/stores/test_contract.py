@@ -39,7 +39,7 @@ def store(request: pytest.FixtureRequest, db: Any) -> Iterator[BaseStore]:
         yield RedisStore()
     elif request.param == "redis-cluster":
         cluster = request.getfixturevalue("on_cluster")
-        yield RedisStore(alias="cluster")
+        yield RedisStore(cache="cluster")
         assert crossslot_errors(cluster) == []  # every script kept to the record's slot
     else:
         yield CacheStore()
