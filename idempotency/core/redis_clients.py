@@ -15,10 +15,11 @@ Options (any other keyword goes to redis-py's connection pool as it is:
 ``retry``, ...):
 
 ``max_connections``
-    The most connections open at once, per process for the sync client and per event
-    loop for the async one. When set, the pool is redis-py's ``BlockingConnectionPool``:
-    a caller that finds every connection busy waits for one (up to ``pool_timeout``)
-    instead of failing, and one that waited longer gets a 503.
+    The most connections open at once (default 100, redis-py's default), per process for
+    the sync client and per event loop for the async one. The pool is redis-py's
+    ``BlockingConnectionPool``: a caller that finds every connection busy waits for one
+    (up to ``pool_timeout``) instead of failing, and one that waited longer gets a 503.
+    A cache whose ``OPTIONS`` name a ``pool_class`` keeps that class.
 ``pool_timeout``
     Seconds a caller waits for a free connection (default 5).
 ``cluster``
@@ -45,6 +46,8 @@ DJANGO_REDIS_PACKAGE_CACHE = "django_redis.cache.RedisCache"
 #: django-redis' connection factory for a Redis Cluster (idempotency.redis_cluster): a
 #: cache on it makes a cluster client.
 CLUSTER_FACTORY = "idempotency.redis_cluster.ClusterConnectionFactory"
+#: The pool's cap unless ``max_connections`` says otherwise (redis-py's own default).
+MAX_CONNECTIONS = 100
 #: Seconds a caller waits for a free connection when ``max_connections`` are in use.
 POOL_TIMEOUT = 5.0
 
@@ -202,10 +205,11 @@ def _build(url: str, kwargs: dict[str, Any], *, asynchronous: bool) -> Any:
         name = pool_class.__name__
         if asynchronous or not isinstance(pool_class, type):
             pool_class = getattr(redis_module, name, redis_module.ConnectionPool)
-    elif kwargs.get("max_connections") is not None:
-        pool_class = redis_module.BlockingConnectionPool
     else:
-        pool_class = redis_module.ConnectionPool
+        # callers beyond the cap wait for a connection (redis-py's plain pool would fail
+        # them at once, at its default cap of 100 too)
+        pool_class = redis_module.BlockingConnectionPool
+        kwargs.setdefault("max_connections", MAX_CONNECTIONS)
     if issubclass(pool_class, redis_module.BlockingConnectionPool):
         kwargs.setdefault("timeout", pool_timeout)
     pool = pool_class.from_url(url, **kwargs)

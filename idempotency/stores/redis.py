@@ -20,7 +20,8 @@ first sent, and every script is sent with it: a claim or a completion whose repl
 lost (a dropped connection, a restarted server) and that the client sends again finds
 its own token in the record and answers as the first send did (claimed; completed), never
 "in progress" or "not the owner". The claim's and the lookup's replies carry the token
-(the lookup a fresh one) back, and a reply carrying another is refused as an outage (503):
+(the lookup a fresh one; every fenced script its fence) back, and a reply carrying
+another is refused as an outage (503):
 a reply meant for another command (a proxy or a server that sent one twice) is never
 taken for the record.
 
@@ -122,29 +123,30 @@ return r
 
 #: ARGV: fence, status, headers, body, ttl ms. A record this fence already completed (the
 #: same completion sent again after its reply was lost) answers 1 too. No clock and no
-#: ``HDEL``: the lease is emptied in the same ``HSET``.
+#: ``HDEL``: the lease is emptied in the same ``HSET``. The fenced scripts answer ``{1 or
+#: 0, fence}``.
 COMPLETE = """
 local r = redis.call('HMGET', KEYS[1], 'state', 'fence')
-if r[2] ~= ARGV[1] then return 0 end
-if r[1] == 'c' then return 1 end
-if r[1] ~= 'p' then return 0 end
+if r[2] ~= ARGV[1] then return {0, ARGV[1]} end
+if r[1] == 'c' then return {1, ARGV[1]} end
+if r[1] ~= 'p' then return {0, ARGV[1]} end
 redis.call('HSET', KEYS[1], 'state', 'c', 'status', ARGV[2], 'headers', ARGV[3], 'body', ARGV[4],
   'lease', '')
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return 1
+return {1, ARGV[1]}
 """
 
 RELEASE = (
     _NOW
     + """
 local r = redis.call('HMGET', KEYS[1], 'state', 'fence', 'rp')
-if r[1] ~= 'p' or r[2] ~= ARGV[1] then return 0 end
+if r[1] ~= 'p' or r[2] ~= ARGV[1] then return {0, ARGV[1]} end
 if r[3] and r[3] ~= '' then
   redis.call('HSET', KEYS[1], 'lease', tostring(now))
 else
   redis.call('DEL', KEYS[1])
 end
-return 1
+return {1, ARGV[1]}
 """
 )
 
@@ -152,20 +154,20 @@ EXTEND = (
     _NOW
     + """
 local r = redis.call('HMGET', KEYS[1], 'state', 'fence')
-if r[1] ~= 'p' or r[2] ~= ARGV[1] then return 0 end
+if r[1] ~= 'p' or r[2] ~= ARGV[1] then return {0, ARGV[1]} end
 redis.call('HSET', KEYS[1], 'lease', tostring(now + tonumber(ARGV[2])))
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-return 1
+return {1, ARGV[1]}
 """
 )
 
 SAVE_RECOVERY_POINT = """
 local r = redis.call('HMGET', KEYS[1], 'state', 'fence')
-if r[1] ~= 'p' or r[2] ~= ARGV[1] then return 0 end
+if r[1] ~= 'p' or r[2] ~= ARGV[1] then return {0, ARGV[1]} end
 redis.call('HSET', KEYS[1], 'rp', ARGV[2], 'rd', ARGV[3])
-return 1
+return {1, ARGV[1]}
 """
 
 #: Count one new record of a scope in its window: the counter expires with the window.
@@ -212,11 +214,29 @@ def _echoed(reply: Sequence[Any], token: int) -> Sequence[Any]:
     """``reply`` less its echoed token, once that is ``token``; else the connection is out
     of step with its replies, and the redis-py ``ConnectionError`` raised (an outage:
     503) says so."""
-    if not reply or _text(reply[-1]) != str(token):
+    if not isinstance(reply, list) or not reply or _text(reply[-1]) != str(token):
         from redis.exceptions import ConnectionError as RedisConnectionError
 
         raise RedisConnectionError("a Redis reply meant for another command was refused")
     return reply[:-1]
+
+
+#: Where each script's token (echoed last in its reply) is among its arguments.
+_TOKEN_AT = {"claim": 1, "lookup": 0, "complete": 0, "release": 0, "extend": 0, "recovery": 0}
+
+
+def _answers(name: str, reply: Any, args: list[Any]) -> bool:
+    """Whether ``reply`` carries the token script ``name`` was sent with (``quota``
+    carries none)."""
+    at = _TOKEN_AT.get(name)
+    if at is None:
+        return True
+    return isinstance(reply, list) and bool(reply) and _text(reply[-1]) == str(args[at])
+
+
+def _fenced(reply: Any, fence: int) -> bool:
+    """The answer of a fenced script (complete, release, extend, recovery point)."""
+    return bool(_echoed(reply, fence)[0])
 
 
 def key_state_from_reply(reply: Sequence[Any], fence: int) -> KeyState:
@@ -385,7 +405,13 @@ class RedisStore(BaseStore):
 
     def _eval(self, name: str, key: str, args: list[Any]) -> Any:
         """Script ``name`` on ``key`` (``EVALSHA``; loaded again after ``NOSCRIPT``)."""
-        return self._script(name)(keys=[key], args=args)
+        script = self._script(name)
+        reply = script(keys=[key], args=args)
+        if not _answers(name, reply, args):
+            # a reply meant for another command was read: the pool drops a connection
+            # with bytes left unread, so once more (a resend recognises its own token)
+            reply = script(keys=[key], args=args)
+        return reply
 
     def _run(self, name: str, key: str, args: list[Any]) -> tuple[Any, int | None]:
         """Script ``name`` on ``key``; with ``wait_replicas``, then ``WAIT`` on the same
@@ -393,12 +419,14 @@ class RedisStore(BaseStore):
         if self.wait_replicas <= 0:
             return self._eval(name, key, args), None
         client = self.client
-        if not self.connector.is_cluster():
-            return self._run_waiting(client, name, key, args)
-        # RedisCluster: a cluster pipeline runs no scripts, so the script and its WAIT go
-        # to the primary of key's slot as one pipeline of that node's client
-        node = client.get_redis_connection(client.get_node_from_key(key))
-        return self._run_waiting(node, name, key, args)
+        if self.connector.is_cluster():
+            # RedisCluster: a cluster pipeline runs no scripts, so the script and its WAIT
+            # go to the primary of key's slot as one pipeline of that node's client
+            client = client.get_redis_connection(client.get_node_from_key(key))
+        found = self._run_waiting(client, name, key, args)
+        if not _answers(name, found[0], args):
+            found = self._run_waiting(client, name, key, args)  # as in _eval
+        return found
 
     def _run_waiting(
         self, client: Any, name: str, key: str, args: list[Any]
@@ -420,6 +448,13 @@ class RedisStore(BaseStore):
         return self.connector.async_client()
 
     async def _aeval(self, client: Any, name: str, key: str, args: list[Any]) -> Any:
+        """:meth:`_eval` on the async ``client``."""
+        reply = await self._aevalsha(client, name, key, args)
+        if not _answers(name, reply, args):
+            reply = await self._aevalsha(client, name, key, args)
+        return reply
+
+    async def _aevalsha(self, client: Any, name: str, key: str, args: list[Any]) -> Any:
         from redis.exceptions import NoScriptError
 
         try:
@@ -434,6 +469,14 @@ class RedisStore(BaseStore):
         """:meth:`_run` on the async ``client``."""
         if self.wait_replicas <= 0:
             return await self._aeval(client, name, key, args), None
+        found = await self._arun_waiting(client, name, key, args)
+        if not _answers(name, found[0], args):
+            found = await self._arun_waiting(client, name, key, args)
+        return found
+
+    async def _arun_waiting(
+        self, client: Any, name: str, key: str, args: list[Any]
+    ) -> tuple[Any, int]:
         from redis.exceptions import NoScriptError
 
         for attempt in range(2):
@@ -535,7 +578,7 @@ class RedisStore(BaseStore):
     ) -> bool:
         args = complete_args(fence, response, ttl)
         done, acknowledged = self._run("complete", self.record_key(scope, key), args)
-        return self._completed(scope, key, done, acknowledged)
+        return self._completed(scope, key, _fenced(done, fence), acknowledged)
 
     @store_operation("redis")
     async def acomplete(
@@ -556,9 +599,9 @@ class RedisStore(BaseStore):
         args = complete_args(fence, response, ttl)
         record = self.record_key(scope, key)
         done, acknowledged = await self._arun(client, "complete", record, args)
-        return self._completed(scope, key, done, acknowledged)
+        return self._completed(scope, key, _fenced(done, fence), acknowledged)
 
-    def _completed(self, scope: str, key: str, done: Any, acknowledged: int | None) -> bool:
+    def _completed(self, scope: str, key: str, done: bool, acknowledged: int | None) -> bool:
         if done and not self._durable(acknowledged):
             # the work is done and its answer goes out; only a failover in this window
             # could lose the stored response (the claim, replicated, then blocks retries
@@ -570,22 +613,24 @@ class RedisStore(BaseStore):
                 self.wait_replicas,
                 self.wait_timeout,
             )
-        return bool(done)
+        return done
 
     @store_operation("redis")
     def release(self, scope: str, key: str, *, fence: int) -> bool:
-        return bool(self._eval("release", self.record_key(scope, key), [fence]))
+        return _fenced(self._eval("release", self.record_key(scope, key), [fence]), fence)
 
     @store_operation("redis")
     async def arelease(self, scope: str, key: str, *, fence: int) -> bool:
         client = self._async_client()
         if client is None:
             return await super().arelease(scope, key, fence=fence)
-        return bool(await self._aeval(client, "release", self.record_key(scope, key), [fence]))
+        reply = await self._aeval(client, "release", self.record_key(scope, key), [fence])
+        return _fenced(reply, fence)
 
     @store_operation("redis")
     def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
-        return bool(self._eval("extend", self.record_key(scope, key), [fence, _ms(lease)]))
+        reply = self._eval("extend", self.record_key(scope, key), [fence, _ms(lease)])
+        return _fenced(reply, fence)
 
     @store_operation("redis")
     async def aextend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
@@ -593,7 +638,9 @@ class RedisStore(BaseStore):
         if client is None:
             return await super().aextend(scope, key, fence=fence, lease=lease)
         args = [fence, _ms(lease)]
-        return bool(await self._aeval(client, "extend", self.record_key(scope, key), args))
+        return _fenced(
+            await self._aeval(client, "extend", self.record_key(scope, key), args), fence
+        )
 
     @store_operation("redis")
     def save_recovery_point(
@@ -601,7 +648,7 @@ class RedisStore(BaseStore):
     ) -> bool:
         args = recovery_args(fence, name, data)
         saved, acknowledged = self._run("recovery", self.record_key(scope, key), args)
-        return self._saved(saved, acknowledged)
+        return self._saved(_fenced(saved, fence), acknowledged)
 
     @store_operation("redis")
     async def asave_recovery_point(
@@ -613,12 +660,12 @@ class RedisStore(BaseStore):
         args = recovery_args(fence, name, data)
         record = self.record_key(scope, key)
         saved, acknowledged = await self._arun(client, "recovery", record, args)
-        return self._saved(saved, acknowledged)
+        return self._saved(_fenced(saved, fence), acknowledged)
 
-    def _saved(self, saved: Any, acknowledged: int | None) -> bool:
+    def _saved(self, saved: bool, acknowledged: int | None) -> bool:
         if saved and not self._durable(acknowledged):
             raise StoreNotDurable(replicas=self.wait_replicas, acknowledged=acknowledged)
-        return bool(saved)
+        return saved
 
     @outage_raises_unavailable("redis")
     def count_new_record(self, scope: str, *, window: float) -> tuple[int, float]:

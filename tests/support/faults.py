@@ -49,13 +49,13 @@ def dead_redis_url() -> str:
 
 
 @contextmanager
-def private_redis(*, aof: bool = False) -> Iterator[PrivateRedis]:
+def private_redis(*, aof: bool = False, extra: tuple[str, ...] = ()) -> Iterator[PrivateRedis]:
     if redis_server_binary() is None:
         reason = "needs redis-server (the binary) for a private Redis"
         if REQUIRE_SERVICES:
             pytest.fail(f"required service missing: {reason}")
         pytest.skip(reason)
-    server = PrivateRedis(aof=aof)
+    server = PrivateRedis(aof=aof, extra=extra)
     try:
         server.start()
         yield server
