@@ -22,6 +22,11 @@ Options (any other keyword goes to redis-py's connection pool as it is:
     A cache whose ``OPTIONS`` name a ``pool_class`` keeps that class.
 ``pool_timeout``
     Seconds a caller waits for a free connection (default 5).
+``retries``
+    How often a command that failed on a broken connection or timed out is sent again
+    (default 3, with jittered pauses of up to 0.25 s: redis-py's ``Retry``). A resent
+    claim or completion recognises itself (:mod:`~idempotency.stores.redis`). A redis-py
+    ``retry`` object may be given instead.
 ``cluster``
     True for a Redis Cluster (``location`` names any node): redis-py's
     ``RedisCluster``, primaries only.
@@ -48,6 +53,12 @@ DJANGO_REDIS_PACKAGE_CACHE = "django_redis.cache.RedisCache"
 CLUSTER_FACTORY = "idempotency.redis_cluster.ClusterConnectionFactory"
 #: The pool's cap unless ``max_connections`` says otherwise (redis-py's own default).
 MAX_CONNECTIONS = 100
+#: A command that fails on a broken connection (or times out) is sent again this many
+#: times, after pauses growing from ``RETRY_BASE`` up to ``RETRY_CAP`` seconds with jitter
+#: (redis-py's ``Retry``; the engine retries a completion for as long as its lease lasts).
+RETRIES = 3
+RETRY_BASE = 0.02
+RETRY_CAP = 0.25
 #: Seconds a caller waits for a free connection when ``max_connections`` are in use.
 POOL_TIMEOUT = 5.0
 
@@ -190,8 +201,18 @@ def _build(url: str, kwargs: dict[str, Any], *, asynchronous: bool) -> Any:
     cluster = bool(kwargs.pop("cluster", False))
     pool_class = kwargs.pop("pool_class", None)
     pool_timeout = kwargs.pop("pool_timeout", POOL_TIMEOUT)
-    # the two have the same names (Redis, RedisCluster and the pools), each for its I/O
+    retries = int(kwargs.pop("retries", RETRIES))
+    # the two have the same names (Redis, RedisCluster, the pools, Retry), each for its I/O
     redis_module: Any = importlib.import_module("redis.asyncio" if asynchronous else "redis")
+    retry_class = importlib.import_module(f"{redis_module.__name__}.retry").Retry
+    retry = kwargs.get("retry")
+    if not isinstance(retry, retry_class):
+        # none given, or the sync client's given to the async one: as many retries
+        from redis.backoff import ExponentialWithJitterBackoff
+
+        backoff = ExponentialWithJitterBackoff(cap=RETRY_CAP, base=RETRY_BASE)
+        retries = retry.get_retries() if retry is not None else retries
+        kwargs["retry"] = retry_class(backoff, retries)
     if cluster:
         for refused in ("read_from_replicas", "load_balancing_strategy"):
             if kwargs.get(refused):
