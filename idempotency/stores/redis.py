@@ -40,11 +40,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
-from typing import Any, ClassVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, ClassVar, TypeVar
 
 from idempotency.codecs import seal, unseal
 from idempotency.conf import idempotency_settings
+from idempotency.core.backoff import Backoff
 from idempotency.core.keyed_hashes import log_ref
 from idempotency.core.outages import outage_raises_unavailable
 from idempotency.core.redis_clients import RedisConnector
@@ -64,6 +65,10 @@ from idempotency.stores.records import (
 __all__ = ["RedisStore"]
 
 logger = logging.getLogger("idempotency.stores.redis")
+
+T = TypeVar("T")
+#: Seconds a store command keeps being sent again while Redis refuses connections.
+RECONNECT_WINDOW = 3.0
 
 # -- the scripts. A record is a hash: ``state`` (``p`` in progress, ``c`` completed),
 # ``fp`` (the request fingerprint), ``fence``, ``lease`` (ms, server clock), ``to`` (``1``:
@@ -329,6 +334,9 @@ class RedisStore(BaseStore):
             replicated in time is released and answered ``503
             idempotency-store-not-durable``.
         key_prefix: Prefix of the store's keys (default the ``KEY_PREFIX`` setting).
+        reconnect_window: Seconds a command keeps being sent again while the server
+            refuses connections (a restart, an AOF being loaded), default 3; the claim
+            or completion then goes through with its own token instead of a 503.
         max_connections: The most connections open at once, per process (sync) and per
             event loop (async); a caller finding all busy waits up to ``pool_timeout``
             seconds (default 5) for one, then gets a 503.
@@ -351,6 +359,7 @@ class RedisStore(BaseStore):
         wait_replicas: int | None = None,
         wait_timeout: float | None = None,
         key_prefix: str | None = None,
+        reconnect_window: float = RECONNECT_WINDOW,
         **options: Any,
     ) -> None:
         if location is None and cache is None:
@@ -360,6 +369,7 @@ class RedisStore(BaseStore):
         self._wait_replicas = wait_replicas
         self._wait_timeout = wait_timeout
         self._key_prefix = key_prefix
+        self.reconnect_window = reconnect_window
         self._scripts: dict[str, Any] = {}
 
     @property
@@ -403,8 +413,40 @@ class RedisStore(BaseStore):
             script = self._scripts[name] = self.client.register_script(SCRIPTS[name])
         return script
 
+    def _until_back(self, call: Callable[[], T]) -> T:
+        """``call()``, again after growing pauses while the server refuses connections
+        (restarting, loading its AOF), for up to ``reconnect_window`` seconds: the same
+        command with the same token, which a resend recognises. A timeout is not retried
+        here (redis-py's ``retries`` are)."""
+        from redis.exceptions import ConnectionError as RedisConnectionError
+
+        backoff: Backoff | None = None
+        while True:
+            try:
+                return call()
+            except RedisConnectionError:
+                backoff = backoff or Backoff(self.reconnect_window, cap=0.25, jitter=True)
+                if not backoff.pause():
+                    raise
+
+    async def _auntil_back(self, call: Callable[[], Awaitable[T]]) -> T:
+        """:meth:`_until_back`, awaited."""
+        from redis.exceptions import ConnectionError as RedisConnectionError
+
+        backoff: Backoff | None = None
+        while True:
+            try:
+                return await call()
+            except RedisConnectionError:
+                backoff = backoff or Backoff(self.reconnect_window, cap=0.25, jitter=True)
+                if not await backoff.apause():
+                    raise
+
     def _eval(self, name: str, key: str, args: list[Any]) -> Any:
         """Script ``name`` on ``key`` (``EVALSHA``; loaded again after ``NOSCRIPT``)."""
+        return self._until_back(lambda: self._eval_once(name, key, args))
+
+    def _eval_once(self, name: str, key: str, args: list[Any]) -> Any:
         script = self._script(name)
         reply = script(keys=[key], args=args)
         if not _answers(name, reply, args):
@@ -418,6 +460,9 @@ class RedisStore(BaseStore):
         connection. The reply, and how many replicas acknowledged (None without WAIT)."""
         if self.wait_replicas <= 0:
             return self._eval(name, key, args), None
+        return self._until_back(lambda: self._run_once(name, key, args))
+
+    def _run_once(self, name: str, key: str, args: list[Any]) -> tuple[Any, int | None]:
         client = self.client
         if self.connector.is_cluster():
             # RedisCluster: a cluster pipeline runs no scripts, so the script and its WAIT
@@ -449,6 +494,9 @@ class RedisStore(BaseStore):
 
     async def _aeval(self, client: Any, name: str, key: str, args: list[Any]) -> Any:
         """:meth:`_eval` on the async ``client``."""
+        return await self._auntil_back(lambda: self._aeval_once(client, name, key, args))
+
+    async def _aeval_once(self, client: Any, name: str, key: str, args: list[Any]) -> Any:
         reply = await self._aevalsha(client, name, key, args)
         if not _answers(name, reply, args):
             reply = await self._aevalsha(client, name, key, args)
@@ -469,6 +517,11 @@ class RedisStore(BaseStore):
         """:meth:`_run` on the async ``client``."""
         if self.wait_replicas <= 0:
             return await self._aeval(client, name, key, args), None
+        return await self._auntil_back(lambda: self._arun_once(client, name, key, args))
+
+    async def _arun_once(
+        self, client: Any, name: str, key: str, args: list[Any]
+    ) -> tuple[Any, int | None]:
         found = await self._arun_waiting(client, name, key, args)
         if not _answers(name, found[0], args):
             found = await self._arun_waiting(client, name, key, args)

@@ -267,3 +267,50 @@ def test_rediss_against_a_private_tls_redis(tls_files: dict[str, str]) -> None:
         unverified = RedisStore(url, socket_timeout=5)
         with pytest.raises(StoreUnavailable):
             _claim(unverified, f"k-{uuid.uuid4()}")
+
+
+# -- a lost reply: the resend recognises itself --------------------------------------------
+
+
+@pytest.mark.chaos
+@pytest.mark.parametrize("side", ["sync", "async"])
+def test_a_claim_and_a_completion_whose_replies_were_lost_recognise_themselves(
+    side: str,
+) -> None:
+    """The proxy lets the claim reach the server, then drops its reply and the connection;
+    redis-py sends the claim again (the same fence) and it is answered as claimed, not in
+    progress (no self-conflict). The same for the completion: answered as stored, not
+    refused (no false stale owner). The record holds the one claim's fence and response."""
+    with private_redis() as server:
+        proxy = ReplyProxy(server.port)
+        try:
+            store = RedisStore(proxy.url(), socket_timeout=5)
+            key = f"k-{uuid.uuid4()}"
+            marker = store.record_key(SCOPE, key).encode()
+
+            # the scripts loaded first: a dropped NOSCRIPT would prove nothing
+            warm = _claim(store, "warm-up")
+            store.complete(SCOPE, "warm-up", fence=warm.fence, response=ALICE, ttl=60)
+
+            async def scenario() -> tuple[Any, bool]:
+                proxy.arm("drop", marker)
+                claim = await _aclaim(store, key)
+                proxy.arm("drop", marker)
+                done = await store.acomplete(SCOPE, key, fence=claim.fence, response=ALICE, ttl=60)
+                return claim, done
+
+            if side == "async":
+                claim, done = asyncio.run(scenario())
+            else:
+                proxy.arm("drop", marker)
+                claim = _claim(store, key)
+                proxy.arm("drop", marker)
+                done = store.complete(SCOPE, key, fence=claim.fence, response=ALICE, ttl=60)
+        finally:
+            proxy.close()
+        record = server.client().hgetall(store.record_key(SCOPE, key))  # type: ignore[attr-defined]
+    assert proxy.applied == ["drop", "drop"]
+    assert claim.status is ClaimStatus.CLAIMED and not claim.taken_over
+    assert done is True
+    assert record[b"state"] == b"c" and record[b"fence"] == str(claim.fence).encode()
+    assert record[b"body"] is not None
