@@ -1,6 +1,7 @@
 """A TCP proxy in front of a private Redis that forwards bytes and, when armed, spoils one
 reply: sends it twice, sends its copy late (just before the next reply), or drops it and
-closes the connection after the server ran the command.
+closes the connection after the server ran the command. Paused, it holds every reply: a
+replica replicating through it lags behind its primary.
 
 A fault is armed for the next command whose bytes contain ``marker`` (a record's key, a
 script's argument): the reply that follows that command on its connection gets it.
@@ -54,7 +55,17 @@ class ReplyProxy:
         #: faults applied, in order
         self.applied: list[str] = []
         self._stopped = False
+        #: cleared by :meth:`pause`: replies are held (a replica behind it lags)
+        self._flowing = threading.Event()
+        self._flowing.set()
         threading.Thread(target=self._accept, daemon=True).start()
+
+    def pause(self) -> None:
+        """Hold every reply from now on (the server's bytes wait in the proxy)."""
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        self._flowing.set()
 
     def url(self, db: int = 0) -> str:
         return f"redis://127.0.0.1:{self.port}/{db}"
@@ -66,6 +77,7 @@ class ReplyProxy:
 
     def close(self) -> None:
         self._stopped = True
+        self._flowing.set()
         self.listener.close()
         for link in list(self._links):
             link.close()
@@ -103,6 +115,7 @@ class ReplyProxy:
                 chunk = link.upstream.recv(65536)
                 if not chunk:
                     break
+                self._flowing.wait()
                 fault, link.pending = link.pending, ""
                 if fault:
                     self.applied.append(fault)
