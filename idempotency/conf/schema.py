@@ -219,7 +219,7 @@ SETTINGS: dict[str, Setting] = {
     ),
     "REDIS_ALIAS": Setting(
         "default",
-        "Cache alias (django-redis) whose connection RedisStore, tokens and locks use.",
+        "Redis cache alias whose connection settings RedisStore, tokens and locks use.",
         "cache",
     ),
     "REDIS_WAIT_REPLICAS": Setting(

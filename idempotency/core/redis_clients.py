@@ -159,12 +159,20 @@ class RedisConnector:
         self.options = options
         self._lock = threading.Lock()
         self._client: Any = None
+        self._connection: tuple[str, dict[str, Any]] | None = None
+        self._cluster: bool | None = None
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
             weakref.WeakKeyDictionary()
         )
 
     def connection(self) -> tuple[str, dict[str, Any]]:
-        """The URL and the options the clients are built with."""
+        """The URL and the options the clients are built with (read once)."""
+        found = self._connection
+        if found is None:
+            found = self._connection = self._read_connection()
+        return found
+
+    def _read_connection(self) -> tuple[str, dict[str, Any]]:
         if self.location is not None:
             url, kwargs = self.location, dict[str, Any]()
         else:
@@ -180,7 +188,8 @@ class RedisConnector:
         if client is None:
             with self._lock:
                 if self._client is None:
-                    self._client = _build(*self.connection(), asynchronous=False)
+                    url, kwargs = self.connection()
+                    self._client = _build(url, kwargs, asynchronous=False)
                 client = self._client
         return client
 
@@ -189,11 +198,15 @@ class RedisConnector:
         loop = asyncio.get_running_loop()
         client = self._async.get(loop)
         if client is None:
-            client = self._async[loop] = _build(*self.connection(), asynchronous=True)
+            url, kwargs = self.connection()
+            client = self._async[loop] = _build(url, kwargs, asynchronous=True)
         return client
 
     def is_cluster(self) -> bool:
-        return bool(self.connection()[1].get("cluster"))
+        cluster = self._cluster
+        if cluster is None:
+            cluster = self._cluster = bool(self.connection()[1].get("cluster"))
+        return cluster
 
 
 def _build(url: str, kwargs: dict[str, Any], *, asynchronous: bool) -> Any:
@@ -211,7 +224,7 @@ def _build(url: str, kwargs: dict[str, Any], *, asynchronous: bool) -> Any:
         from redis.backoff import ExponentialWithJitterBackoff
 
         backoff = ExponentialWithJitterBackoff(cap=RETRY_CAP, base=RETRY_BASE)
-        retries = retry.get_retries() if retry is not None else retries
+        retries = getattr(retry, "get_retries", lambda: retries)() if retry else retries
         kwargs["retry"] = retry_class(backoff, retries)
     if cluster:
         for refused in ("read_from_replicas", "load_balancing_strategy"):
