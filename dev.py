@@ -149,12 +149,18 @@ def options(argv: list[str]) -> list[str]:
     return rest
 
 
-def install(extras: str = "dev") -> None:
+def install(*groups: str) -> None:
+    """The package (editable) and the dependency groups ``groups`` (pyproject.toml's
+    ``[dependency-groups]``, PEP 735; default ``dev``) into the virtualenv. pip reads
+    groups from 25.1 on (``--group``): the virtualenv's pip is upgraded first."""
     if sys.version_info < (3, 11):  # noqa: UP036 - users may run an older python3
         sys.exit("Python 3.11+ is required")
+    groups = groups or ("dev",)
     chosen = bytes(BASE_PYTHON) + (CONSTRAINTS.read_bytes() if CONSTRAINTS else b"")
     wanted = hashlib.sha256(
-        (ROOT / "pyproject.toml").read_bytes() + extras.encode() + (chosen if SELECTED else b"")
+        (ROOT / "pyproject.toml").read_bytes()
+        + ",".join(groups).encode()
+        + (chosen if SELECTED else b"")
     ).hexdigest()
     if STAMP.exists() and wanted in STAMP.read_text().split():
         return
@@ -162,9 +168,10 @@ def install(extras: str = "dev") -> None:
         sh(BASE_PYTHON, "-m", "venv", VENV)
     if SELECTED and version_of(BASE_PYTHON) != version_of(PYTHON):
         sys.exit(f"{VENV} holds another Python than {BASE_PYTHON}: remove it, or set VENV")
-    sh(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    sh(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip>=25.1")
     pin = ["-c", CONSTRAINTS] if CONSTRAINTS else []
-    sh(PYTHON, "-m", "pip", "install", "--quiet", "-e", f".[{extras}]", *pin)
+    chosen_groups = [arg for group in groups for arg in ("--group", group)]
+    sh(PYTHON, "-m", "pip", "install", "--quiet", "-e", ".", *chosen_groups, *pin)
     done = STAMP.read_text().split() if STAMP.exists() else []
     STAMP.write_text("\n".join([*done, wanted]) + "\n")
 
@@ -194,12 +201,13 @@ def run_links(address: str) -> str:
     return (
         f"\n  The shop (checkout): {base}/shop/  log in as alice or bob, password "
         f"demo-password\n  The API docs:        {base}/api/docs/\n"
+        f"  The admin:           {base}/admin/  user admin, password demo-password\n"
     )
 
 
 def docs(rest: list[str]) -> None:
     """Build the docs site (Sphinx, warnings as errors, nitpicky); ``--serve`` serves it."""
-    install()  # the dev extra holds the docs extra's packages
+    install()  # the dev group includes the docs group
     out = ROOT / "docs" / "_build" / "html"
     sh(BIN / "sphinx-build", "-W", "--keep-going", "-n", "-q", "-E", "-b", "html", "docs", out)
     if "--serve" not in rest:
@@ -272,7 +280,7 @@ def main(argv: list[str]) -> None:
     elif command == "model":  # the protocol's Promela model, checked by SPIN
         sh(sys.executable, "-m", "model.check", *rest)
     elif command in ("bench", "bench-smoke"):
-        install("dev,bench")
+        install("dev", "bench")
         sh(PYTHON, "-m", "bench", *(["--smoke"] if command == "bench-smoke" else []), *rest)
     else:
         sys.exit(__doc__)

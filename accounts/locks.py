@@ -1,16 +1,16 @@
 """``job_lock``: the lock the sample's scheduled jobs run under.
 
 It is :func:`idempotency.lock` (Redis, or PostgreSQL advisory locks, per the
-``LOCK_BACKEND`` setting) whenever that backend is usable. The embedded default
-has neither Redis nor PostgreSQL: there, the database is one SQLite file, so
+``"default"`` alias of ``IDEMPOTENCY["LOCKS"]``) whenever that backend is usable. The
+embedded default has neither Redis nor PostgreSQL: there, the database is one SQLite file, so
 every process that can run the job lives on one host, and an exclusive
 ``flock`` on a lock file next to nothing else (the system temp directory, one
 file per database and lock name) is a real cross-process lock. The operating
 system frees it when its holder exits, however it exits, so it needs no
 timeout. On systems without ``fcntl`` it degrades to a process-local lock.
 
-With PostgreSQL but an unusable ``LOCK_BACKEND`` (say ``"redis"`` without a
-Redis cache) there is no fallback: the library's error surfaces, since several
+With PostgreSQL but an unusable lock backend (say Redis without a Redis cache) there is
+no fallback: the library's error surfaces, since several
 hosts may be running the job.
 """
 
@@ -27,8 +27,9 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connections
 
-from idempotency import LockNotAcquired, idempotency_settings, lock
-from idempotency.locks import LOCK_BACKENDS, PostgresLockBackend, RedisLockBackend
+from idempotency import LockNotAcquired, lock
+from idempotency.locks import PostgresLockBackend, RedisLockBackend, get_backend
+from idempotency.stores import database_store
 
 try:
     import fcntl
@@ -42,20 +43,27 @@ _local_locks_guard = threading.Lock()
 
 
 def distributed_lock_usable() -> bool:
-    """Whether ``LOCK_BACKEND`` names a backend this deployment actually has."""
-    backend = idempotency_settings.LOCK_BACKEND
-    if LOCK_BACKENDS.names(backend, RedisLockBackend):
-        alias = idempotency_settings.REDIS_ALIAS
-        cache = settings.CACHES.get(alias, {})
+    """Whether the default lock backend is one this deployment actually has (making it
+    connects nowhere)."""
+    backend = get_backend()
+    if isinstance(backend, RedisLockBackend):
+        if backend.location is not None:
+            return True
+        cache = settings.CACHES.get(backend.cache or "default", {})
         return str(cache.get("BACKEND", "")).startswith("django_redis.")
-    if LOCK_BACKENDS.names(backend, PostgresLockBackend):
-        return connections[idempotency_settings.DATABASE_ALIAS].vendor == "postgresql"
-    return True  # another backend, or a value the library will judge itself
+    if isinstance(backend, PostgresLockBackend):
+        return connections[backend.alias].vendor == "postgresql"
+    return True  # another backend: the library judges it itself
+
+
+def _database() -> str:
+    """The database the sample's records live in."""
+    return database_store().using
 
 
 def host_lock_usable() -> bool:
     """Whether every process that can run a job shares one host (a SQLite database)."""
-    return connections[idempotency_settings.DATABASE_ALIAS].vendor == "sqlite"
+    return connections[_database()].vendor == "sqlite"
 
 
 @contextmanager
@@ -71,16 +79,17 @@ def job_lock(name: str, *, timeout: float) -> Iterator[None]:
             yield
         return
     logger.debug(
-        "lock %r: LOCK_BACKEND %r is not available; using a host-local file lock (SQLite)",
+        "lock %r: the default lock backend %s is not available; using a host-local file "
+        "lock (SQLite)",
         name,
-        idempotency_settings.LOCK_BACKEND,
+        type(get_backend()).__name__,
     )
     with _host_lock(name):
         yield
 
 
 def _lock_path(name: str) -> Path:
-    database = str(connections[idempotency_settings.DATABASE_ALIAS].settings_dict["NAME"])
+    database = str(connections[_database()].settings_dict["NAME"])
     digest = hashlib.sha256(f"{database}\x00{name}".encode()).hexdigest()[:24]
     return Path(tempfile.gettempdir()) / f"sample-job-lock-{digest}.lock"
 

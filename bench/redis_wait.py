@@ -1,4 +1,4 @@
-"""What ``REDIS_WAIT_REPLICAS`` costs: RedisStore claim + complete on a Redis Cluster.
+"""What a Redis store's ``wait_replicas`` costs: RedisStore claim + complete on a Redis Cluster.
 
     python -m bench.redis_wait            # 5 interleaved rounds of 3 s per variant
     python -m bench.redis_wait --smoke    # 1 round of 0.5 s (CI)

@@ -274,26 +274,39 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
 
 # The sample counts outcomes in Prometheus metrics, served at /metrics.
 IDEMPOTENCY: dict[str, Any] = {"METRICS": env_bool("IDEMPOTENCY_METRICS", True)}
-if os.environ.get("IDEMPOTENCY_STORE"):
-    IDEMPOTENCY["STORE"] = os.environ["IDEMPOTENCY_STORE"]
+# The stores, configured as CACHES: the database store by default. IDEMPOTENCY_STORE
+# names another backend for the "default" alias (CI and the chaos suite run the sample
+# on RedisStore, which uses the django-redis cache "default"), IDEMPOTENCY_RESPONSE_CACHE
+# puts a response cache in front of the database store.
+_store: dict[str, Any] = {
+    "BACKEND": os.environ.get("IDEMPOTENCY_STORE") or "idempotency.stores.DatabaseStore"
+}
 if os.environ.get("IDEMPOTENCY_RESPONSE_CACHE"):
-    IDEMPOTENCY["RESPONSE_CACHE"] = os.environ["IDEMPOTENCY_RESPONSE_CACHE"]
+    _store["OPTIONS"] = {"response_cache": os.environ["IDEMPOTENCY_RESPONSE_CACHE"]}
+IDEMPOTENCY["STORES"] = {"default": _store}
 if os.environ.get("IDEMPOTENCY_LEASE"):  # seconds; the chaos suite shortens it
     IDEMPOTENCY["LEASE"] = float(os.environ["IDEMPOTENCY_LEASE"])
 if os.environ.get("IDEMPOTENCY_TTL"):  # seconds; the soak shortens it to see the purge work
     IDEMPOTENCY["TTL"] = float(os.environ["IDEMPOTENCY_TTL"])
 # Distributed locks (the scheduled jobs): Redis when there is one, else PostgreSQL
-# advisory locks. With neither (the embedded default: SQLite, no Redis) the setting is
-# left unset and the sample's jobs lock with a host-local file lock, which is enough
-# there: a SQLite database lives on one host (accounts/locks.py).
-if os.environ.get("IDEMPOTENCY_LOCK_BACKEND"):
-    IDEMPOTENCY["LOCK_BACKEND"] = os.environ["IDEMPOTENCY_LOCK_BACKEND"]
-elif REDIS_URL:
-    IDEMPOTENCY["LOCK_BACKEND"] = "redis"
-elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    IDEMPOTENCY["LOCK_BACKEND"] = "postgres"
-elif DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
-    IDEMPOTENCY["LOCK_BACKEND"] = "mysql"
+# advisory locks (IDEMPOTENCY_LOCK_BACKEND: "redis", "postgres" or "mysql" chooses).
+# With neither (the embedded default: SQLite, no Redis) LOCKS is left unset and the
+# sample's jobs lock with a host-local file lock, which is enough there: a SQLite
+# database lives on one host (accounts/locks.py).
+LOCK_BACKENDS = {
+    "redis": "idempotency.locks.RedisLockBackend",
+    "postgres": "idempotency.locks.PostgresLockBackend",
+    "mysql": "idempotency.locks.MySQLLockBackend",
+}
+_lock_backend = os.environ.get("IDEMPOTENCY_LOCK_BACKEND") or (
+    "redis"
+    if REDIS_URL
+    else {"django.db.backends.postgresql": "postgres", "django.db.backends.mysql": "mysql"}.get(
+        DATABASES["default"]["ENGINE"], ""
+    )
+)
+if _lock_backend:
+    IDEMPOTENCY["LOCKS"] = {"default": {"BACKEND": LOCK_BACKENDS.get(_lock_backend, _lock_backend)}}
 
 # Shared secret of the payment gateway: it signs each callback's body with HMAC-SHA256
 # (POST /api/payments/callback/, header X-Gateway-Signature). Set it in production: with
@@ -303,9 +316,13 @@ PAYMENT_GATEWAY_SECRET = os.environ.get(
     "PAYMENT_GATEWAY_SECRET", DEV_GATEWAY_SECRET if DEBUG else ""
 )
 
+# One handler, on the root logger. Django's own "django" logger keeps its level but loses
+# the handlers Django gives it by default (a console handler while DEBUG is on, and
+# mail_admins): its records reach the root's handler once, where they were printed twice.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+    "loggers": {"django": {"handlers": [], "propagate": True}},
 }

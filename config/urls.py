@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -13,6 +14,8 @@ from idempotency import SubmitTokenIssueView, metrics_view
 from orders.apis import ORDER_FORM_TOKEN_PURPOSE
 
 urlpatterns = [
+    # the root leads to the shop (the last URL runserver prints is this one)
+    path("", RedirectView.as_view(pattern_name="shop:orders"), name="home"),
     path("admin/", admin.site.urls),
     path(
         "api/auth/token/",

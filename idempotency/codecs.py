@@ -74,7 +74,7 @@ class RotatingCodec(BodyCodec):
 
 class FernetCodec(RotatingCodec):
     """Bodies encrypted and authenticated with Fernet (AES-128-CBC and HMAC-SHA256), from
-    the ``cryptography`` package (``pip install django-idempotency[crypto]``).
+    the ``cryptography`` package (``pip install "/path/to/django-idempotency[crypto]"``).
 
     ``keys`` (default ``BODY_ENCRYPTION_KEYS``): Fernet keys, newest first. The first
     encrypts; every one decrypts, so a new key goes first and an old one stays listed
@@ -88,7 +88,8 @@ class FernetCodec(RotatingCodec):
             from cryptography.fernet import Fernet, MultiFernet
         except ImportError as exc:  # pragma: no cover - the crypto extra is missing
             raise ImproperlyConfigured(
-                "FernetCodec needs the cryptography package: pip install django-idempotency[crypto]"
+                "FernetCodec needs the cryptography package: the crypto extra, pip install "
+                "'/path/to/django-idempotency[crypto]' (from a checkout: docs/installation.md)"
             ) from exc
         chosen = list(idempotency_settings.BODY_ENCRYPTION_KEYS if keys is None else keys)
         if not chosen:

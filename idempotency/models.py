@@ -66,7 +66,7 @@ class IdempotencyRecord(models.Model):
 
 
 class SubmitToken(models.Model):
-    """A one-time submit token of the database backend (``SUBMIT_TOKEN_BACKEND = "database"``).
+    """A one-time submit token of the database backend (``idempotency.tokens.DatabaseTokens``).
 
     Only the SHA-256 hash of the token is stored, bound to the scope it was issued to
     (``user:<pk>``) and its purpose. Consuming it is one conditional ``UPDATE`` that sets

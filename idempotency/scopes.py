@@ -136,11 +136,11 @@ def rename_legacy_scopes(
     from django.contrib.auth import get_user_model
     from django.db import IntegrityError, transaction
 
-    from idempotency.conf import idempotency_settings
     from idempotency.models import IdempotencyRecord
+    from idempotency.stores.database_table import configured_database
 
     label = get_user_model()._meta.label_lower
-    alias = using or str(idempotency_settings.DATABASE_ALIAS)
+    alias = using or configured_database()
     records = IdempotencyRecord.objects.using(alias)
     renamed = skipped = 0
     last = 0

@@ -48,7 +48,14 @@ from tests.support.services import (
     on_server_database,
     redis_url,
 )
-from tests.support.stores import DB_STORE, STORE_VARIANTS, variant_params
+from tests.support.stores import (
+    DB_STORE,
+    STORE_VARIANTS,
+    locks_using,
+    tokens_using,
+    using,
+    variant_params,
+)
 from tests.support.users import logged_in_client, make_user
 from tests.support.workers import Worker, worker_env
 from tests.testapp import views
@@ -127,7 +134,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.stash[SLOW_LEFT_OUT] = len(slow)
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True)  # after -ra's list: next to the totals
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # after the short summary: next to the totals
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Iterator[None]:
     yield
     wanted = Counter(
@@ -254,7 +261,7 @@ def store_variant(request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.fixture
 def eager_settings() -> Iterator[None]:
-    with override_settings(IDEMPOTENCY={"STORE": DB_STORE}):
+    with override_settings(IDEMPOTENCY={**using(DB_STORE)}):
         yield
 
 
@@ -332,16 +339,15 @@ def redis_cluster() -> Iterator[RedisClusterServer]:
 
 @pytest.fixture
 def on_cluster(redis_cluster: RedisClusterServer) -> Iterator[RedisClusterServer]:
-    """RedisStore, Redis tokens and Redis locks on the cluster (``REDIS_ALIAS='cluster'``)."""
+    """RedisStore, Redis tokens and Redis locks on the cluster (the cache ``"cluster"``)."""
     redis_cluster.flush()
     with override_settings(
         CACHES=cluster_caches(redis_cluster),
         IDEMPOTENCY={
-            "REDIS_ALIAS": "cluster",
-            "STORE": REDIS_STORE,
+            **using(REDIS_STORE, cache="cluster"),
             "MODE": "lease",
-            "SUBMIT_TOKEN_BACKEND": "redis",
-            "LOCK_BACKEND": "redis",
+            **tokens_using("redis", cache="cluster"),
+            **locks_using("redis", cache="cluster"),
         },
     ):
         yield redis_cluster

@@ -134,7 +134,7 @@ def test_a_tampered_database_body_is_unreadable(client_a: Client, execution_log:
 
 
 @pytest.mark.parametrize("path", store_params("db", "redis", "cache"))
-def test_function_results_are_encrypted_too(path: str) -> None:
+def test_function_results_are_encrypted_too(path: Any) -> None:
     @idempotent_function(key="card:{ref}", store=path)
     def tokenize(ref: str) -> dict[str, str]:
         return {"pan": PAN}

@@ -22,7 +22,8 @@ from playwright.sync_api import Page, expect
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from idempotency import idempotency_exempt
+from idempotency import idempotency_exempt, idempotent
+from idempotency.http.documentation import EXPIRY_EXTENSION
 from idempotency.openapi import KEY_PATTERNS
 from tests.support.services import ROOT
 from tests.testapp import views
@@ -138,6 +139,38 @@ def test_decorator_api_view_and_mixin_views_are_recognised() -> None:
 def test_the_required_setting_is_documented() -> None:
     found = operations(schema(urlconf="tests.testapp.urls"))
     assert_documents_the_key(found[("/api/", "post")], required=True)
+
+
+def test_the_key_publishes_its_expiry() -> None:
+    """The IETF draft asks a resource to publish its expiry policy: in words, and in
+    seconds as an extension a client can read."""
+    key = header(operations(schema())[("/api/orders/", "post")], "Idempotency-Key")
+    assert key is not None and key[EXPIRY_EXTENSION] == 86400  # the TTL setting's default
+    assert "kept for 24 hours (86400 s) after the first request completes" in key["description"]
+    assert "4xx" not in key["description"]  # 4xx answers are kept as long (ERROR_TTL None)
+
+
+class ShortLivedApi(APIView):
+    @idempotent(ttl=600, error_ttl=0)
+    def post(self, request: Any) -> Response:
+        return Response({}, status=201)
+
+
+@override_settings(IDEMPOTENCY={"TTL": 7200, "ERROR_TTL": 90})
+def test_a_views_ttl_and_the_settings_expiry_are_published() -> None:
+    patterns = [
+        path("short/", ShortLivedApi.as_view()),
+        path("api/", views.EffectApi.as_view()),
+    ]
+    found = operations(schema(patterns=patterns))
+    short = header(found[("/short/", "post")], "Idempotency-Key")
+    assert short is not None and short[EXPIRY_EXTENSION] == 600
+    assert "kept for 10 minutes (600 s)" in short["description"]
+    assert "A 4xx answer is not kept" in short["description"]
+    settled = header(found[("/api/", "post")], "Idempotency-Key")
+    assert settled is not None and settled[EXPIRY_EXTENSION] == 7200
+    assert "kept for 2 hours (7200 s)" in settled["description"]
+    assert "A 4xx answer is kept for 90 seconds (90 s)." in settled["description"]
 
 
 class ExemptApi(APIView):

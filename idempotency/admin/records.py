@@ -21,7 +21,7 @@ from django.utils.translation import gettext_lazy as _
 
 from idempotency.admin.previews import body_preview
 from idempotency.models import IdempotencyRecord
-from idempotency.stores.database import DatabaseStore
+from idempotency.stores.database import database_store
 from idempotency.stores.purge import purge_expired_records
 
 if TYPE_CHECKING:
@@ -213,7 +213,7 @@ class IdempotencyRecordAdmin(_ModelAdmin):
     def release_records(self, request: HttpRequest, queryset: QuerySet[IdempotencyRecord]) -> None:
         """Delete the selected records through the store (their keys may run again), each
         release audited as a deletion in the admin log (``LogEntry``)."""
-        store = DatabaseStore(using=queryset.db)
+        store = database_store(queryset.db)
         released = 0
         batch: list[IdempotencyRecord] = []
         for record in queryset.only("pk", "scope", "key", "state").iterator(chunk_size=500):

@@ -1,5 +1,6 @@
 """What the checks read about caches: the backend behind an alias, whether a backend is
-(a subclass of) another, and the checks of ``RESPONSE_CACHE`` (E008, E020, W003)."""
+(a subclass of) another, and the checks of a database store's response cache (E008,
+E020, W003)."""
 
 from __future__ import annotations
 
@@ -50,18 +51,22 @@ def no_cache(what: str, alias: Any) -> checks.CheckMessage:
     return message("E008", what=what, alias=alias, aliases=aliases)
 
 
-def check_response_cache(values: dict[str, Any]) -> list[checks.CheckMessage]:
-    """E008, W003 and E020 for ``RESPONSE_CACHE``: a cache that exists, is shared and
-    never unpickles what it reads."""
-    alias = values["RESPONSE_CACHE"]
-    if not isinstance(alias, str):
-        return []
-    backend = cache_backend(alias)
-    if backend is None:
-        return [no_cache("IDEMPOTENCY['RESPONSE_CACHE']", alias)]
-    if backend_is(backend, LOCMEM):
-        return [message("W003", alias=alias)]
-    if unpickles(backend):
-        what = "IDEMPOTENCY['RESPONSE_CACHE']"
-        return [message("E020", what=what, alias=alias, backend=backend)]
-    return []
+def check_response_cache(uses: list[Any]) -> list[checks.CheckMessage]:
+    """E008, W003 and E020 for the response cache of each database store in use: a cache
+    that exists, is shared and never unpickles what it reads."""
+    from idempotency.stores.response_cache import ResponseCache
+
+    errors = []
+    for what, store, instance, _mode in uses:
+        alias = instance._response_cache if issubclass(store, ResponseCache) else None
+        if not isinstance(alias, str):
+            continue
+        where = f"The response cache of {what}"
+        backend = cache_backend(alias)
+        if backend is None:
+            errors.append(no_cache(where, alias))
+        elif backend_is(backend, LOCMEM):
+            errors.append(message("W003", what=where, alias=alias))
+        elif unpickles(backend):
+            errors.append(message("E020", what=where, alias=alias, backend=backend))
+    return errors

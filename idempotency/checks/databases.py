@@ -1,6 +1,7 @@
 """The databases behind DatabaseStore and atomic mode: a vendor the store has SQL for
-(E030), aliases that exist (E015, E017), writes left outside atomic mode's transaction
-(W006), and routers that make the store's alias a read replica (W008)."""
+(E030), aliases that exist (E017; a store's own is E015, :mod:`.backends`), writes left
+outside atomic mode's transaction (W006), and routers that make a store's database a read
+replica (W008)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def check_database_vendors(values: dict[str, Any], uses: list[Use]) -> list[chec
     for what, store, instance, _mode in uses:
         if not is_store(store, DATABASE_STORE):
             continue
-        alias = getattr(instance, "_using", None) or values["DATABASE_ALIAS"]
+        alias = instance.using
         engine = (databases.get(alias) or {}).get("ENGINE") if isinstance(alias, str) else None
         if not isinstance(engine, str):
             continue  # an unknown alias is E015
@@ -50,14 +51,19 @@ def check_database_vendors(values: dict[str, Any], uses: list[Use]) -> list[chec
     return errors
 
 
-def check_database_aliases(values: dict[str, Any]) -> list[checks.CheckMessage]:
-    """E015 (DATABASE_ALIAS), E017 (ATOMIC_DATABASES) and W006 (databases outside atomic
-    mode's transaction)."""
-    alias = values["DATABASE_ALIAS"]
+def store_databases(uses: list[Use]) -> list[str]:
+    """The databases of the database stores in use, each once, in order."""
+    found = [instance.using for _w, store, instance, _m in uses if is_store(store, DATABASE_STORE)]
+    return list(dict.fromkeys(found))
+
+
+def check_database_aliases(values: dict[str, Any], uses: list[Use]) -> list[checks.CheckMessage]:
+    """E017 (ATOMIC_DATABASES) and W006 (databases outside atomic mode's transaction)."""
     databases = getattr(settings, "DATABASES", {}) or {}
     known = ", ".join(sorted(databases)) or "(none)"
-    if not isinstance(alias, str) or alias not in databases:
-        return [message("E015", alias=alias, aliases=known)]
+    stores = [alias for alias in store_databases(uses) if alias in databases]  # else E015
+    if not stores:
+        return []
     wrapped = values["ATOMIC_DATABASES"]
     if not SETTINGS["ATOMIC_DATABASES"].accepts(wrapped):
         return []  # E004
@@ -65,28 +71,37 @@ def check_database_aliases(values: dict[str, Any]) -> list[checks.CheckMessage]:
     if unknown:
         return [message("E017", unknown=unknown, known=known)]
     if values["MODE"] != "lease":
-        outside = sorted(set(databases) - {alias, *wrapped})
+        outside = sorted(set(databases) - {*stores, *wrapped})
         if outside:
-            return [message("W006", aliases=", ".join(outside), alias=alias)]
+            return [message("W006", aliases=", ".join(outside), alias=", ".join(stores))]
     return []
 
 
-def check_routers(values: dict[str, Any]) -> list[checks.CheckMessage]:
-    """W008: the store's alias is one the routers only read from (a replica)."""
-    alias = values["DATABASE_ALIAS"]
+def check_routers(uses: list[Use]) -> list[checks.CheckMessage]:
+    """W008: a database store's database is one the routers only read from (a replica)."""
     databases = getattr(settings, "DATABASES", {}) or {}
-    if not getattr(settings, "DATABASE_ROUTERS", None) or alias not in databases:
+    if not getattr(settings, "DATABASE_ROUTERS", None):
         return []
     from django.db import router
 
     from idempotency.models import IdempotencyRecord, SubmitToken
 
-    for model in (IdempotencyRecord, SubmitToken):
-        try:
-            read = router.db_for_read(model)
-            write = router.db_for_write(model)
-        except Exception:  # noqa: BLE001 - a router's own bug is not ours to report
+    warnings = []
+    for what, store, instance, _mode in uses:
+        alias = instance.using if is_store(store, DATABASE_STORE) else None
+        if alias not in databases:
             continue
-        if read == alias and write != alias:
-            return [message("W008", alias=alias, model=model._meta.label, write=write)]
-    return []
+        for model in (IdempotencyRecord, SubmitToken):
+            try:
+                read = router.db_for_read(model)
+                write = router.db_for_write(model)
+            except Exception:  # noqa: BLE001 - a router's own bug is not ours to report
+                continue
+            if read == alias and write != alias:
+                where = f"The database of {what}"
+                found = message(
+                    "W008", what=where, alias=alias, model=model._meta.label, write=write
+                )
+                warnings.append(found)
+                break
+    return warnings

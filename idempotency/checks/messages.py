@@ -17,7 +17,8 @@ class _Message:
 
 #: Every message of every check, by id. ``{placeholders}`` are filled per message.
 #: Retired ids: W002 (a CacheStore on DummyCache is E012), E003 and E009 (a value
-#: outside a setting's choices is E014, whichever the setting).
+#: outside a setting's choices is E014, whichever the setting), W005 (a response cache
+#: is an option of DatabaseStore only: another store refuses it, E063).
 MESSAGES: dict[str, _Message] = {
     "E001": _Message(
         "The IDEMPOTENCY setting must be a dict, not {type}.",
@@ -39,10 +40,10 @@ MESSAGES: dict[str, _Message] = {
         "Use DatabaseStore for atomic mode, or set the mode to 'lease' or 'auto'.",
     ),
     "E007": _Message(
-        "{what} needs a Redis cache, but {reason}.",
-        "Point {where} (now {alias!r}) at a CACHES entry whose BACKEND is "
-        "'django.core.cache.backends.redis.RedisCache' (or django-redis'), or give the "
-        "backend a redis:// location instead.",
+        "{what} needs {needs}, but {reason}.",
+        "Give its alias a LOCATION (redis://, rediss:// or unix://; needs redis-py), or "
+        "point its OPTIONS['cache'] (now {alias!r}) at a CACHES entry whose BACKEND is "
+        "'django.core.cache.backends.redis.RedisCache' (or django-redis').",
     ),
     "E008": _Message(
         "{what} names the cache {alias!r}, which is not in CACHES.",
@@ -63,15 +64,14 @@ MESSAGES: dict[str, _Message] = {
         "Point the CacheStore at a real cache (Redis), or use DatabaseStore.",
     ),
     "E013": _Message(
-        "{what} = {value!r} is not a store class.",
-        "Name a subclass of idempotency.stores.base.BaseStore, such as "
-        "'idempotency.stores.DatabaseStore'.",
+        "{what} is {value!r}, which is no alias of IDEMPOTENCY['STORES'].",
+        "Name one of its aliases ({aliases}), or add {value!r} to IDEMPOTENCY['STORES'].",
     ),
     "E014": _Message(
         "IDEMPOTENCY[{name!r}] is {value!r}; it must be {expected}.", "{name}: {help}"
     ),
     "E015": _Message(
-        "IDEMPOTENCY['DATABASE_ALIAS'] names the database {alias!r}, which is not in DATABASES.",
+        "{where} names the database {alias!r}, which is not in DATABASES.",
         "Add that alias to DATABASES or name one of: {aliases}.",
     ),
     "E016": _Message(
@@ -82,11 +82,12 @@ MESSAGES: dict[str, _Message] = {
     "E017": _Message(
         "IDEMPOTENCY['ATOMIC_DATABASES'] names {unknown!r}, not in DATABASES ({known}).",
         "List the aliases (keys of DATABASES) that protected views write to, besides "
-        "DATABASE_ALIAS.",
+        "the store's database.",
     ),
     "E018": _Message(
         "IDEMPOTENCY['METRICS'] is on, but prometheus_client is not installed.",
-        "pip install 'django-idempotency[metrics]', or set METRICS to False.",
+        "Install the metrics extra, pip install '/path/to/django-idempotency[metrics]' (from "
+        "a checkout: docs/installation.md), or set METRICS to False.",
     ),
     "E019": _Message(
         "{idempotency!r} comes before {authentication!r} in MIDDLEWARE: it runs before "
@@ -123,31 +124,53 @@ MESSAGES: dict[str, _Message] = {
     ),
     "E043": _Message(
         "IDEMPOTENCY['OPENTELEMETRY'] is on, but opentelemetry-api is not installed.",
-        "pip install 'django-idempotency[otel]', or set OPENTELEMETRY to False.",
+        "Install the otel extra, pip install '/path/to/django-idempotency[otel]' (from a "
+        "checkout: docs/installation.md), or set OPENTELEMETRY to False.",
     ),
     "E044": _Message(
-        "{where}{value!r} names no {what}: it cannot be imported ({error}).",
-        "Set IDEMPOTENCY[{name!r}] (or the backend's argument) to an alias ({aliases}) or "
-        "the dotted path of a subclass of {base}.",
+        "{where} = {value!r} names no {what}: it cannot be imported ({error}).",
+        "Name the dotted path of a subclass of {base}.",
     ),
     "E045": _Message(
-        "{where}{value!r} names no {what}: {found} is not a subclass of {base}.",
-        "Set IDEMPOTENCY[{name!r}] (or the backend's argument) to an alias ({aliases}) or "
-        "the dotted path of a subclass of {base}.",
+        "{where} = {value!r} names no {what}: {found} is not a subclass of {base}.",
+        "Name the dotted path of a subclass of {base}.",
     ),
     "E046": _Message(
-        "{where}{value!r} names no usable {what}: {found} does not implement {methods}.",
+        "{where} = {value!r} names no usable {what}: {found} does not implement {methods}.",
         "Implement every abstract method of {base} in {found} (the methods subclasses "
         "must implement come first in its documentation).",
+    ),
+    "E060": _Message(
+        "IDEMPOTENCY[{setting!r}] has no {what} {alias!r}.",
+        "Add the alias to IDEMPOTENCY[{setting!r}] (a dict of aliases, each "
+        "{{'BACKEND': ..., 'LOCATION': ..., 'OPTIONS': {{...}}}}, as CACHES), or name one of "
+        "its aliases: {aliases}.",
+    ),
+    "E061": _Message(
+        "{where} is {value!r}{extra}; it must be a dict.",
+        "Write each alias as CACHES does: {{'BACKEND': 'dotted.path.Class', 'LOCATION': ..., "
+        "'OPTIONS': {{...}}}} (LOCATION and OPTIONS may be left out; OPTIONS is a dict).",
+    ),
+    "E062": _Message(
+        "{where} is {value!r}; for {backend} it must be {expected}.",
+        "Redis stores, tokens and locks take redis://, rediss:// (TLS) or unix:// URLs "
+        "(or, instead, OPTIONS {{'cache': <a CACHES alias>}}); other backends take none.",
+    ),
+    "E063": _Message(
+        "{where} has the option {name!r}, which {backend} does not accept.",
+        "{suggestion}{backend} accepts: {accepted}.",
+    ),
+    "E064": _Message(
+        "{where} is {value!r}; it must be {expected}.",
+        "{name}: {help}",
     ),
     "E030": _Message(
         "{what} keeps its records in the database {alias!r} ({engine}, vendor {vendor!r}), "
         "and DatabaseStore has SQL only for PostgreSQL, MySQL/MariaDB and SQLite: every "
         "keyed request would fail there.",
-        "Use a store that needs no SQL: RedisStore ('idempotency.stores.redis.RedisStore') "
-        "or CacheStore ('idempotency.stores.cache.CacheStore'); or point "
-        "IDEMPOTENCY['DATABASE_ALIAS'] (or the store's using=) at a PostgreSQL, MySQL, "
-        "MariaDB or SQLite database.",
+        "Use a store that needs no SQL: RedisStore ('idempotency.stores.RedisStore') "
+        "or CacheStore ('idempotency.stores.CacheStore'); or point the store's "
+        "OPTIONS['database'] at a PostgreSQL, MySQL, MariaDB or SQLite database.",
     ),
     "W001": _Message(
         "{what} is a CacheStore on the cache {alias!r}, a LocMemCache: each process has "
@@ -156,20 +179,17 @@ MESSAGES: dict[str, _Message] = {
         "at a shared cache (Redis), or use DatabaseStore.",
     ),
     "W003": _Message(
-        "IDEMPOTENCY['RESPONSE_CACHE'] is the cache {alias!r}, a LocMemCache: it is not "
+        "{what} is the cache {alias!r}, a LocMemCache: it is not "
         "shared, so replays in other processes still query the database.",
-        "Use a shared cache (Redis) as RESPONSE_CACHE, or set it to None.",
+        "Use a shared cache (Redis) as the response cache, or set it to None.",
     ),
     "W004": _Message(
-        "DATABASES[{alias!r}] has ATOMIC_REQUESTS=True and IDEMPOTENCY['MODE'] is 'lease': "
+        "{what} keeps records in DATABASES[{alias!r}], which has ATOMIC_REQUESTS=True, "
+        "and runs in lease mode: "
         "a lease claim commits only with the view's transaction, so concurrent requests "
         "cannot see it and may run the same key twice.",
         "Use MODE 'atomic' or 'auto' with DatabaseStore, a Redis store for lease mode, or "
         "exclude idempotent views from ATOMIC_REQUESTS with transaction.non_atomic_requests.",
-    ),
-    "W005": _Message(
-        "IDEMPOTENCY['RESPONSE_CACHE'] is set, but the store {store} does not use it.",
-        "RESPONSE_CACHE only fronts DatabaseStore; remove it or use DatabaseStore.",
     ),
     "W006": _Message(
         "Atomic mode wraps only the database {alias!r} in the view's transaction; "
@@ -180,16 +200,16 @@ MESSAGES: dict[str, _Message] = {
         "silence this warning if no protected view writes there.",
     ),
     "W007": _Message(
-        "The Redis behind {what} (cache {alias!r}) persists nothing (appendonly no, "
+        "The Redis behind {what} ({alias}) persists nothing (appendonly no, "
         'save ""): a restart forgets every record, so retries of completed requests '
         "run again.",
         "Turn on AOF (appendonly yes, appendfsync everysec) or RDB snapshots on that Redis, "
         "or use DatabaseStore. See 'Redis durability' in the docs (explanation/reliability).",
     ),
     "W008": _Message(
-        "IDEMPOTENCY['DATABASE_ALIAS'] is {alias!r}, which the DATABASE_ROUTERS treat as "
+        "{what} is {alias!r}, which the DATABASE_ROUTERS treat as "
         "read-only for {model}: they send its reads there and its writes to {write!r}.",
-        "Point DATABASE_ALIAS at the primary ({write!r}). The library reads and writes "
+        "Point it at the primary ({write!r}). The library reads and writes "
         "only its own alias, never through the routers, so a replay never reads a lagging "
         "replica; that alias must therefore be the writable primary.",
     ),
@@ -200,6 +220,14 @@ MESSAGES: dict[str, _Message] = {
         "Set PURGE_EVERY (a bounded purge on the request path), schedule {task!r} with "
         "Celery beat, or run manage.py purge_idempotency_records from cron and silence "
         "this warning (SILENCED_SYSTEM_CHECKS).",
+    ),
+    "W041": _Message(
+        "IDEMPOTENCY['PROBLEM_TYPE_BASE'] is the default {base!r}: the \"type\" of every "
+        "error links to a domain this project does not own, which documents nothing there.",
+        "Set PROBLEM_TYPE_BASE to where your API documents its errors, such as "
+        "'https://api.example.com/docs/problems/' (the code is appended: "
+        "idempotency-key-mismatch, ...), as the IETF Idempotency-Key draft asks error "
+        "answers to link to their documentation. See docs/reference/problems.md.",
     ),
 }
 

@@ -1,56 +1,73 @@
-"""The Redis behind the stores, tokens and locks: a Redis cache whose connection settings
-they can use (E007) and, under ``check --deploy``, whether it keeps anything across a
-restart (W007)."""
+"""The Redis behind the stores, tokens and locks: a client to it (E007) and, under
+``check --deploy``, whether it keeps anything across a restart (W007)."""
 
 from __future__ import annotations
 
 import importlib.util
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.core import checks
 
 from idempotency.checks.caches import cache_backend
 from idempotency.checks.messages import cap, message
-from idempotency.checks.stores import Use, is_store
+from idempotency.checks.stores import Use, configured, is_store
+
+#: The Redis backends in use, by what they connect to (``cache 'x'`` or a URL shown
+#: without its password): one of them (its ``client`` reaches that Redis) and what uses it.
+RedisUsers = dict[str, tuple[Any, list[str]]]
 
 
-def redis_users(
-    raw: dict[Any, Any], values: dict[str, Any], uses: list[Use]
-) -> dict[str, list[str]]:
-    """What builds its Redis client from a cache's settings, by cache alias: the Redis
-    stores in use, and the locks and tokens when set to Redis."""
-    default = values["REDIS_ALIAS"]
-    users: dict[str, list[str]] = {}
-    for what, store, instance, _mode in uses:
-        if is_store(store, "idempotency.stores.redis.RedisStore"):
-            alias = getattr(instance, "alias", None) if instance is not None else default
-            if alias is None:
-                continue  # a store built from a URL: no cache to check
-            if what not in users.setdefault(alias, []):
-                users[alias].append(what)
-    from idempotency.locks.locking import LOCK_BACKENDS
+def target(backend: Any) -> str:
+    """What a Redis backend connects to, in words: its cache alias, or its URL without
+    the user and password."""
+    location = getattr(backend, "location", None)
+    if location is None:
+        return f"cache {backend.cache or 'default'!r}"
+    parts = urlsplit(location)
+    host = parts.netloc.rpartition("@")[2]
+    return str(parts._replace(netloc=host).geturl())
+
+
+def redis_users(raw: dict[Any, Any], values: dict[str, Any], uses: list[Use]) -> RedisUsers:
+    """The Redis backends in use: the Redis stores, and the Redis tokens and locks (locks
+    only where ``LOCKS`` is set: the default is inert until a lock is taken)."""
+    from idempotency.locks.locking import lock_backends
     from idempotency.locks.redis import RedisLockBackend
-    from idempotency.tokens.api import TOKEN_BACKENDS
+    from idempotency.tokens.api import token_backends
     from idempotency.tokens.redis import RedisTokens
 
-    # LOCK_BACKEND defaults to Redis but is inert until a lock is taken: check it when set
-    locks = raw.get("LOCK_BACKEND")
-    if locks is not None and LOCK_BACKENDS.names(locks, RedisLockBackend):
-        users.setdefault(default, []).append(f"LOCK_BACKEND {locks!r}")
-    tokens = values["SUBMIT_TOKEN_BACKEND"]
-    if TOKEN_BACKENDS.names(tokens, RedisTokens):
-        users.setdefault(default, []).append(f"SUBMIT_TOKEN_BACKEND {tokens!r}")
+    found: list[tuple[str, Any]] = [
+        (what, instance)
+        for what, store, instance, _mode in uses
+        if is_store(store, "idempotency.stores.redis.RedisStore")
+    ]
+    parts: list[tuple[Any, type, str]] = [(token_backends, RedisTokens, "submit tokens")]
+    if "LOCKS" in raw:
+        parts.append((lock_backends, RedisLockBackend, "locks"))
+    for handler, cls, what in parts:
+        for alias, (backend_class, instance) in configured(handler, values).items():
+            if issubclass(backend_class, cls):
+                found.append((f"the {what} {alias!r}", instance))
+    users: RedisUsers = {}
+    for what, backend in found:
+        _backend, who = users.setdefault(target(backend), (backend, []))
+        if what not in who:
+            who.append(what)
     return users
 
 
-def redis_unavailable(alias: Any) -> str:
-    """Why no Redis client can be built from the cache ``alias``, or "" when it can."""
+def redis_unavailable(backend: Any) -> str:
+    """Why ``backend`` cannot have its Redis client, or "" when it can."""
+    if importlib.util.find_spec("redis") is None:
+        return "redis-py is not installed"
+    if getattr(backend, "location", None) is not None:
+        return ""
     from django.core.exceptions import ImproperlyConfigured
 
     from idempotency.core.redis_clients import cache_connection
 
-    if importlib.util.find_spec("redis") is None:
-        return "redis (redis-py) is not installed"
+    alias = backend.cache or "default"
     if cache_backend(alias) is None:
         return f"the cache {alias!r} is not in CACHES"
     try:
@@ -66,14 +83,15 @@ def users_text(users: list[str]) -> str:
     return " and ".join(users[:3]) + more
 
 
-def check_redis(values: dict[str, Any], users: dict[str, list[str]]) -> list[checks.CheckMessage]:
-    """E007: something needs a django-redis connection its alias cannot give."""
+def check_redis(users: RedisUsers) -> list[checks.CheckMessage]:
+    """E007: a Redis backend in use cannot have its client."""
     errors = []
-    for alias, who in users.items():
-        where = "IDEMPOTENCY['REDIS_ALIAS']" if alias == values["REDIS_ALIAS"] else "its alias"
-        if reason := redis_unavailable(alias):
+    for backend, who in users.values():
+        if reason := redis_unavailable(backend):
+            needs = "redis-py" if getattr(backend, "location", None) else "a Redis cache"
+            alias = getattr(backend, "cache", None) or "default"
             errors.append(
-                message("E007", what=cap(users_text(who)), reason=reason, alias=alias, where=where)
+                message("E007", what=cap(users_text(who)), needs=needs, reason=reason, alias=alias)
             )
     return errors
 
@@ -92,18 +110,16 @@ def redis_persists(client: Any) -> bool | None:
     return text[0].strip().lower() == "yes" or bool(text[1].strip())
 
 
-def check_persistence(users: dict[str, list[str]]) -> list[checks.CheckMessage]:
+def check_persistence(users: RedisUsers) -> list[checks.CheckMessage]:
     """W007 for each reachable Redis of ``users`` that persists nothing."""
     warnings = []
-    for alias, who in users.items():
-        if redis_unavailable(alias):
+    for where, (backend, who) in users.items():
+        if redis_unavailable(backend):
             continue  # E007
-        from idempotency.core.redis_clients import RedisConnector
-
         try:
-            client = RedisConnector(cache=alias).client
+            client = backend.client
         except Exception:  # noqa: BLE001 - E007 covers a missing or wrong cache
             continue
         if redis_persists(client) is False:
-            warnings.append(message("W007", what=users_text(who), alias=alias))
+            warnings.append(message("W007", what=users_text(who), alias=where))
     return warnings

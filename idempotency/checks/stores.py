@@ -1,6 +1,6 @@
-"""The stores in use (the global ``STORE`` and each one a view names for itself) and
-whether each fits its mode and cache (E006, E008, E012, E013, E020, W001, W004, W005),
-and whether something deletes the expired records of a database store (W040)."""
+"""The stores in use (each alias of ``STORES``, and each store a view names for itself)
+and whether each fits its mode and cache (E006, E012, E013, E020, W001, W004), and whether
+something deletes the expired records of a database store (W040)."""
 
 from __future__ import annotations
 
@@ -12,28 +12,13 @@ from django.utils.module_loading import import_string
 
 from idempotency.checks.caches import DUMMY, LOCMEM, backend_is, cache_backend, no_cache, unpickles
 from idempotency.checks.messages import cap, message
-from idempotency.checks.values import check_import
+from idempotency.conf import SETTINGS
 from idempotency.stores.atomic import AtomicStore
 
 #: A store in use: ``(what, class, instance or None, mode)``, ``what`` naming it in messages.
 Use = tuple[str, type, Any, Any]
 
 DATABASE_STORE = "idempotency.stores.database.DatabaseStore"
-
-
-def store_class(value: Any) -> type | None:
-    """The store class ``value`` (a dotted path, class or instance) names; None when it
-    names none (an import error is E005's, reported where the path is given)."""
-    from idempotency.stores.base import BaseStore
-
-    if isinstance(value, BaseStore):
-        return type(value)
-    if isinstance(value, str):
-        try:
-            value = import_string(value)
-        except Exception:  # noqa: BLE001 - reported as E005
-            return None
-    return value if isinstance(value, type) and issubclass(value, BaseStore) else None
 
 
 def is_store(store: type, path: str) -> bool:
@@ -52,64 +37,79 @@ def _view_policies() -> list[tuple[str, Any]]:
         return []
 
 
+def configured(handler: Any, values: dict[str, Any]) -> dict[str, tuple[type, Any]]:
+    """``alias: (class, instance)`` of each usable alias of ``handler``'s setting (the
+    others are :func:`~idempotency.checks.backends.check_backends`' to report). Making one
+    connects nowhere: every backend connects on first use."""
+    entries = values[handler.setting]
+    if not SETTINGS[handler.setting].accepts(entries):
+        return {}  # E004
+    found = {}
+    for alias, entry in entries.items():
+        if handler.problems(alias, entry):
+            continue
+        try:
+            instance = handler.create(alias)
+        except Exception:  # noqa: BLE001 - a constructor's own failure shows at first use
+            continue
+        found[alias] = (type(instance), instance)
+    return found
+
+
 def stores_in_use(values: dict[str, Any], errors: list[checks.CheckMessage]) -> list[Use]:
-    """Every store in use: the global ``STORE``, and each one a view names itself
-    (``store=``, ``idempotency_store``). A value that names no store is appended to
+    """Every store in use: each alias of ``STORES``, and each store a view names itself
+    (``store=``, ``idempotency_store``). An alias no entry configures is appended to
     ``errors`` (E013)."""
-    uses = []
-    configured = values["STORE"]
-    store = store_class(configured)
-    importable = callable(configured) or isinstance(configured, str)
-    if store is None and importable and not check_import("STORE", configured):
-        errors.append(message("E013", what="IDEMPOTENCY['STORE']", value=configured))
-    if store is not None:
-        instance = values["STORE"] if not isinstance(values["STORE"], str | type) else None
-        uses.append((f"the store {store.__qualname__}", store, instance, values["MODE"]))
+    from idempotency.stores import stores
+
+    usable = configured(stores, values)
+    uses: list[Use] = [
+        (f"the store {alias!r}", cls, instance, values["MODE"])
+        for alias, (cls, instance) in usable.items()
+    ]
+    entries = values["STORES"] if isinstance(values["STORES"], dict) else {}
     for view, policy in _view_policies():
         what = f"the store of the view {view!r}"
         option = policy.store
         if option is None:
-            if policy.mode == "atomic" and store is not None:
-                uses.append((f"the view {view!r}", store, None, "atomic"))
+            if policy.mode == "atomic" and "default" in usable:
+                uses.append((f"the view {view!r}", *usable["default"], "atomic"))
             continue
-        cls = store_class(option)
-        if cls is None:
-            errors.append(message("E013", what=cap(what), value=option))
+        if isinstance(option, str):
+            if option not in entries:
+                aliases = ", ".join(repr(a) for a in entries) or "none"
+                errors.append(message("E013", what=cap(what), value=option, aliases=aliases))
+            elif option in usable:
+                uses.append((what, *usable[option], policy.mode))
             continue
-        uses.append(
-            (what, cls, option if not isinstance(option, str | type) else None, policy.mode)
-        )
+        uses.append((what, type(option), option, policy.mode))
     return uses
 
 
 def check_stores(values: dict[str, Any], uses: list[Use]) -> list[checks.CheckMessage]:
-    """E006, E008, E012 and W001 for each store in use; W004 and W005 for the global one."""
+    """E006, E008, E012, E020 and W001 for each store in use; W004 for each database
+    store in lease mode."""
     errors: list[checks.CheckMessage] = []
+    databases: dict[str, Any] = getattr(settings, "DATABASES", {}) or {}
     for what, store, instance, mode in uses:
         if mode == "atomic" and not issubclass(store, AtomicStore):  # as the engine chooses
             errors.append(message("E006", what=cap(what), store=store.__qualname__))
+        if is_store(store, DATABASE_STORE):
+            database = databases.get(instance.using) or {}
+            if mode == "lease" and database.get("ATOMIC_REQUESTS"):
+                errors.append(message("W004", what=cap(what), alias=instance.using))
         if not is_store(store, "idempotency.stores.cache.CacheStore"):
             continue
-        alias = getattr(instance, "alias", None) or values["CACHE_ALIAS"]
+        alias = instance.alias
         backend = cache_backend(alias)
-        where = "IDEMPOTENCY['CACHE_ALIAS']" if alias == values["CACHE_ALIAS"] else what
         if backend is None:
-            errors.append(no_cache(where, alias))
+            errors.append(no_cache(cap(what), alias))
         elif backend_is(backend, DUMMY):
             errors.append(message("E012", what=cap(what), alias=alias))
         elif unpickles(backend):
             errors.append(message("E020", what=cap(what), alias=alias, backend=backend))
         elif backend_is(backend, LOCMEM):
             errors.append(message("W001", what=cap(what), alias=alias))
-    configured = store_class(values["STORE"])
-    if configured is not None:
-        is_database = is_store(configured, DATABASE_STORE)
-        if values["RESPONSE_CACHE"] is not None and not is_database:
-            errors.append(message("W005", store=configured.__qualname__))
-        databases: dict[str, Any] = getattr(settings, "DATABASES", {}) or {}
-        database = databases.get(str(values["DATABASE_ALIAS"])) or {}
-        if values["MODE"] == "lease" and is_database and database.get("ATOMIC_REQUESTS"):
-            errors.append(message("W004", alias=values["DATABASE_ALIAS"]))
     return errors
 
 

@@ -1,7 +1,8 @@
 """Each value of ``IDEMPOTENCY`` against its description in
 :data:`idempotency.conf.SETTINGS`: known keys (E002), types, choices and bounds (E004,
-E010, E011, E014, E016), importable paths (E005), installed extras (E018, E043) and a
-body codec that can be built (E040)."""
+E010, E011, E014, E016), importable paths (E005), installed extras (E018, E043), a
+body codec that can be built (E040) and, for ``check --deploy``, problem types that link
+to the project's own documentation (W041)."""
 
 from __future__ import annotations
 
@@ -120,3 +121,13 @@ def check_codec(values: dict[str, Any]) -> list[checks.CheckMessage]:
     if not isinstance(codec, BodyCodec):
         return [message("E040", error=f"{type(codec).__name__} is not a BodyCodec")]
     return []
+
+
+def check_problem_type_base(values: dict[str, Any]) -> list[checks.CheckMessage]:
+    """W041 (``check --deploy``): ``PROBLEM_TYPE_BASE`` is still the default, whose domain
+    nobody here owns: every error's ``type`` would link to a page that documents nothing
+    (or to whatever someone who registers the domain puts there)."""
+    base = values["PROBLEM_TYPE_BASE"]
+    if base != DEFAULTS["PROBLEM_TYPE_BASE"]:
+        return []
+    return [message("W041", base=base)]

@@ -1,6 +1,6 @@
 """A retrying HTTP client that keeps one idempotency key per operation (extra ``client``).
 
-``pip install "django-idempotency[client]"`` (httpx and tenacity). It imports no Django,
+``pip install "/path/to/django-idempotency[client]"`` (httpx and tenacity). It imports no Django,
 so any Python process can use it::
 
     from idempotency.client import IdempotentClient, RetryPolicy

@@ -20,10 +20,12 @@ SETTINGS: dict[str, Setting] = {
     "HEADER": Setting(
         "Idempotency-Key", "Name of the request header that carries the key.", "header"
     ),
-    "STORE": Setting(
-        "idempotency.stores.DatabaseStore",
-        "Dotted path of the store class used when a view names none.",
-        "path",
+    "STORES": Setting(
+        {"default": {"BACKEND": "idempotency.stores.DatabaseStore"}},
+        'The stores, by alias, each {"BACKEND": dotted path, "LOCATION": ..., '
+        '"OPTIONS": {...}} as in CACHES; "default" is used where a view, function or '
+        'task names none (store="<alias>"). Each store\'s OPTIONS: docs/howto/stores.md.',
+        "backends",
     ),
     "MODE": Setting(
         "auto",
@@ -43,7 +45,7 @@ SETTINGS: dict[str, Setting] = {
     "ATOMIC_DATABASES": Setting(
         [],
         "Atomic mode: database aliases wrapped in the view's transaction besides "
-        "DATABASE_ALIAS (list every alias a protected view writes to).",
+        "the store's database (list every alias a protected view writes to).",
         "aliases",
     ),
     "TTL": Setting(86400, "Seconds a completed record is kept and replayed (24 h).", "seconds"),
@@ -214,36 +216,6 @@ SETTINGS: dict[str, Setting] = {
         "choice",
         choices=("reject", "run"),
     ),
-    "CACHE_ALIAS": Setting(
-        "default", "Cache alias whose backend stores records for CacheStore.", "cache"
-    ),
-    "REDIS_ALIAS": Setting(
-        "default",
-        "Redis cache alias whose connection settings RedisStore, tokens and locks use.",
-        "cache",
-    ),
-    "REDIS_WAIT_REPLICAS": Setting(
-        0,
-        "RedisStore: replicas that must acknowledge each claim, completion and recovery "
-        "point (WAIT numreplicas timeout) before it counts; 0 waits for none.",
-        "integer",
-        inclusive=True,
-    ),
-    "REDIS_WAIT_TIMEOUT": Setting(
-        0.5,
-        "RedisStore: seconds WAIT may block for those replicas; a claim not replicated in "
-        "time is released and answered with 503.",
-        "seconds",
-    ),
-    "RESPONSE_CACHE": Setting(
-        None,
-        "Cache alias of a read-through cache of completed responses in front of "
-        "DatabaseStore (replays then cost no SQL), or None.",
-        "cache",
-        nullable=True,
-    ),
-    "KEY_PREFIX": Setting("idem", "Prefix of every key written to Redis or a cache.", "text"),
-    "DATABASE_ALIAS": Setting("default", "Database alias DatabaseStore writes to.", "database"),
     "PROBLEM_TYPE_BASE": Setting(
         "https://django-idempotency.dev/problems/",
         'Start of the "type" URI of problem+json errors; the stable code is appended.',
@@ -253,18 +225,19 @@ SETTINGS: dict[str, Setting] = {
     "SUBMIT_TOKEN_HEADER": Setting(
         "X-Submit-Token", "Request header that carries a one-time submit token.", "header"
     ),
-    "SUBMIT_TOKEN_BACKEND": Setting(
-        "idempotency.tokens.database.DatabaseTokens",
-        "Dotted path of the submit-token backend, a subclass of "
-        'idempotency.tokens.base.TokenBackend; aliases: "database", "redis".',
-        "backend",
+    "TOKENS": Setting(
+        {"default": {"BACKEND": "idempotency.tokens.DatabaseTokens"}},
+        'The submit-token backends, by alias, each {"BACKEND": dotted path (a subclass '
+        'of idempotency.tokens.TokenBackend), "LOCATION": ..., "OPTIONS": {...}}; '
+        '"default" issues and consumes tokens.',
+        "backends",
     ),
-    "LOCK_BACKEND": Setting(
-        "idempotency.locks.redis.RedisLockBackend",
-        "Dotted path of the backend of idempotency.locks.lock(), a subclass of "
-        'idempotency.locks.base.LockBackend; aliases: "redis", "postgres" (or '
-        '"postgresql"), "mysql" (or "mariadb").',
-        "backend",
+    "LOCKS": Setting(
+        {"default": {"BACKEND": "idempotency.locks.RedisLockBackend"}},
+        'The lock backends, by alias, each {"BACKEND": dotted path (a subclass of '
+        'idempotency.locks.LockBackend), "LOCATION": ..., "OPTIONS": {...}}; lock() uses '
+        '"default" unless it names another (backend="<alias>").',
+        "backends",
     ),
     "PURGE_BATCH_SIZE": Setting(
         5000, "Rows deleted per batch by purge_idempotency_records.", "integer"

@@ -13,10 +13,11 @@ HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 
 #: What a setting's value may be. ``seconds``: a finite number; ``integer``: an int;
 #: ``choice``: one of :attr:`Setting.choices`; ``path``: a dotted path (or the object
-#: itself); ``backend``: a dotted path, class or instance of a pluggable part, or an
-#: alias of a built-in one (:mod:`idempotency.core.backends` resolves it);
+#: itself);
 #: ``header``/``headers``: one or a list of header names; ``cache``/``database``: an alias;
-#: ``aliases``: a list of database aliases; ``names``: a list of strings. Each
+#: ``aliases``: a list of database aliases; ``names``: a list of strings; ``backends``:
+#: a dict of aliases, each an entry as in ``CACHES`` (:mod:`idempotency.core.backends`
+#: reads and checks each entry). Each
 #: with the type the settings table names it by.
 _LABELS = {
     "bool": "bool",
@@ -25,13 +26,13 @@ _LABELS = {
     "integer": "int",
     "choice": "str",
     "path": "dotted path",
-    "backend": "dotted path",
     "header": "str",
     "headers": "list of str",
     "names": "list of str",
     "cache": "str",
     "database": "str",
     "aliases": "list of str",
+    "backends": "dict of aliases",
 }
 KINDS = tuple(_LABELS)
 
@@ -74,11 +75,11 @@ class Setting:
             "integer": f"an integer {bound}",
             "choice": "one of " + ", ".join(repr(c) for c in self.choices),
             "path": "the dotted path of an importable object",
-            "backend": "an alias or the dotted path of a backend class",
             "header": "a header name",
             "headers": "a list of header names",
             "names": "a list of strings",
             "aliases": "a list of database aliases",
+            "backends": "a dict of aliases, each a dict with a BACKEND",
         }.get(self.kind, "a string")
         return f"None or {text}" if self.nullable else text
 
@@ -102,10 +103,10 @@ class Setting:
             return value in self.choices
         if kind == "path":
             return isinstance(value, str) or callable(value)
-        if kind == "backend":
-            return True  # resolving it is the checks' (E044, E045, E046)
         if kind == "header":
             return isinstance(value, str) and bool(HEADER_NAME.match(value))
+        if kind == "backends":  # each entry is the checks' (E044-E046, E060-E064)
+            return isinstance(value, dict) and all(isinstance(a, str) for a in value)
         if kind in ("headers", "names", "aliases"):
             return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
         return isinstance(value, str)

@@ -17,13 +17,15 @@ from typing import Any, TypeVar
 from django.core.exceptions import ImproperlyConfigured
 
 from idempotency.conf import MODES, idempotency_settings
-from idempotency.stores import get_store
+from idempotency.stores import get_store, stores
 from idempotency.stores.atomic import AtomicStore
 from idempotency.stores.base import BaseStore, Claim, ClaimStatus
 
 P = TypeVar("P", bound="CallPolicy")
 
-StoreOption = str | BaseStore | type[BaseStore] | None
+#: ``store=``: an alias of ``IDEMPOTENCY["STORES"]``, a store instance, or None (the
+#: ``"default"`` alias).
+StoreOption = str | BaseStore | None
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class CallPolicy:
     store_errors: bool | None = None
 
     def __post_init__(self) -> None:
+        if self.store is not None and not isinstance(self.store, str | BaseStore):
+            raise TypeError(stores.type_error(self.store))
         if self.mode is not None and self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {self.mode!r}")
         for name in ("ttl", "lease", "wait"):
@@ -79,8 +83,7 @@ class CallPolicy:
         return bool(value)
 
     def get_store(self) -> BaseStore:
-        if isinstance(self.store, BaseStore):  # a store instance given: as is
-            return self.store
+        """The store: an instance as it is, else the one its alias configures."""
         return get_store(self.store)
 
     def get_mode(self, store: BaseStore) -> str:

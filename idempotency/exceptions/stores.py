@@ -54,7 +54,8 @@ class StoreMisconfigured(IdempotencyError):
 
 
 class StoreNotDurable(IdempotencyError):
-    """A write reached fewer Redis replicas than ``REDIS_WAIT_REPLICAS`` asked for in time."""
+    """A write reached fewer Redis replicas than a Redis store's ``wait_replicas`` asked
+    for in time."""
 
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_detail = _(
@@ -71,7 +72,7 @@ class StoreNotDurable(IdempotencyError):
 class StoreCorrupted(IdempotencyError):
     """The store holds something under a record's key that is not a record (a foreign
     value written by other software, or a damaged one). Nothing ran; the key is logged.
-    An operator deletes the value (or picks another ``KEY_PREFIX``)."""
+    An operator deletes the value (or gives the store another ``key_prefix``)."""
 
     status_code = status.HTTP_500_INTERNAL_SERVER_ERROR
     default_detail = _(

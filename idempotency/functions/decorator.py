@@ -119,7 +119,7 @@ def idempotent_function(
         ``LEASE`` setting). A running body's lease is kept alive, so it only runs out
         when the owner died.
     ``store``
-        A store instance, class or dotted path (default: the ``STORE`` setting).
+        An alias of ``IDEMPOTENCY["STORES"]`` (default ``"default"``) or a store instance.
     ``wait``
         Seconds a repeat waits for a running first call before raising
         :class:`~idempotency.exceptions.InProgress` (default: the ``WAIT`` setting).

@@ -240,7 +240,8 @@ def idempotent(view: Any = None, /, **options: Any) -> Any:
             returning a string or None (anonymous). Default: the caller's user.
         fingerprint: ``fingerprint(request, headers) -> str`` replacing the request
             fingerprint (``FINGERPRINT``).
-        store: A store instance, class or dotted path (``STORE``).
+        store: An alias of ``IDEMPOTENCY["STORES"]`` (default ``"default"``) or a store
+            instance.
         mode: ``"atomic"``, ``"lease"`` or ``"auto"`` (``MODE``).
         wait: Seconds a duplicate waits for a first request still in progress before
             answering 409 (``WAIT``); it replays if the first completes in time.
@@ -251,7 +252,7 @@ def idempotent(view: Any = None, /, **options: Any) -> Any:
         claim: Atomic mode: ``"first"`` (claim before the view runs) or
             ``"optimistic"`` (insert the record after it) (``ATOMIC_CLAIM``).
         databases: Atomic mode: the database aliases wrapped in the view's transaction
-            besides ``DATABASE_ALIAS`` (``ATOMIC_DATABASES``).
+            besides the store's database (``ATOMIC_DATABASES``).
         status_only: Store only the status and headers of the view's responses, never
             their bodies: a replay answers the status with an empty body (``STATUS_ONLY``).
         redact: JSON fields whose values are replaced by ``"[redacted]"`` before a body

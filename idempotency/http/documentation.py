@@ -50,8 +50,40 @@ _RETRY_AFTER = {
 }
 
 
+#: The OpenAPI extension of the key parameter that carries its expiry, in seconds.
+EXPIRY_EXTENSION = "x-idempotency-key-expires-after"
+
+
+def duration(seconds: float) -> str:
+    """``86400`` -> ``"24 hours"``, ``90`` -> ``"90 seconds"``: the largest whole unit."""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0 and (unit != "day" or seconds > 86400):
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    whole = int(seconds) if float(seconds).is_integer() else seconds
+    return f"{whole} second{'s' if whole != 1 else ''}"
+
+
+def expiry(policy: Any) -> str:
+    """How long a key and its response are kept under ``policy`` (``ttl``, ``error_ttl``):
+    the expiry policy the IETF draft asks a resource to publish."""
+    ttl = policy.get_ttl()
+    kept = (
+        f"The key and the stored response are kept for {duration(ttl)} ({ttl:g} s) after "
+        "the first request completes; after that the key is free again and a request "
+        "with it runs anew."
+    )
+    errors = policy.get_ttl_for(400)
+    if errors == ttl:
+        return kept
+    if errors == 0:
+        return kept + " A 4xx answer is not kept: a retry after one runs again."
+    return kept + f" A 4xx answer is kept for {duration(errors)} ({errors:g} s)."
+
+
 def key_parameter(policy: Any) -> dict[str, Any]:
-    """The ``Idempotency-Key`` header parameter of an operation under ``policy``."""
+    """The ``Idempotency-Key`` header parameter of an operation under ``policy``, with its
+    expiry in words and, in seconds, as the ``x-idempotency-key-expires-after`` extension."""
     header = str(idempotency_settings.HEADER)
     required = policy.get_required()
     strict = idempotency_settings.KEY_SYNTAX == "strict"
@@ -64,8 +96,9 @@ def key_parameter(policy: Any) -> dict[str, Any]:
             f"{'Required' if required else 'Optional'}: a unique key per logical "
             f"operation, 1 to {MAX_KEY_LENGTH} printable ASCII characters ({form}; a "
             'key containing ";" or "," is quoted). A retry with the same key and '
-            "request replays the first response instead of running it again."
+            "request replays the first response instead of running it again. " + expiry(policy)
         ),
+        EXPIRY_EXTENSION: policy.get_ttl(),
         "schema": {
             "type": "string",
             "minLength": 1,

@@ -2,13 +2,12 @@
 manager or decorator (how to use them and how each backend works: docs/howto/locks.md)."""
 
 from idempotency.locks.base import Holding, LockBackend
-from idempotency.locks.locking import LOCK_BACKENDS, Lock, get_backend, lock
+from idempotency.locks.locking import Lock, get_backend, lock, lock_backends
 from idempotency.locks.mysql import MySQLLockBackend, lock_name
 from idempotency.locks.postgres import PostgresLockBackend, advisory_key
 from idempotency.locks.redis import RedisLockBackend
 
 __all__ = [
-    "LOCK_BACKENDS",
     "Holding",
     "Lock",
     "LockBackend",
@@ -18,5 +17,6 @@ __all__ = [
     "advisory_key",
     "get_backend",
     "lock",
+    "lock_backends",
     "lock_name",
 ]

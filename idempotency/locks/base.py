@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import abc
 import copy
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
+
+from idempotency.conf import Setting
+from idempotency.core.backends import Configurable
 
 
 class Holding(abc.ABC):
@@ -47,16 +51,17 @@ class Holding(abc.ABC):
         default does nothing."""
 
 
-class LockBackend(abc.ABC):
-    """Where locks live: the base class of every ``LOCK_BACKEND``.
+class LockBackend(Configurable, abc.ABC):
+    """Where locks live: the base class of every ``BACKEND`` of ``LOCKS``.
 
-    Name a subclass by its dotted path in ``LOCK_BACKEND`` (or pass it, a class or an
-    instance as ``lock(..., backend=)``); a path or class is made with no arguments,
-    once per process (until the settings change), and shared by every thread. Built in:
-    ``RedisLockBackend`` (alias ``"redis"``),
-    ``PostgresLockBackend`` (``"postgres"``,
-    ``"postgresql"``) and ``MySQLLockBackend``
-    (``"mysql"``, ``"mariadb"``).
+    Name a subclass by its dotted path as the ``BACKEND`` of an alias of
+    ``IDEMPOTENCY["LOCKS"]`` (and the alias as ``lock(..., backend=)``, or pass an
+    instance); it is made with its entry's ``LOCATION`` and ``OPTIONS`` as keyword
+    arguments (its ``options`` and ``location_schemes`` say which it takes:
+    :mod:`idempotency.core.backends`), once
+    per process (until the settings change), and shared by every thread. Built in:
+    ``idempotency.locks.RedisLockBackend`` (the default),
+    ``idempotency.locks.PostgresLockBackend`` and ``idempotency.locks.MySQLLockBackend``.
 
     Methods subclasses must implement: :meth:`holding`.
     """
@@ -68,21 +73,20 @@ class LockBackend(abc.ABC):
 
 
 class DatabaseLockBackend(LockBackend):
-    """A lock backend whose locks live in the sessions of the database ``using``
-    (``DATABASE_ALIAS``), each on a connection of its own (:meth:`new_connection`)."""
+    """A lock backend whose locks live in the sessions of its ``database``, each on a
+    connection of its own (:meth:`new_connection`)."""
 
     #: ``connection.vendor`` of the database these locks need, and the backend's name.
     vendor = ""
     name = ""
+    #: ``OPTIONS`` of a database lock backend (:mod:`idempotency.core.backends`).
+    options: ClassVar[Mapping[str, Setting]] = {
+        "database": Setting("default", "Database alias whose sessions hold the locks.", "database"),
+    }
 
-    def __init__(self, using: str | None = None) -> None:
-        self.using = using
-
-    @property
-    def alias(self) -> str:
-        from idempotency.conf import idempotency_settings
-
-        return self.using or str(idempotency_settings.DATABASE_ALIAS)
+    def __init__(self, *, database: str = "default") -> None:
+        #: The database alias whose sessions hold the locks.
+        self.alias = database
 
     def new_connection(self) -> Any:
         """A fresh connection of ``alias`` outside Django's per-thread handler and any pool."""
@@ -97,7 +101,7 @@ def dedicated_connection(alias: str, vendor: str, backend: str) -> Any:
     if template.vendor != vendor:
         raise ImproperlyConfigured(
             f"The {backend} lock backend needs a {vendor} database; {alias!r} "
-            f"is {template.vendor}. Use LOCK_BACKEND 'redis'."
+            f"is {template.vendor}. Configure IDEMPOTENCY['LOCKS'] with RedisLockBackend."
         )
     settings_dict = copy.deepcopy(template.settings_dict)
     options = dict(settings_dict.get("OPTIONS") or {})

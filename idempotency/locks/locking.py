@@ -11,7 +11,7 @@ from typing import Any, TypeVar, cast
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 
 from idempotency import signals
-from idempotency.core.backends import Pluggable
+from idempotency.core.backends import BackendHandler
 from idempotency.core.backoff import Backoff
 from idempotency.exceptions import LockNotAcquired, StoreUnavailable
 from idempotency.locks.base import Holding, LockBackend
@@ -26,34 +26,27 @@ _FIRST_POLL_INTERVAL = 0.005
 _DEFAULT: Any = object()
 
 
-#: A lock backend as ``lock(backend=)`` and ``LOCK_BACKEND`` take it.
-BackendSpec = str | type[LockBackend] | LockBackend | None
+#: A lock backend as ``lock(backend=)`` takes it: an alias of ``LOCKS`` (None:
+#: ``"default"``) or a backend instance.
+BackendSpec = str | LockBackend | None
 
-#: The lock backends: ``LOCK_BACKEND``, a dotted path to a
-#: :class:`~idempotency.locks.base.LockBackend` subclass (or a class or instance); the
-#: built-in ones' short names are aliases.
-LOCK_BACKENDS = Pluggable(
-    "LOCK_BACKEND",
-    "lock backend",
-    lambda: LockBackend,
-    {
-        "redis": "idempotency.locks.redis.RedisLockBackend",
-        "postgres": "idempotency.locks.postgres.PostgresLockBackend",
-        "postgresql": "idempotency.locks.postgres.PostgresLockBackend",
-        "mysql": "idempotency.locks.mysql.MySQLLockBackend",
-        "mariadb": "idempotency.locks.mysql.MySQLLockBackend",
-    },
+#: The lock backends by alias (``IDEMPOTENCY["LOCKS"]``), as ``caches``:
+#: ``lock_backends["default"]``; each ``BACKEND`` a subclass of
+#: :class:`~idempotency.locks.base.LockBackend`.
+lock_backends: BackendHandler[LockBackend] = BackendHandler(
+    "LOCKS", "lock backend", lambda: LockBackend
 )
 
 
 def get_backend(backend: BackendSpec = None) -> LockBackend:
-    """The lock backend ``backend`` names (default: ``LOCK_BACKEND``).
+    """The lock backend ``backend`` names: an alias of ``LOCKS`` (None: ``"default"``) or
+    a backend instance, returned as it is.
 
     Raises:
-        ImproperlyConfigured: It names no usable backend (check ``idempotency.E044``,
-            ``E045`` or ``E046`` reports the setting at startup).
+        ImproperlyConfigured: No such alias, or its entry cannot be used (the system
+            checks report the same at startup).
     """
-    return LOCK_BACKENDS.get(backend)
+    return lock_backends.get(backend)
 
 
 class Lock:
@@ -233,9 +226,8 @@ def lock(
             :meth:`Lock.extend`. None: only a release frees it.
         wait: Seconds to wait for a lock someone else holds, polling with jittered
             backoff; 0 (the default) tries once, None waits forever.
-        backend: A :class:`~idempotency.locks.base.LockBackend` subclass's dotted path,
-            the class or an instance, or an alias: ``"redis"``, ``"postgres"``,
-            ``"mysql"`` (default ``LOCK_BACKEND``).
+        backend: An alias of ``IDEMPOTENCY["LOCKS"]`` (default ``"default"``) or a
+            :class:`~idempotency.locks.base.LockBackend` instance.
 
     Raises:
         LockNotAcquired: On entry, when the lock stayed held by someone else for

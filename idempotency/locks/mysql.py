@@ -1,4 +1,5 @@
-"""Locks on MySQL and MariaDB (``LOCK_BACKEND = "mysql"``): ``GET_LOCK`` named locks.
+"""Locks on MySQL and MariaDB (``idempotency.locks.MySQLLockBackend``): ``GET_LOCK``
+named locks.
 
 A named lock belongs to the session that took it, so each lock is held on a dedicated
 connection (outside Django's per-thread handler and any pool) and ends with that
@@ -14,11 +15,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from django.db import DatabaseError
 
-from idempotency.conf import idempotency_settings
+from idempotency.conf import Setting
+from idempotency.core.backends import KEY_PREFIX
 from idempotency.core.outages import outage_raises_unavailable
 from idempotency.locks.base import DatabaseLockBackend, Holding
 
@@ -26,10 +29,10 @@ from idempotency.locks.base import DatabaseLockBackend, Holding
 _FOREVER = 31_536_000
 
 
-def lock_name(name: str) -> str:
-    """The ``GET_LOCK`` name of ``name``: the key prefix and its SHA-256, in 64 characters
-    (the server-wide namespace of named locks is shared by every database on it)."""
-    prefix = str(idempotency_settings.KEY_PREFIX)
+def lock_name(name: str, prefix: str = KEY_PREFIX.default) -> str:
+    """The ``GET_LOCK`` name of ``name``: the SHA-256 of the key prefix and ``name``, in 64
+    characters (the server-wide namespace of named locks is shared by every database on
+    it)."""
     return hashlib.sha256(f"{prefix}:lock:{name}".encode()).hexdigest()
 
 
@@ -38,7 +41,7 @@ class MySQLHolding(Holding):
 
     def __init__(self, backend: MySQLLockBackend, name: str, timeout: float | None) -> None:
         self.backend = backend
-        self.name = lock_name(name)
+        self.name = lock_name(name, backend.key_prefix)
         self.timeout = timeout
         self.connection: Any = None
         self.held = False
@@ -107,10 +110,19 @@ class MySQLHolding(Holding):
 
 
 class MySQLLockBackend(DatabaseLockBackend):
-    """``GET_LOCK`` locks of the MySQL or MariaDB database ``using`` (``DATABASE_ALIAS``)."""
+    """``GET_LOCK`` locks of the MySQL or MariaDB database its ``database`` option names."""
 
     vendor = "mysql"
     name = "mysql"
+    #: ``OPTIONS`` of MySQL locks (:mod:`idempotency.core.backends`).
+    options: ClassVar[Mapping[str, Setting]] = {
+        **DatabaseLockBackend.options,
+        "key_prefix": KEY_PREFIX,
+    }
+
+    def __init__(self, *, database: str = "default", key_prefix: str = KEY_PREFIX.default) -> None:
+        super().__init__(database=database)
+        self.key_prefix = key_prefix
 
     def holding(self, name: str, timeout: float | None) -> Holding:
         return MySQLHolding(self, name, timeout)

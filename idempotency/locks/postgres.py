@@ -1,4 +1,5 @@
-"""Locks on PostgreSQL (``LOCK_BACKEND = "postgres"``): transaction advisory locks."""
+"""Locks on PostgreSQL (``idempotency.locks.PostgresLockBackend``): transaction advisory
+locks."""
 
 from __future__ import annotations
 
@@ -121,7 +122,7 @@ class PostgresHolding(Holding):
 
 
 class PostgresLockBackend(DatabaseLockBackend):
-    """Transaction advisory locks of the PostgreSQL database ``using`` (``DATABASE_ALIAS``)."""
+    """Transaction advisory locks of the PostgreSQL database its ``database`` option names."""
 
     vendor = "postgresql"
     name = "postgres"

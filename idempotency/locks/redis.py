@@ -1,15 +1,18 @@
-"""Locks on Redis (``LOCK_BACKEND = "redis"``): a key with a random owner token."""
+"""Locks on Redis (``idempotency.locks.RedisLockBackend``): a key with a random owner token."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
-from idempotency.conf import idempotency_settings
+from idempotency.conf import Setting
+from idempotency.core.backends import KEY_PREFIX
 from idempotency.core.outages import outage_raises_unavailable
 from idempotency.core.redis_clients import RedisConnector
 from idempotency.locks.base import Holding, LockBackend
+from idempotency.stores.redis_client import CLIENT_OPTIONS, LOCATION_SCHEMES, REDIS_CACHE
 
 REDIS_RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -65,31 +68,44 @@ class RedisHolding(Holding):
 
 
 class RedisLockBackend(LockBackend):
-    """Locks as Redis keys, built as :class:`~idempotency.stores.RedisStore` is: exactly
-    one of ``location`` (a ``redis://``, ``rediss://`` or ``unix://`` URL) and ``cache``
-    (a Redis cache's alias, Django's own or django-redis'), plus redis-py connection
-    options (:mod:`~idempotency.core.redis_clients`)."""
+    """Locks as Redis keys at its ``LOCATION`` (``redis://``, ``rediss://``, ``unix://``),
+    or on the connection of the django-redis cache its ``cache`` option names."""
+
+    location_schemes: ClassVar[tuple[str, ...]] = LOCATION_SCHEMES
+    #: ``OPTIONS`` of Redis locks (:mod:`idempotency.core.backends`).
+    options: ClassVar[Mapping[str, Setting]] = {
+        "cache": REDIS_CACHE,
+        **CLIENT_OPTIONS,
+        "key_prefix": KEY_PREFIX,
+    }
 
     def __init__(
-        self, location: str | None = None, *, cache: str | None = None, **options: Any
+        self,
+        location: str | None = None,
+        *,
+        cache: str | None = None,
+        key_prefix: str = KEY_PREFIX.default,
+        **options: Any,
     ) -> None:
-        if location is None and cache is None:
-            # the settings' Redis cache until every backend is configured by alias
-            cache = str(getattr(idempotency_settings, "REDIS_ALIAS", "default"))
-        self.connector = RedisConnector(location, cache=cache, user="RedisLockBackend", **options)
-
-    @property
-    def alias(self) -> str | None:
-        """The cache whose connection settings the locks use (None: a URL)."""
-        return self.connector.cache
+        self.location = location
+        self.cache = cache
+        self.key_prefix = key_prefix
+        # neither: the cache "default"
+        self.connector = RedisConnector(
+            location,
+            cache=cache or ("default" if location is None else None),
+            user="RedisLockBackend",
+            **options,
+        )
 
     @property
     def client(self) -> Any:
+        """The sync redis-py client (:class:`~idempotency.core.redis_clients.RedisConnector`)."""
         return self.connector.client
 
     def key(self, name: str) -> str:
         digest = hashlib.sha256(name.encode()).hexdigest()[:40]
-        return f"{idempotency_settings.KEY_PREFIX}:lock:{{{digest}}}"
+        return f"{self.key_prefix}:lock:{{{digest}}}"
 
     def holding(self, name: str, timeout: float | None) -> Holding:
         return RedisHolding(self.client, self.key(name), timeout)

@@ -1,4 +1,4 @@
-"""Prometheus metrics (optional: ``pip install django-idempotency[metrics]``).
+"""Prometheus metrics (optional: ``pip install "/path/to/django-idempotency[metrics]"``).
 
 Enabled by ``IDEMPOTENCY = {"METRICS": True}``; only then is this module (and
 ``prometheus_client``) imported. Serve them with :func:`metrics_view`.
@@ -72,8 +72,9 @@ def _receiver(outcome: str) -> Callable[..., None]:
 def sample_in_progress(*, using: str | None = None) -> int:
     """Set the in-progress gauge from the database store's table; the count."""
     from idempotency.models import IdempotencyRecord, RecordState
+    from idempotency.stores.database_table import configured_database
 
-    alias = using or str(idempotency_settings.DATABASE_ALIAS)
+    alias = using or configured_database()
     count = IdempotencyRecord.objects.using(alias).filter(state=RecordState.IN_PROGRESS).count()
     IN_PROGRESS.labels("DatabaseStore").set(count)
     return count

@@ -1,4 +1,4 @@
-"""OpenTelemetry spans and metrics (optional: ``pip install django-idempotency[otel]``).
+"""OpenTelemetry spans and metrics (optional: ``pip install "/path/to/django-idempotency[otel]"``).
 
 Enabled by ``IDEMPOTENCY = {"OPENTELEMETRY": True}``; only then is this module (and
 ``opentelemetry-api``) imported. The library uses the API alone: the application

@@ -1,7 +1,10 @@
-"""Stores keep idempotency records; :func:`get_store` returns the configured one.
+"""Stores keep idempotency records; :data:`stores` holds the configured ones by alias.
 
-Stores are resolved from dotted paths and kept per path until settings change, as
-token and lock backends are (:mod:`idempotency.core.backends`).
+``IDEMPOTENCY["STORES"]`` configures them as ``CACHES`` configures caches: each alias
+names a ``BACKEND`` (a subclass of :class:`~idempotency.stores.base.BaseStore`), maybe a
+``LOCATION`` and ``OPTIONS`` (:mod:`idempotency.core.backends`). ``stores["redis"]`` is
+the store of the alias ``"redis"``, made once per process and kept until the settings
+change; :func:`get_store` takes an alias or a store instance.
 """
 
 from __future__ import annotations
@@ -9,15 +12,23 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from idempotency.core.backends import Pluggable
+from idempotency.core.backends import BackendHandler
 
 if TYPE_CHECKING:
     from idempotency.stores.base import BaseStore
     from idempotency.stores.cache import CacheStore
-    from idempotency.stores.database import DatabaseStore
+    from idempotency.stores.database import DatabaseStore, database_store
     from idempotency.stores.redis import RedisStore
 
-__all__ = ["get_store", "record_digest", "DatabaseStore", "RedisStore", "CacheStore"]
+__all__ = [
+    "database_store",
+    "get_store",
+    "record_digest",
+    "stores",
+    "DatabaseStore",
+    "RedisStore",
+    "CacheStore",
+]
 
 
 def _base_store() -> type[BaseStore]:
@@ -26,20 +37,21 @@ def _base_store() -> type[BaseStore]:
     return BaseStore
 
 
-#: The stores: ``STORE``, a dotted path to a :class:`~idempotency.stores.base.BaseStore`
-#: subclass, or a class or instance.
-STORES: Pluggable[BaseStore] = Pluggable("STORE", "store", _base_store)
+#: The configured stores by alias (``IDEMPOTENCY["STORES"]``), as ``django.core.cache.caches``:
+#: ``stores["redis"]``, ``stores.all()``.
+stores: BackendHandler[BaseStore] = BackendHandler("STORES", "store", _base_store)
 
 
-def get_store(store: str | type[BaseStore] | BaseStore | None = None) -> BaseStore:
-    """The store named by ``store`` (a dotted path, class or instance), or the default.
+def get_store(store: str | BaseStore | None = None) -> BaseStore:
+    """The store ``store`` names: an alias of ``IDEMPOTENCY["STORES"]``, a store instance
+    (returned as it is) or None (the ``"default"`` alias).
 
-    An instance is returned as it is. A class or dotted path (``STORE`` without an
-    argument) is instantiated with no arguments once, and that instance is reused until
-    the settings change. A value that names no store class raises
-    ``ImproperlyConfigured``.
+    Raises:
+        django.core.exceptions.ImproperlyConfigured: No such alias, or its entry cannot
+            be used (the system checks report the same at startup).
+        TypeError: ``store`` is neither an alias nor a store.
     """
-    return STORES.get(store)
+    return stores.get(store)
 
 
 def record_digest(scope: str, key: str) -> str:
@@ -53,6 +65,7 @@ def __getattr__(name: str) -> Any:
         "DatabaseStore": "idempotency.stores.database",
         "RedisStore": "idempotency.stores.redis",
         "CacheStore": "idempotency.stores.cache",
+        "database_store": "idempotency.stores.database",
     }
     if name in modules:
         from importlib import import_module

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
 
+from idempotency.core.backends import Configurable
 from idempotency.stores.errors import (
     corrupted,
     guarded,
@@ -53,7 +54,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class BaseStore:
+class BaseStore(Configurable):
     """Interface of a store; see the module docstring for the contract.
 
     Every operation has an ``async`` twin named ``a<operation>`` (:meth:`aclaim`,

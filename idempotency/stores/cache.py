@@ -23,12 +23,14 @@ from __future__ import annotations
 import base64
 import json
 import time
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from django.core.cache import BaseCache, caches
 
 from idempotency.codecs import seal, unseal
-from idempotency.conf import idempotency_settings
+from idempotency.conf import Setting
+from idempotency.core.backends import KEY_PREFIX
 from idempotency.core.outages import outage_raises_unavailable
 from idempotency.stores import record_digest
 from idempotency.stores.base import (
@@ -44,23 +46,25 @@ from idempotency.stores.raw_cache import RawCache
 
 
 class CacheStore(BaseStore):
-    """Records in a Django cache (``CACHE_ALIAS``), claimed with ``cache.add``: lease mode.
+    """Records in a Django cache (its ``cache`` option), claimed with ``cache.add``: lease mode.
 
     Weaker than the other stores: ``add`` is atomic only where the backend's is (Redis,
     Memcached; LocMemCache within one process, system check W001), completing reads
     then writes, and a cache may evict a record early. For tests and single-process
-    development; ``CacheStore("other-alias")`` picks another cache.
+    development; ``"OPTIONS": {"cache": "records"}`` picks another cache.
     """
 
     supports_atomic: ClassVar[bool] = False
+    #: ``OPTIONS`` of a cache store (:mod:`idempotency.core.backends`).
+    options: ClassVar[Mapping[str, Setting]] = {
+        "cache": Setting("default", "Cache alias whose backend keeps the records.", "cache"),
+        "key_prefix": KEY_PREFIX,
+    }
 
-    def __init__(self, alias: str | None = None) -> None:
-        self._alias = alias
-
-    @property
-    def alias(self) -> str:
-        """The cache this store keeps records in (default ``CACHE_ALIAS``)."""
-        return str(self._alias or idempotency_settings.CACHE_ALIAS)
+    def __init__(self, *, cache: str = "default", key_prefix: str = KEY_PREFIX.default) -> None:
+        #: The cache this store keeps records in.
+        self.alias = cache
+        self.key_prefix = key_prefix
 
     @property
     def cache(self) -> BaseCache:
@@ -79,7 +83,7 @@ class CacheStore(BaseStore):
         self.raw.set(name, dump_record(record), timeout)
 
     def record_key(self, scope: str, key: str) -> str:
-        return f"{idempotency_settings.KEY_PREFIX}:rec:{record_digest(scope, key)}"
+        return f"{self.key_prefix}:rec:{record_digest(scope, key)}"
 
     def _as_claim(self, record: dict[str, Any], fingerprint: str) -> Claim:
         if record["fp"] != fingerprint:
@@ -224,7 +228,7 @@ class CacheStore(BaseStore):
         """``cache.add`` of the (scope, window) counter, then ``cache.incr``: atomic where
         the backend's are (Redis, Memcached; LocMemCache within one process)."""
         start, left = quota_window(window, time.time())
-        name = f"{idempotency_settings.KEY_PREFIX}:quota:{record_digest(scope, '')}:{start}"
+        name = f"{self.key_prefix}:quota:{record_digest(scope, '')}:{start}"
         for _attempt in range(3):
             self.cache.add(name, 0, timeout=max(1, int(left) + 1))
             try:

@@ -14,7 +14,7 @@ keep-alive, recovery points) in :mod:`~idempotency.stores.database_leases`, the 
 quota in :mod:`~idempotency.stores.record_quota`, lock waits that fail in
 :mod:`~idempotency.stores.deadlocks`.
 
-With ``RESPONSE_CACHE`` set to a cache alias (Redis recommended), completed
+With the ``response_cache`` option set to a cache alias (Redis recommended), completed
 responses are read from that cache first, and written to it by the first replay
 that reads them from the database: every later replay costs no SQL, and a first
 request pays no cache write.
@@ -33,6 +33,7 @@ from idempotency.codecs import UndecodableBody, seal, unseal
 from idempotency.core.outages import outage_raises_unavailable
 from idempotency.stores import statements as sql
 from idempotency.stores.database_leases import DatabaseLeases
+from idempotency.stores.database_table import database_aliases
 from idempotency.stores.deadlocks import DEADLOCK_ATTEMPTS, busy
 from idempotency.stores.errors import corrupted
 from idempotency.stores.purge import purge_now_and_then
@@ -40,19 +41,20 @@ from idempotency.stores.record_quota import count_new_record
 from idempotency.stores.records import ClaimStatus, KeyState, StoredResponse, new_fence
 from idempotency.stores.response_cache import ResponseCache
 
-__all__ = ["DEADLOCK_ATTEMPTS", "DatabaseStore", "busy"]
+__all__ = ["DEADLOCK_ATTEMPTS", "DatabaseStore", "busy", "database_store"]
 
 
 class DatabaseStore(ResponseCache, DatabaseLeases):
-    """Records in the ``IdempotencyRecord`` table of ``DATABASE_ALIAS`` (the default store).
+    """Records in the ``IdempotencyRecord`` table of its ``database`` (the default store).
 
     The claim is an ``INSERT ... ON CONFLICT`` (PostgreSQL and SQLite) or ``INSERT ... ON
     DUPLICATE KEY UPDATE`` (MySQL and MariaDB) on the unique ``(scope, key)`` index;
     completion and release check the fencing token. It is the only store with atomic
     mode: the claim, the view's writes and the stored response commit in one
     transaction. On PostgreSQL, MySQL and MariaDB leases and expiry are judged by the
-    server's clock. Construct one for a view: ``DatabaseStore(using="payments",
-    response_cache="redis")``.
+    server's clock. Configure it as an alias of ``IDEMPOTENCY["STORES"]``: ``{"BACKEND":
+    "idempotency.stores.DatabaseStore", "OPTIONS": {"database": "payments",
+    "response_cache": "redis"}}`` (its ``options`` list what it takes).
     """
 
     #: A claim that meets a live record needs a second statement to read it, so a
@@ -317,3 +319,20 @@ def _replaceable(found: KeyState) -> bool:
     """A looked-up record a claim may take: an in-progress one whose lease ran out
     (:meth:`DatabaseStore._state` gives a live one the time left, ``retry_after > 0``)."""
     return found.status is ClaimStatus.IN_PROGRESS and found.retry_after <= 0
+
+
+def database_store(database: str | None = None) -> DatabaseStore:
+    """The configured :class:`DatabaseStore` on ``database`` (None: the first one
+    configured, ``"default"`` first), with its response cache and key prefix; where none is
+    configured there, a plain one on ``database`` (or ``"default"``).
+
+    What works on the records' table outside a request (the admin's release, the sample's
+    locks) finds its store here."""
+    from idempotency.stores import stores
+
+    for alias in database_aliases():
+        store = stores[alias]
+        assert isinstance(store, DatabaseStore)  # noqa: S101 - its class is one
+        if database is None or store.using == database:
+            return store
+    return DatabaseStore(database=database or "default")

@@ -5,8 +5,8 @@ executor threads its ``a*`` twins run in.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import connections
@@ -15,7 +15,8 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from idempotency.codecs import seal
-from idempotency.conf import idempotency_settings
+from idempotency.conf import Setting
+from idempotency.core.backends import KEY_PREFIX
 from idempotency.stores import statements as sql
 from idempotency.stores.atomic import AtomicStore
 from idempotency.stores.records import StoredResponse
@@ -28,19 +29,42 @@ class DatabaseTable(AtomicStore):
     """The records' table of a database store: ``using``, ``model``, its statements and
     their parameters."""
 
-    def __init__(self, using: str | None = None, *, response_cache: str | None = None) -> None:
-        """``using``: database alias (default ``DATABASE_ALIAS``); ``response_cache``: cache
-        alias of this store's response cache (default ``RESPONSE_CACHE``), so one view can
-        cache its replays while the others do not: ``@idempotent(store=DatabaseStore(
-        response_cache="redis"))``."""
-        self._using = using
+    #: ``OPTIONS`` of a database store (:mod:`idempotency.core.backends`).
+    options: ClassVar[Mapping[str, Setting]] = {
+        "database": Setting(
+            "default",
+            "Database alias whose IdempotencyRecord table keeps the records.",
+            "database",
+        ),
+        "response_cache": Setting(
+            None,
+            "Cache alias of a read-through cache of completed responses (Redis "
+            "recommended): replays then cost no SQL. None: no response cache.",
+            "cache",
+            nullable=True,
+        ),
+        "key_prefix": KEY_PREFIX,
+    }
+
+    def __init__(
+        self,
+        *,
+        database: str = "default",
+        response_cache: str | None = None,
+        key_prefix: str = KEY_PREFIX.default,
+    ) -> None:
+        """``database``: database alias; ``response_cache``: cache alias of this store's
+        response cache, or None; ``key_prefix``: prefix of the response cache's keys."""
+        self.database = database
         self._response_cache = response_cache
+        self.key_prefix = key_prefix
         # SQL text per (database alias, vendor): built once, not on every request
         self._statements: dict[tuple[str, str], sql.Statements] = {}
 
     @property
     def using(self) -> str:
-        return self._using or str(idempotency_settings.DATABASE_ALIAS)
+        """The database alias (``database``)."""
+        return self.database
 
     @property
     def model(self) -> Any:
@@ -154,3 +178,28 @@ class UTCNow(Now):
 
     def as_mysql(self, compiler: Any, connection: Any, **extra_context: Any) -> Any:
         return self.as_sql(compiler, connection, template=sql.MYSQL_NOW, **extra_context)
+
+
+def database_aliases() -> list[str]:
+    """The aliases of ``STORES`` whose backend is a database store, ``"default"`` first."""
+    from idempotency.stores import stores
+
+    aliases = sorted(stores.entries, key=lambda alias: alias != "default")
+    found = []
+    for alias in aliases:
+        cls = stores.backend_class(alias)
+        if cls is not None and issubclass(cls, DatabaseTable):
+            found.append(alias)
+    return found
+
+
+def configured_database() -> str:
+    """The database of the first configured database store (``"default"`` first), else
+    ``"default"``: where the purge, the metrics and the scope renaming look by default."""
+    from idempotency.stores import stores
+
+    for alias in database_aliases():
+        store = stores[alias]
+        if isinstance(store, DatabaseTable):
+            return store.using
+    return "default"

@@ -55,7 +55,7 @@ def unreadable_record(where: str, scope: str, key: str, reason: str) -> Exceptio
     ref = log_ref(scope, key)
     logger.error(
         "idempotency: the record %s in %s is unreadable (%s); nothing ran. Delete the "
-        "value under its key, or use another KEY_PREFIX.",
+        "value under its key, or give the store another key_prefix.",
         ref,
         where,
         reason,

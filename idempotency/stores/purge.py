@@ -40,6 +40,7 @@ from django.utils import timezone
 from idempotency import signals
 from idempotency.conf import idempotency_settings
 from idempotency.core.outages import is_deadlock
+from idempotency.stores.database_table import configured_database
 from idempotency.stores.statements import SERVER_CLOCK_VENDORS, as_datetime, now_sql
 
 if TYPE_CHECKING:
@@ -88,14 +89,15 @@ def purge_expired_records(
     :param now: the cut-off (default: the current time, by the database server's clock on
         PostgreSQL, MySQL and MariaDB).
     :param max_batches: stop after this many batches (default: until none are left).
-    :param using: database alias (default: ``DATABASE_ALIAS``).
+    :param using: database alias (default: the database of the configured
+        database store).
     """
     size = int(idempotency_settings.PURGE_BATCH_SIZE if batch_size is None else batch_size)
     if size < 1:
         raise ValueError(f"batch_size must be a positive integer, not {batch_size!r}")
     if max_batches is not None and max_batches < 1:
         raise ValueError(f"max_batches must be a positive integer, not {max_batches!r}")
-    alias = using or str(idempotency_settings.DATABASE_ALIAS)
+    alias = using or configured_database()
     cutoff = now or _database_now(alias)
     started = time.perf_counter()
 

@@ -40,11 +40,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from idempotency.codecs import seal, unseal
-from idempotency.conf import idempotency_settings
+from idempotency.conf import Setting
+from idempotency.core.backends import KEY_PREFIX
 from idempotency.core.backoff import Backoff
 from idempotency.core.keyed_hashes import log_ref
 from idempotency.core.outages import outage_raises_unavailable
@@ -61,6 +62,7 @@ from idempotency.stores.records import (
     now_ms,
     quota_window,
 )
+from idempotency.stores.redis_client import CLIENT_OPTIONS, LOCATION_SCHEMES, REDIS_CACHE
 
 __all__ = ["RedisStore"]
 
@@ -333,7 +335,7 @@ class RedisStore(BaseStore):
         wait_timeout: Longest ``WAIT`` for them in seconds (default 0.5); a claim not
             replicated in time is released and answered ``503
             idempotency-store-not-durable``.
-        key_prefix: Prefix of the store's keys (default the ``KEY_PREFIX`` setting).
+        key_prefix: Prefix of the store's keys.
         reconnect_window: Seconds a command keeps being sent again while the server
             refuses connections (a restart, an AOF being loaded), default 3; the claim
             or completion then goes through with its own token instead of a 503.
@@ -350,25 +352,57 @@ class RedisStore(BaseStore):
     """
 
     supports_atomic: ClassVar[bool] = False
+    #: The URL schemes of a Redis ``LOCATION``.
+    location_schemes: ClassVar[tuple[str, ...]] = LOCATION_SCHEMES
+    #: ``OPTIONS`` of a Redis store (:mod:`idempotency.core.backends`).
+    options: ClassVar[Mapping[str, Setting]] = {
+        "cache": REDIS_CACHE,
+        **CLIENT_OPTIONS,
+        "wait_replicas": Setting(
+            0,
+            "Replicas that must acknowledge each claim, completion and recovery point "
+            "(WAIT numreplicas timeout) before it counts; 0 waits for none.",
+            "integer",
+            inclusive=True,
+        ),
+        "wait_timeout": Setting(
+            0.5,
+            "Seconds WAIT may block for those replicas; a claim not replicated in time is "
+            "released and answered with 503.",
+            "seconds",
+        ),
+        "reconnect_window": Setting(
+            RECONNECT_WINDOW,
+            "Seconds a command keeps being sent again while Redis refuses connections.",
+            "seconds",
+            inclusive=True,
+        ),
+        "key_prefix": KEY_PREFIX,
+    }
 
     def __init__(
         self,
         location: str | None = None,
         *,
         cache: str | None = None,
-        wait_replicas: int | None = None,
-        wait_timeout: float | None = None,
-        key_prefix: str | None = None,
+        wait_replicas: int = 0,
+        wait_timeout: float = 0.5,
+        key_prefix: str = KEY_PREFIX.default,
         reconnect_window: float = RECONNECT_WINDOW,
         **options: Any,
     ) -> None:
-        if location is None and cache is None:
-            # the settings' Redis cache until every store is configured by alias
-            cache = str(_setting("REDIS_ALIAS", "default"))
-        self.connector = RedisConnector(location, cache=cache, user="RedisStore", **options)
-        self._wait_replicas = wait_replicas
-        self._wait_timeout = wait_timeout
-        self._key_prefix = key_prefix
+        self.location = location
+        self.cache = cache
+        # neither: the cache "default"
+        self.connector = RedisConnector(
+            location,
+            cache=cache or ("default" if location is None else None),
+            user="RedisStore",
+            **options,
+        )
+        self.wait_replicas = wait_replicas
+        self.wait_timeout = wait_timeout
+        self.key_prefix = key_prefix
         self.reconnect_window = reconnect_window
         self._scripts: dict[str, Any] = {}
 
@@ -376,21 +410,6 @@ class RedisStore(BaseStore):
     def alias(self) -> str | None:
         """The cache whose connection settings the store uses (None: a URL)."""
         return self.connector.cache
-
-    @property
-    def wait_replicas(self) -> int:
-        value = self._wait_replicas
-        return int(_setting("REDIS_WAIT_REPLICAS", 0) if value is None else value)
-
-    @property
-    def wait_timeout(self) -> float:
-        value = self._wait_timeout
-        return float(_setting("REDIS_WAIT_TIMEOUT", 0.5) if value is None else value)
-
-    @property
-    def key_prefix(self) -> str:
-        value = self._key_prefix
-        return str(_setting("KEY_PREFIX", "idem") if value is None else value)
 
     @property
     def client(self) -> Any:
@@ -744,11 +763,3 @@ class RedisStore(BaseStore):
         if client is None:
             return await super().adelete(scope, key)
         return bool(await client.delete(self.record_key(scope, key)))
-
-
-def _setting(name: str, default: Any) -> Any:
-    """The flat setting ``name``, or ``default`` where it is not (or no longer) one."""
-    try:
-        return getattr(idempotency_settings, name)
-    except AttributeError:
-        return default

@@ -80,7 +80,8 @@ def reencrypt_records(
     dry_run: bool = False,
     plaintext: bool = False,
 ) -> ReencryptionResult:
-    """Rewrite the stored bodies of ``store`` (default ``STORE``) under the newest key.
+    """Rewrite the stored bodies of ``store`` (an alias of ``STORES``, default ``"default"``,
+    or a store) under the newest key.
 
     :param batch_size: records read per batch (default ``PURGE_BATCH_SIZE``).
     :param dry_run: count, change nothing.
@@ -157,7 +158,7 @@ def _database(store: Any, rewriter: _Rewriter, size: int, dry_run: bool) -> tupl
 def _redis(store: Any, rewriter: _Rewriter, size: int, dry_run: bool) -> tuple[int, int]:
     client = store.client
     swap = client.register_script(_SWAP_BODY)
-    pattern = f"{idempotency_settings.KEY_PREFIX}:{{*}}:rec"
+    pattern = f"{store.key_prefix}:{{*}}:rec"
     done = batches = 0
     names: list[Any] = []
 

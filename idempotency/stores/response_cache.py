@@ -1,7 +1,7 @@
 """The read-through cache of completed responses in front of ``DatabaseStore``.
 
-With ``RESPONSE_CACHE`` set to a cache alias (Redis recommended), or a store's own
-``response_cache=``, completed responses are read from that cache first, and written to
+With the store's ``response_cache`` option set to a cache alias (Redis recommended),
+completed responses are read from that cache first, and written to
 it by the first replay that reads them from the database: every later replay costs no
 SQL, and a first request pays no cache write. The cache is never the source of truth:
 any cache error falls back to the database.
@@ -9,7 +9,7 @@ any cache error falls back to the database.
 A cached response is bytes the library encodes itself (a JSON line of status,
 fingerprint and headers, then the body), read without the cache's serializer
 (:mod:`.raw_cache`): a pickle written under its key is never unpickled. Its key names
-the database alias, so two ``DatabaseStore(using=...)`` sharing one cache never
+the database alias, so two ``DatabaseStore(database=...)`` sharing one cache never
 answer each other's records.
 """
 
@@ -21,7 +21,6 @@ from django.core.cache import BaseCache, caches
 
 from idempotency import signals
 from idempotency.codecs import UndecodableBody, unseal
-from idempotency.conf import idempotency_settings
 from idempotency.core.outages import bursts
 from idempotency.stores import record_digest
 from idempotency.stores.atomic import AtomicStore
@@ -35,20 +34,21 @@ class ResponseCache(AtomicStore):
     its keys name."""
 
     _response_cache: str | None
+    key_prefix: str
 
     @property
     def response_cache(self) -> BaseCache | None:
-        alias = self._response_cache or idempotency_settings.RESPONSE_CACHE
+        alias = self._response_cache
         return caches[alias] if alias else None
 
     def _raw_response_cache(self) -> RawCache | None:
-        alias = self._response_cache or idempotency_settings.RESPONSE_CACHE
+        alias = self._response_cache
         return RawCache(caches[alias], alias) if alias else None
 
     def _cache_key(self, scope: str, key: str) -> str:
         # the database alias too: two stores on two databases may share one cache
         digest = record_digest(f"{self.using}\x00{scope}", key)
-        return f"{idempotency_settings.KEY_PREFIX}:resp:{digest}"
+        return f"{self.key_prefix}:resp:{digest}"
 
     def forget_cached(self, scope: str, key: str) -> None:
         cache = self._raw_response_cache()

@@ -2,12 +2,12 @@
 (how to use them and how each backend consumes: docs/howto/submit-tokens.md)."""
 
 from idempotency.tokens.api import (
-    TOKEN_BACKENDS,
     consume_submit_token,
     get_token_backend,
     issue_submit_token,
     issue_token,
     purge_expired_submit_tokens,
+    token_backends,
 )
 from idempotency.tokens.base import IssuedToken, TokenBackend, token_scope
 from idempotency.tokens.database import DatabaseTokens
@@ -19,7 +19,6 @@ from idempotency.tokens.views import (
 )
 
 __all__ = [
-    "TOKEN_BACKENDS",
     "DatabaseTokens",
     "IssuedToken",
     "RedisTokens",
@@ -32,5 +31,6 @@ __all__ = [
     "issue_token",
     "purge_expired_submit_tokens",
     "require_submit_token",
+    "token_backends",
     "token_scope",
 ]

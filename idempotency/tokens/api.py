@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
-from idempotency.core.backends import Pluggable
+from idempotency.core.backends import BackendHandler
 from idempotency.exceptions import (
     SubmitTokenInvalid,
     SubmitTokenUsed,
@@ -26,30 +26,23 @@ from idempotency.tokens.base import (
     token_scope,
 )
 
-#: The submit-token backends: ``SUBMIT_TOKEN_BACKEND``, a dotted path to a
-#: :class:`~idempotency.tokens.base.TokenBackend` subclass (or a class or instance);
-#: ``"database"`` and ``"redis"`` are aliases of the built-in ones.
-TOKEN_BACKENDS = Pluggable(
-    "SUBMIT_TOKEN_BACKEND",
-    "submit-token backend",
-    lambda: TokenBackend,
-    {
-        "database": "idempotency.tokens.database.DatabaseTokens",
-        "redis": "idempotency.tokens.redis.RedisTokens",
-    },
+#: The submit-token backends by alias (``IDEMPOTENCY["TOKENS"]``), as ``caches``:
+#: ``token_backends["default"]``; each ``BACKEND`` a subclass of
+#: :class:`~idempotency.tokens.base.TokenBackend`.
+token_backends: BackendHandler[TokenBackend] = BackendHandler(
+    "TOKENS", "submit-token backend", lambda: TokenBackend
 )
 
 
-def get_token_backend(
-    backend: str | type[TokenBackend] | TokenBackend | None = None,
-) -> TokenBackend:
-    """The token backend ``backend`` names (default: ``SUBMIT_TOKEN_BACKEND``).
+def get_token_backend(backend: str | TokenBackend | None = None) -> TokenBackend:
+    """The token backend ``backend`` names: an alias of ``TOKENS`` (None: ``"default"``)
+    or a backend instance, returned as it is.
 
     Raises:
-        ImproperlyConfigured: It names no usable backend (check ``idempotency.E044``,
-            ``E045`` or ``E046`` reports the setting at startup).
+        ImproperlyConfigured: No such alias, or its entry cannot be used (the system
+            checks report the same at startup).
     """
-    return TOKEN_BACKENDS.get(backend)
+    return token_backends.get(backend)
 
 
 # -- the API -----------------------------------------------------------------------------

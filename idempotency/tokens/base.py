@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from idempotency.core.backends import Configurable
+
 #: Seconds a consumed token keeps answering "used" at least (even past its expiry).
 TOMBSTONE_SECONDS = 60
 #: Longest purpose accepted (``SubmitToken.purpose``).
@@ -27,14 +29,17 @@ class IssuedToken:
     expires_at: datetime
 
 
-class TokenBackend(abc.ABC):
-    """Where submit tokens live: the base class of every ``SUBMIT_TOKEN_BACKEND``.
+class TokenBackend(Configurable, abc.ABC):
+    """Where submit tokens live: the base class of every ``BACKEND`` of ``TOKENS``.
 
-    Name a subclass by its dotted path in ``SUBMIT_TOKEN_BACKEND``; it is made with no
-    arguments, once per process (until the settings change), and shared by every thread,
-    so it keeps no per-call state. The backend sees only a token's SHA-256 hash, never the
-    token. Built in: ``DatabaseTokens`` (alias
-    ``"database"``) and ``RedisTokens`` (``"redis"``).
+    Name a subclass by its dotted path as the ``BACKEND`` of an alias of
+    ``IDEMPOTENCY["TOKENS"]``; it is made with its entry's ``LOCATION`` and ``OPTIONS`` as
+    keyword arguments (its ``options`` and ``location_schemes`` say which it takes:
+    :mod:`idempotency.core.backends`), once per process (until the settings change),
+    and shared by every thread, so it keeps no per-call state. The backend sees only a
+    token's SHA-256 hash, never the token. Built in:
+    ``idempotency.tokens.DatabaseTokens`` (the default) and
+    ``idempotency.tokens.RedisTokens``.
 
     Methods subclasses must implement: :meth:`issue` and :meth:`consume`. They may
     override :meth:`purge`.

@@ -1,24 +1,32 @@
-"""Submit tokens as :class:`~idempotency.models.SubmitToken` rows (alias ``"database"``)."""
+"""Submit tokens as :class:`~idempotency.models.SubmitToken` rows (``DatabaseTokens``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db.models import Q
 from django.utils import timezone
 
-from idempotency.conf import idempotency_settings
+from idempotency.conf import Setting
 from idempotency.core.outages import outage_raises_unavailable
 from idempotency.tokens.base import INVALID, OK, TOMBSTONE_SECONDS, USED, TokenBackend
 
 
 class DatabaseTokens(TokenBackend):
-    """Tokens as :class:`~idempotency.models.SubmitToken` rows (the default backend)."""
+    """Tokens as :class:`~idempotency.models.SubmitToken` rows of its ``database`` (the
+    default backend)."""
 
-    @property
-    def using(self) -> str:
-        return str(idempotency_settings.DATABASE_ALIAS)
+    #: ``OPTIONS`` of database tokens (:mod:`idempotency.core.backends`).
+    options: ClassVar[Mapping[str, Setting]] = {
+        "database": Setting(
+            "default", "Database alias whose SubmitToken table keeps them.", "database"
+        ),
+    }
+
+    def __init__(self, *, database: str = "default") -> None:
+        self.using = database
 
     def _tokens(self) -> Any:
         from idempotency.models import SubmitToken

@@ -1,16 +1,19 @@
-"""Submit tokens on Redis (alias ``"redis"``): one Lua script consumes."""
+"""Submit tokens on Redis (``idempotency.tokens.RedisTokens``): one Lua script consumes."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from django.utils import timezone
 
-from idempotency.conf import idempotency_settings
+from idempotency.conf import Setting
+from idempotency.core.backends import KEY_PREFIX
 from idempotency.core.outages import outage_raises_unavailable
 from idempotency.core.redis_clients import RedisConnector
+from idempotency.stores.redis_client import CLIENT_OPTIONS, LOCATION_SCHEMES, REDIS_CACHE
 from idempotency.tokens.base import TOMBSTONE_SECONDS, TokenBackend
 
 REDIS_CONSUME = """
@@ -31,25 +34,44 @@ return 'invalid'
 class RedisTokens(TokenBackend):
     """Tokens as Redis strings; consumption is one compare-delete-and-tombstone script.
 
-    Built as :class:`~idempotency.stores.RedisStore` is: exactly one of ``location`` (a
-    ``redis://``, ``rediss://`` or ``unix://`` URL) and ``cache`` (a Redis cache's alias,
-    Django's own or django-redis'), plus redis-py connection options
-    (:mod:`~idempotency.core.redis_clients`)."""
+    Connects to its ``LOCATION`` (``redis://``, ``rediss://``, ``unix://``), or uses the
+    connection of the django-redis cache its ``cache`` option names."""
 
-    def __init__(self, location: str | None = None, *, cache: str | None = None, **options: Any):
-        if location is None and cache is None:
-            # the settings' Redis cache until every backend is configured by alias
-            cache = str(getattr(idempotency_settings, "REDIS_ALIAS", "default"))
-        self.connector = RedisConnector(location, cache=cache, user="RedisTokens", **options)
-        self._consume: Any = None
+    location_schemes: ClassVar[tuple[str, ...]] = LOCATION_SCHEMES
+    #: ``OPTIONS`` of Redis tokens (:mod:`idempotency.core.backends`).
+    options: ClassVar[Mapping[str, Setting]] = {
+        "cache": REDIS_CACHE,
+        **CLIENT_OPTIONS,
+        "key_prefix": KEY_PREFIX,
+    }
+
+    def __init__(
+        self,
+        location: str | None = None,
+        *,
+        cache: str | None = None,
+        key_prefix: str = KEY_PREFIX.default,
+        **options: Any,
+    ) -> None:
+        self.location = location
+        self.cache = cache
+        self.key_prefix = key_prefix
+        # neither: the cache "default"
+        self.connector = RedisConnector(
+            location,
+            cache=cache or ("default" if location is None else None),
+            user="RedisTokens",
+            **options,
+        )
 
     @property
     def client(self) -> Any:
+        """The sync redis-py client (:class:`~idempotency.core.redis_clients.RedisConnector`)."""
         return self.connector.client
 
     def keys(self, token_hash: str) -> tuple[str, str]:
         # one hash tag: the token and its tombstone live on one Redis Cluster slot
-        base = f"{idempotency_settings.KEY_PREFIX}:st:{{{token_hash}}}"
+        base = f"{self.key_prefix}:st:{{{token_hash}}}"
         return base, f"{base}:used"
 
     @staticmethod
@@ -65,9 +87,8 @@ class RedisTokens(TokenBackend):
 
     @outage_raises_unavailable("redis", keyed=False)
     def consume(self, token_hash: str, scope: str, purpose: str) -> str:
-        if self._consume is None:
-            self._consume = self.client.register_script(REDIS_CONSUME)
-        reply = self._consume(
+        client = self.client
+        reply = client.register_script(REDIS_CONSUME)(
             keys=list(self.keys(token_hash)),
             args=[self.binding(scope, purpose), TOMBSTONE_SECONDS * 1000],
         )

@@ -16,6 +16,7 @@ from idempotency.models import IdempotencyRecord
 from idempotency.stores.base import StoredResponse
 from idempotency.stores.database import DatabaseStore
 from tests.support.records import MakeRecord
+from tests.support.stores import DB_STORE, using
 
 pytestmark = pytest.mark.django_db
 
@@ -190,12 +191,12 @@ def test_release_action_deletes_the_selected_records(
     assert IdempotencyRecord.objects.filter(pk=other.pk).exists()
 
 
-@override_settings(IDEMPOTENCY={"RESPONSE_CACHE": "default"})
+@override_settings(IDEMPOTENCY=using(DB_STORE, response_cache="default"))
 def test_release_action_forgets_the_cached_response(
     admin_client: Client, make_record: MakeRecord
 ) -> None:
     obj = make_record(key="cached-key")
-    store = DatabaseStore()
+    store = DatabaseStore(response_cache="default")
     cache_key = store._cache_key(obj.scope, obj.key)
     store._cache_response(obj.scope, obj.key, obj.fingerprint, StoredResponse(201, [], b"{}"), 60)
     assert store._raw_response_cache().get(cache_key) is not None  # type: ignore[union-attr]

@@ -13,7 +13,7 @@ from django.test import override_settings
 
 from idempotency.checks import check_settings
 from tests.support.checks import LOCMEM, REDIS, ids, one_database, only
-from tests.support.stores import CACHE_STORE
+from tests.support.stores import CACHE_STORE, using
 
 
 def test_defaults_produce_no_messages() -> None:
@@ -62,6 +62,6 @@ def test_check_command_fails_on_a_bad_setting() -> None:
 def test_check_command_reports_warnings_without_failing() -> None:
     out = StringIO()
     err = StringIO()
-    with override_settings(IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=LOCMEM):
+    with override_settings(IDEMPOTENCY={**using(CACHE_STORE)}, CACHES=LOCMEM):
         call_command("check", databases=[], stdout=out, stderr=err)
     assert "idempotency.W001" in out.getvalue() + err.getvalue()

@@ -13,12 +13,23 @@ from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 from idempotency.checks import check_settings
-from tests.support.checks import ids, only, two_databases
-from tests.support.stores import CACHE_STORE, REDIS_STORE
+from tests.support.checks import check_messages, ids, only, two_databases
+from tests.support.stores import (
+    CACHE_STORE,
+    DB_STORE,
+    REDIS_STORE,
+    locks_using,
+    tokens_using,
+    using,
+)
 
 
-def test_e015_database_alias_not_in_databases() -> None:
-    only("E015", IDEMPOTENCY={"DATABASE_ALIAS": "records"})
+def test_e015_database_option_not_in_databases() -> None:
+    only("E015", IDEMPOTENCY=using(DB_STORE, database="records"))
+    only("E015", IDEMPOTENCY=tokens_using("database", database="records"))
+    only("E015", IDEMPOTENCY=locks_using("postgres", database="records"))
+    (message,) = check_messages(IDEMPOTENCY=using(DB_STORE, database="records"))
+    assert "IDEMPOTENCY['STORES']['default']['OPTIONS']['database']" in message.msg
 
 
 def test_e017_atomic_databases() -> None:
@@ -72,19 +83,16 @@ def test_e030_not_on_the_vendors_with_sql(engine: str) -> None:
 def test_e030_not_for_stores_without_sql(store: str) -> None:
     """RedisStore and CacheStore, the stores the message names, are not judged by it
     (their own checks, on their caches, still run)."""
-    found = ids(IDEMPOTENCY={"STORE": store}, DATABASES=_databases(OTHER_VENDOR))
+    found = ids(IDEMPOTENCY=using(store), DATABASES=_databases(OTHER_VENDOR))
     assert "idempotency.E030" not in found
 
 
-def test_e030_names_a_store_instance_on_another_alias() -> None:
-    from idempotency.stores.database import DatabaseStore
-
+def test_e030_names_a_store_on_another_database() -> None:
     databases = {
         "default": django_settings.DATABASES["default"],
         "legacy": _databases(OTHER_VENDOR)["default"],
     }
-    store = DatabaseStore(using="legacy")
-    with override_settings(IDEMPOTENCY={"STORE": store}, DATABASES=databases):
+    with override_settings(IDEMPOTENCY=using(DB_STORE, database="legacy"), DATABASES=databases):
         messages = [m for m in check_settings() if m.id == "idempotency.E030"]
     assert len(messages) == 1 and "'legacy'" in messages[0].msg
 

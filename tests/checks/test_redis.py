@@ -18,18 +18,19 @@ from chaos.services import PrivateRedis, redis_server_binary
 from idempotency.checks import check_redis_persistence, check_settings
 from tests.support.checks import DJANGO_REDIS, LOCMEM, REDIS, ids, one_database, only
 from tests.support.faults import caches_with, dead_redis_url, private_redis
-from tests.support.stores import REDIS_STORE
+from tests.support.stores import REDIS_STORE, locks_using, tokens_using, using
 
 
 @pytest.mark.parametrize(
     "setting",
     [
-        {"STORE": REDIS_STORE},
-        {"LOCK_BACKEND": "redis"},
-        {"LOCK_BACKEND": "idempotency.locks.redis.RedisLockBackend"},
-        {"SUBMIT_TOKEN_BACKEND": "redis"},
-        {"SUBMIT_TOKEN_BACKEND": "idempotency.tokens.redis.RedisTokens"},
+        using(REDIS_STORE),
+        locks_using("redis"),
+        locks_using("idempotency.locks.redis.RedisLockBackend"),
+        tokens_using("redis"),
+        tokens_using("idempotency.tokens.redis.RedisTokens"),
     ],
+    ids=["store", "locks", "locks-path", "tokens", "tokens-path"],
 )
 def test_e007_redis_needed_but_the_cache_is_not_a_redis_cache(setting: dict[str, Any]) -> None:
     only("E007", IDEMPOTENCY=setting, CACHES=LOCMEM)
@@ -44,11 +45,23 @@ def test_e007_django_redis_with_a_client_the_store_cannot_follow() -> None:
             "OPTIONS": {"CLIENT_CLASS": "django_redis.client.SentinelClient"},
         }
     }
-    only("E007", IDEMPOTENCY={"STORE": REDIS_STORE}, CACHES=sentinel)
+    only("E007", IDEMPOTENCY=using(REDIS_STORE), CACHES=sentinel)
 
 
 def test_e007_redis_alias_missing() -> None:
-    only("E007", IDEMPOTENCY={"STORE": REDIS_STORE, "REDIS_ALIAS": "redis"}, CACHES=REDIS)
+    only("E007", IDEMPOTENCY=using(REDIS_STORE, cache="redis"), CACHES=REDIS)
+
+
+def test_e007_silent_for_a_location() -> None:
+    """A Redis backend with a LOCATION needs only redis-py, not a django-redis cache."""
+    setting = using(REDIS_STORE, location="redis://127.0.0.1:6379/7")
+    assert ids(IDEMPOTENCY=setting, CACHES=LOCMEM) == []
+
+
+def test_the_default_locks_are_checked_only_when_set() -> None:
+    """LOCKS defaults to Redis, inert until a lock is taken: no E007 until it is set."""
+    assert ids(IDEMPOTENCY={}, CACHES=LOCMEM) == []
+    only("E007", IDEMPOTENCY=locks_using("redis"), CACHES=LOCMEM)
 
 
 def test_e007_redis_py_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -59,7 +72,7 @@ def test_e007_redis_py_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     with override_settings(
-        IDEMPOTENCY={"STORE": REDIS_STORE}, CACHES=REDIS, DATABASES=one_database()
+        IDEMPOTENCY={**using(REDIS_STORE)}, CACHES=REDIS, DATABASES=one_database()
     ):
         (message,) = check_settings()
     assert message.id == "idempotency.E007"
@@ -69,35 +82,36 @@ def test_e007_redis_py_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
 def _persistence_ids(server_url: str, **idempotency: Any) -> list[str]:
     with override_settings(
         CACHES=caches_with("private", server_url),
-        IDEMPOTENCY={"REDIS_ALIAS": "private", **idempotency},
+        IDEMPOTENCY=idempotency,
     ):
         return [message.id or "" for message in check_redis_persistence()]
 
 
 def test_w007_redis_without_persistence_behind_the_store() -> None:
     with private_redis(aof=False) as server:
-        assert _persistence_ids(server.url, STORE=REDIS_STORE) == ["idempotency.W007"]
-        assert _persistence_ids(server.url, SUBMIT_TOKEN_BACKEND="redis") == ["idempotency.W007"]
+        store, tokens = using(REDIS_STORE, cache="private"), tokens_using("redis", cache="private")
+        assert _persistence_ids(server.url, **store) == ["idempotency.W007"]
+        assert _persistence_ids(server.url, **tokens) == ["idempotency.W007"]
         assert _persistence_ids(server.url) == []  # nothing keeps records in that Redis
 
 
 def test_w007_silent_with_aof_or_rdb() -> None:
     with private_redis(aof=True) as server:
-        assert _persistence_ids(server.url, STORE=REDIS_STORE) == []
+        assert _persistence_ids(server.url, **using(REDIS_STORE, cache="private")) == []
     with private_redis(aof=False) as server:
         server.client().config_set("save", "3600 1")  # type: ignore[attr-defined]
-        assert _persistence_ids(server.url, STORE=REDIS_STORE) == []
+        assert _persistence_ids(server.url, **using(REDIS_STORE, cache="private")) == []
 
 
 def test_w007_tolerates_a_server_that_forbids_config() -> None:
     if redis_server_binary() is None:
         pytest.skip("needs redis-server")
     with PrivateRedis(extra=("--rename-command", "CONFIG", '""')) as server:
-        assert _persistence_ids(server.url, STORE=REDIS_STORE) == []
+        assert _persistence_ids(server.url, **using(REDIS_STORE, cache="private")) == []
 
 
 def test_w007_tolerates_an_unreachable_server() -> None:
-    assert _persistence_ids(dead_redis_url(), STORE=REDIS_STORE) == []
+    assert _persistence_ids(dead_redis_url(), **using(REDIS_STORE, cache="private")) == []
 
 
 def test_check_deploy_reports_w007() -> None:
@@ -105,7 +119,7 @@ def test_check_deploy_reports_w007() -> None:
         private_redis(aof=False) as server,
         override_settings(
             CACHES=caches_with("private", server.url),
-            IDEMPOTENCY={"REDIS_ALIAS": "private", "STORE": REDIS_STORE},
+            IDEMPOTENCY=using(REDIS_STORE, cache="private"),
         ),
     ):
         out, err = StringIO(), StringIO()
@@ -117,3 +131,12 @@ def test_check_deploy_reports_w007() -> None:
         except SystemCheckError as exc:  # other deploy checks may fail on test settings
             report = str(exc)
         assert "idempotency.W007" in out.getvalue() + err.getvalue() + report
+
+
+def test_w007_names_a_location_without_its_password() -> None:
+    with private_redis(aof=False) as server:
+        url = server.url.replace("redis://", "redis://:secret@", 1)
+        with override_settings(IDEMPOTENCY=using(REDIS_STORE, location=url)):
+            (warning,) = check_redis_persistence()
+    assert warning.id == "idempotency.W007"
+    assert "secret" not in warning.msg and server.url.partition("://")[2] in warning.msg

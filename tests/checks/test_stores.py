@@ -1,5 +1,5 @@
 """The stores in use and their caches and modes (idempotency.checks.stores): E006, E008,
-E012, E013, E020, W001, W004, W005."""
+E012, E013, E020, W001, W003, W004."""
 
 from __future__ import annotations
 
@@ -8,22 +8,22 @@ from typing import Any
 import pytest
 
 from tests.support.checks import DUMMY, LOCMEM, REDIS, ids, one_database, only
-from tests.support.stores import CACHE_STORE, REDIS_STORE
+from tests.support.stores import CACHE_STORE, DB_STORE, REDIS_STORE, entry, stores, using
 
 
 @pytest.mark.parametrize("store", [CACHE_STORE, REDIS_STORE])
 def test_e006_atomic_mode_with_a_store_that_cannot(store: str) -> None:
-    assert "idempotency.E006" in ids(IDEMPOTENCY={"MODE": "atomic", "STORE": store}, CACHES=REDIS)
+    assert "idempotency.E006" in ids(IDEMPOTENCY={"MODE": "atomic", **using(store)}, CACHES=REDIS)
     assert "idempotency.E006" not in ids(IDEMPOTENCY={"MODE": "atomic"})
 
 
 def test_e008_cache_alias_not_in_caches() -> None:
-    only("E008", IDEMPOTENCY={"RESPONSE_CACHE": "responses"}, CACHES=REDIS)
-    only("E008", IDEMPOTENCY={"STORE": CACHE_STORE, "CACHE_ALIAS": "records"}, CACHES=REDIS)
+    only("E008", IDEMPOTENCY=using(DB_STORE, response_cache="responses"), CACHES=REDIS)
+    only("E008", IDEMPOTENCY=using(CACHE_STORE, cache="records"), CACHES=REDIS)
 
 
 def test_e012_cache_store_on_dummy_cache() -> None:
-    only("E012", IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=DUMMY)
+    only("E012", IDEMPOTENCY={**using(CACHE_STORE)}, CACHES=DUMMY)
 
 
 FILE_CACHE = {
@@ -44,20 +44,27 @@ BUILTIN_REDIS = {
 
 def test_e020_records_in_a_cache_that_unpickles() -> None:
     """Issue 36, finding 2: a cache read only through pickle is refused for records."""
-    only("E020", IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=FILE_CACHE)
-    only("E020", IDEMPOTENCY={"RESPONSE_CACHE": "default"}, CACHES=FILE_CACHE)
+    only("E020", IDEMPOTENCY={**using(CACHE_STORE)}, CACHES=FILE_CACHE)
+    only("E020", IDEMPOTENCY=using(DB_STORE, response_cache="default"), CACHES=FILE_CACHE)
     # the caches read raw (Redis) or in-process are fine
-    assert ids(IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=REDIS) == []
-    assert ids(IDEMPOTENCY={"RESPONSE_CACHE": "default"}, CACHES=BUILTIN_REDIS) == []
+    assert ids(IDEMPOTENCY={**using(CACHE_STORE)}, CACHES=REDIS) == []
+    assert ids(IDEMPOTENCY=using(DB_STORE, response_cache="default"), CACHES=BUILTIN_REDIS) == []
 
 
-def test_e013_store_is_not_a_store_class() -> None:
-    only("E013", IDEMPOTENCY={"STORE": "collections.OrderedDict"})
+def test_w003_response_cache_on_locmem() -> None:
+    only("W003", IDEMPOTENCY=using(DB_STORE, response_cache="default"), CACHES=LOCMEM)
+    assert ids(IDEMPOTENCY=using(DB_STORE, response_cache="default"), CACHES=REDIS) == []
+
+
+def test_every_alias_is_checked() -> None:
+    """Not only "default": each alias of STORES is a store in use."""
+    setting = {"STORES": {**stores(DB_STORE), "records": entry(CACHE_STORE)}}
+    only("E012", IDEMPOTENCY=setting, CACHES=DUMMY)
 
 
 def test_w001_cache_store_on_locmem() -> None:
-    only("W001", IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=LOCMEM)
-    assert ids(IDEMPOTENCY={"STORE": CACHE_STORE}, CACHES=REDIS) == []
+    only("W001", IDEMPOTENCY={**using(CACHE_STORE)}, CACHES=LOCMEM)
+    assert ids(IDEMPOTENCY={**using(CACHE_STORE)}, CACHES=REDIS) == []
 
 
 @pytest.fixture
@@ -76,13 +83,9 @@ def test_w004_atomic_requests_with_lease_mode(atomic_requests: dict[str, Any]) -
     assert ids(IDEMPOTENCY={"MODE": "auto"}, DATABASES=atomic_requests) == []
     assert (
         ids(
-            IDEMPOTENCY={"MODE": "lease", "STORE": REDIS_STORE},
+            IDEMPOTENCY={"MODE": "lease", **using(REDIS_STORE)},
             DATABASES=atomic_requests,
             CACHES=REDIS,
         )
         == []
     )
-
-
-def test_w005_response_cache_unused_by_the_store() -> None:
-    only("W005", IDEMPOTENCY={"STORE": REDIS_STORE, "RESPONSE_CACHE": "default"}, CACHES=REDIS)

@@ -1,15 +1,18 @@
 """Each value against its description (idempotency.checks.values): E002, E004, E005, E010,
-E011, E014, E016, E018, E043, E044-E046."""
+E011, E014, E016, E018, E043, E044-E046; and check --deploy's W041."""
 
 from __future__ import annotations
 
 import importlib.util
+from io import StringIO
 from typing import Any
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from idempotency.checks import check_settings
+from idempotency.checks import check_problem_documentation, check_settings
 from tests.support.checks import ids, one_database, only, two_databases
 
 
@@ -66,8 +69,6 @@ def test_e004_accepts_valid_numbers(setting: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("name", "value"),
     [
-        ("STORE", "idempotency.stores.NoSuchStore"),
-        ("STORE", "no_such_module.Store"),
         ("SCOPE", "idempotency.scopes.no_such_scope"),
         ("FINGERPRINT", "nodots"),
         ("FINGERPRINT", 42),
@@ -78,9 +79,7 @@ def test_e005_dotted_path_not_importable(name: str, value: Any) -> None:
 
 
 def test_e005_accepts_objects_instead_of_paths() -> None:
-    from idempotency.stores.database import DatabaseStore
-
-    assert ids(IDEMPOTENCY={"STORE": DatabaseStore, "SCOPE": lambda request: "x"}) == []
+    assert ids(IDEMPOTENCY={"SCOPE": lambda request: "x"}) == []
 
 
 def test_e014_anonymous() -> None:
@@ -132,22 +131,6 @@ def test_e004_header_lists_that_are_not_lists_of_names(setting: dict[str, Any]) 
     only("E004", IDEMPOTENCY=setting)
 
 
-@pytest.mark.parametrize(
-    ("setting", "code"),
-    [
-        ({"LOCK_BACKEND": "zookeeper"}, "E044"),
-        ({"SUBMIT_TOKEN_BACKEND": "tokens.Missing"}, "E044"),
-        ({"SUBMIT_TOKEN_BACKEND": 1}, "E045"),
-        ({"LOCK_BACKEND": "idempotency.tokens.database.DatabaseTokens"}, "E045"),
-        ({"LOCK_BACKEND": "idempotency.locks.base.DatabaseLockBackend"}, "E046"),
-    ],
-)
-def test_e044_e045_e046_backends(setting: dict[str, Any], code: str) -> None:
-    """A backend that cannot be imported (E044), is no subclass of its base class (E045)
-    or leaves abstract methods unimplemented (E046); more in tests/core/test_backends.py."""
-    only(code, IDEMPOTENCY=setting)
-
-
 @pytest.mark.parametrize("value", [0, -1, 1.5, "1MB", True])
 def test_e004_max_response_bytes(value: Any) -> None:
     only("E004", IDEMPOTENCY={"MAX_RESPONSE_BYTES": value})
@@ -190,3 +173,27 @@ def test_e020_opentelemetry_without_its_api(monkeypatch: pytest.MonkeyPatch) -> 
     )
     only("E043", IDEMPOTENCY={"OPENTELEMETRY": True})
     assert ids(IDEMPOTENCY={"OPENTELEMETRY": False}) == []
+
+
+def test_w041_the_default_problem_type_base_asks_for_the_projects_own() -> None:
+    with override_settings(IDEMPOTENCY={}):
+        (warning,) = check_problem_documentation()
+    assert warning.id == "idempotency.W041"
+    assert "https://django-idempotency.dev/problems/" in warning.msg
+    assert "PROBLEM_TYPE_BASE" in (warning.hint or "")
+    with override_settings(IDEMPOTENCY={"PROBLEM_TYPE_BASE": "https://api.example.com/e/"}):
+        assert check_problem_documentation() == []
+
+
+def test_w041_is_reported_by_check_deploy_only() -> None:
+    def report(*args: str) -> str:
+        out = StringIO()
+        try:
+            call_command("check", *args, databases=[], stdout=out, stderr=out)
+        except SystemCheckError as exc:  # other deploy checks may fail on test settings
+            out.write(str(exc))
+        return out.getvalue()
+
+    with override_settings(IDEMPOTENCY={}, DATABASES=one_database()):
+        assert "idempotency.W041" not in report()
+        assert "idempotency.W041" in report("--deploy")

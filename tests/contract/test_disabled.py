@@ -14,12 +14,13 @@ import pytest
 from django.test import Client, override_settings
 
 from idempotency.models import IdempotencyRecord
+from tests.support.stores import using
 from tests.testapp.executions import executions
 from tests.testapp.models import Effect, Wallet
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-DISABLED = {"ENABLED": False, "STORE": "no.such.Store"}
+DISABLED = {"ENABLED": False, **using("no.such.Store")}
 
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -40,7 +40,7 @@ INVALID = {
     "integer": 1.5,
     "choice": "nonsense",
     "path": "no_such_module.thing",
-    "backend": "no_such_module.Backend",
+    "backends": "no_such_module.Backend",
     "header": "bad header",
     "headers": "Accept",
     "names": "field",
@@ -118,9 +118,9 @@ def test_e006_for_a_view_asking_atomic_mode_of_a_store_that_cannot() -> None:
     assert "'atomic-redis'" in text and "RedisStore" in text
 
 
-def test_e013_for_a_view_store_that_is_no_store() -> None:
+def test_e013_for_a_view_store_that_is_no_alias() -> None:
     (text,) = by_id(messages(views.NotAStoreViews), "E013")
-    assert "'not-a-store'" in text
+    assert "'not-a-store'" in text and "'no-such-store'" in text
 
 
 def test_e013_for_the_store_of_a_ninja_operation() -> None:

@@ -27,7 +27,7 @@ from tests.support.clocks import age
 from tests.support.counting import Counter, unique
 from tests.support.faults import caches_with, private_redis
 from tests.support.services import ROOT, redis_url
-from tests.support.stores import ALL_STORES, DB_STORE, store_params
+from tests.support.stores import ALL_STORES, DB_STORE, store_of, store_params
 from tests.support.storms import run_threads, wait_until
 from tests.support.tasks import inprocess_app
 
@@ -261,7 +261,7 @@ def test_the_keepalive_stops_when_the_body_ends_and_is_not_needed_in_a_transacti
     before = watchdog().live
     seen: list[int] = []
 
-    @idempotent_function(key="short:{ref}", store=DB_STORE, lease=0.3, mode="lease")
+    @idempotent_function(key="short:{ref}", store=store_of(DB_STORE), lease=0.3, mode="lease")
     def short(ref: str) -> str:
         seen.append(watchdog().live - before)
         return "ok"

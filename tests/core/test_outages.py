@@ -31,7 +31,7 @@ from tests.support.faults import (
     dead_redis_url,
     private_redis,
 )
-from tests.support.stores import DB_STORE, REDIS_STORE
+from tests.support.stores import DB_STORE, REDIS_STORE, using
 from tests.support.storms import wait_until
 from tests.testapp.models import Effect, Wallet
 
@@ -128,7 +128,7 @@ def test_store_lost_while_the_view_ran_and_back_within_the_lease_keeps_the_outco
         private_redis() as server,
         override_settings(
             CACHES=caches_with("private", server.url),
-            IDEMPOTENCY={"STORE": REDIS_STORE, "REDIS_ALIAS": "private"},
+            IDEMPOTENCY=using(REDIS_STORE, cache="private"),
         ),
     ):
         key = str(uuid.uuid4())
@@ -190,7 +190,7 @@ def test_unreachable_database_store_answers_503(
     """The session of the store's connection is ended by the server (pg_terminate_backend)."""
     import psycopg
 
-    with override_settings(IDEMPOTENCY={"STORE": DB_STORE, "MODE": "atomic", "SCOPE": FIXED}):
+    with override_settings(IDEMPOTENCY={**using(DB_STORE), "MODE": "atomic", "SCOPE": FIXED}):
         connection.ensure_connection()
         pid = connection.connection.info.backend_pid
         settings_dict = connection.settings_dict
@@ -221,7 +221,7 @@ def test_killed_mysql_session_of_the_store_answers_503(
     administrator would): the request is a 503 problem, never a 500, and runs nothing."""
     from django.db import connections
 
-    settings = {"STORE": DB_STORE, "MODE": mode, "SCOPE": FIXED}
+    settings = {**using(DB_STORE), "MODE": mode, "SCOPE": FIXED}
     with override_settings(IDEMPOTENCY=settings):
         connection.ensure_connection()
         thread_id = connection.connection.thread_id()
@@ -251,7 +251,7 @@ def test_response_cache_down_falls_back_to_the_database(
     with (
         override_settings(
             CACHES=caches_with("private", dead_redis_url()),
-            IDEMPOTENCY={"STORE": DB_STORE, "MODE": mode, "RESPONSE_CACHE": "private"},
+            IDEMPOTENCY={**using(DB_STORE, response_cache="private"), "MODE": mode},
         ),
         caplog.at_level(logging.WARNING, logger="idempotency"),
     ):
@@ -280,7 +280,7 @@ def test_response_cache_outage_under_load_loses_nothing(
         private_redis() as server,
         override_settings(
             CACHES=caches_with("private", server.url),
-            IDEMPOTENCY={"STORE": DB_STORE, "MODE": "atomic", "RESPONSE_CACHE": "private"},
+            IDEMPOTENCY={**using(DB_STORE, response_cache="private"), "MODE": "atomic"},
         ),
     ):
         keys = [str(uuid.uuid4()) for _ in range(24)]
@@ -326,7 +326,7 @@ def test_response_cache_outage_under_load_loses_nothing(
     ],
 )
 def test_a_claim_knows_it_took_over_an_expired_lease(store_path: str) -> None:
-    with override_settings(IDEMPOTENCY={"STORE": store_path}):
+    with override_settings(IDEMPOTENCY=using(store_path)):
         store = get_store()
         key = str(uuid.uuid4())
         first = store.claim("s", key, fingerprint="f", lease=0.2, ttl=60)

@@ -11,7 +11,7 @@ import pytest
 
 from idempotency.exceptions import StoreUnavailable
 from tests.support.faults import assert_unavailable, dead_redis_store
-from tests.support.stores import REDIS_STORE
+from tests.support.stores import locks_using, tokens_using
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,12 +23,14 @@ def test_functions_tokens_and_locks_raise_store_unavailable(
 
     runs: list[int] = []
 
-    @idempotent_function(key="fn:{n}", store=REDIS_STORE)
+    @idempotent_function(key="fn:{n}", store="default")
     def work(n: int) -> int:
         runs.append(n)
         return n
 
-    with dead_redis_store(SUBMIT_TOKEN_BACKEND="redis", LOCK_BACKEND="redis"):
+    with dead_redis_store(
+        **tokens_using("redis", cache="private"), **locks_using("redis", cache="private")
+    ):
         with pytest.raises(StoreUnavailable):
             work(1)
         with pytest.raises(StoreUnavailable):
@@ -48,7 +50,7 @@ def test_require_submit_token_answers_503(rf: Any) -> None:
     def view(request: Any) -> HttpResponse:
         return HttpResponse("ran")
 
-    with dead_redis_store(SUBMIT_TOKEN_BACKEND="redis"):
+    with dead_redis_store(**tokens_using("redis", cache="private")):
         response = view(rf.post("/", HTTP_X_SUBMIT_TOKEN="abc"))
     assert_unavailable(response)
 
@@ -58,7 +60,7 @@ def test_an_eager_task_raises_store_unavailable() -> None:
 
     runs: list[str] = []
 
-    @idempotent_task(key="t:{name}", store=REDIS_STORE)
+    @idempotent_task(key="t:{name}", store="default")
     def job(name: str) -> str:
         runs.append(name)
         return name
@@ -88,7 +90,7 @@ def test_a_delivered_task_is_retried_later_when_the_store_is_unreachable() -> No
         base=IdempotentTask,
         name="outage.job",
         idempotency_key="job:{name}",
-        idempotency_store=REDIS_STORE,
+        idempotency_store="default",
         queue=queue,
         max_retries=3,
     )

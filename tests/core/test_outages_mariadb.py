@@ -24,7 +24,7 @@ from django.test import Client, override_settings
 
 from chaos.services import PrivateMariaDB
 from tests.support.faults import assert_unavailable, database_alias_at, private_mariadb
-from tests.support.stores import DB_STORE
+from tests.support.stores import DB_STORE, using
 from tests.testapp.models import Effect
 
 ALIAS = "outage"  # tests/settings.py: a mirror of "default" until pointed at the server
@@ -67,9 +67,8 @@ def store_on_private_mariadb(mode: str) -> Iterator[PrivateMariaDB]:
     ("default", where its effect is written) is in the transaction too
     (``ATOMIC_DATABASES``), as a deployment lists every alias a view writes to."""
     settings = {
-        "STORE": DB_STORE,
+        **using(DB_STORE, database=ALIAS),
         "MODE": mode,
-        "DATABASE_ALIAS": ALIAS,
         "ATOMIC_DATABASES": ["default"],
         "SCOPE": "tests.core.test_outages_mariadb.fixed_scope",
     }

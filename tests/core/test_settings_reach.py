@@ -21,6 +21,7 @@ from idempotency import idempotent, idempotent_function
 from idempotency.exceptions import InProgress
 from idempotency.models import IdempotencyRecord
 from idempotency.tasks import idempotent_task
+from tests.support.stores import using
 from tests.testapp.celery_app import app
 
 DB_STORE = "idempotency.stores.DatabaseStore"
@@ -120,7 +121,7 @@ def fresh() -> Iterator[None]:
 
 
 def settings(**options: Any) -> Any:
-    return override_settings(IDEMPOTENCY={"STORE": DB_STORE, **options})
+    return override_settings(IDEMPOTENCY={**using(DB_STORE), **options})
 
 
 def new_key() -> str:

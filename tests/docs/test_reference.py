@@ -91,3 +91,40 @@ def test_problems_answered_outside_the_exception_classes_are_documented() -> Non
     assert literal, "the scan finds the literal problems (payload-too-large at least)"
     page = (DOCS / "reference" / "problems.md").read_text()
     assert [c for s, c in literal if f"{s} {c}" not in page] == []
+
+
+BACKEND_HEADING = re.compile(r"^### `(idempotency\.[\w.]+)`$")
+OPTION_ROW = re.compile(r"^\| `([a-z_]+)` \| ([^|]+) \| `([^`]*)` \| .+\|$")
+
+
+def documented_options() -> dict[str, dict[str, tuple[str, object]]]:
+    """The options tables of the settings page: backend path -> option -> (type, default)."""
+    tables: dict[str, dict[str, tuple[str, object]]] = {}
+    current = None
+    for line in SETTINGS_PAGE.read_text().splitlines():
+        if heading := BACKEND_HEADING.match(line):
+            current = tables.setdefault(heading.group(1), {})
+        elif (row := OPTION_ROW.match(line)) and current is not None:
+            current[row.group(1)] = (row.group(2).strip(), ast.literal_eval(row.group(3)))
+    return tables
+
+
+def test_every_built_in_backends_options_are_documented() -> None:
+    """Each built-in store, token and lock backend: its options table lists exactly the
+    options it declares, each with its type and default."""
+    from django.utils.module_loading import import_string
+
+    tables = documented_options()
+    assert set(tables) == {
+        "idempotency.stores.DatabaseStore",
+        "idempotency.stores.RedisStore",
+        "idempotency.stores.CacheStore",
+        "idempotency.tokens.DatabaseTokens",
+        "idempotency.tokens.RedisTokens",
+        "idempotency.locks.RedisLockBackend",
+        "idempotency.locks.PostgresLockBackend",
+        "idempotency.locks.MySQLLockBackend",
+    }
+    for path, rows in tables.items():
+        options = import_string(path).options
+        assert rows == {name: (o.label, o.default) for name, o in options.items()}, path

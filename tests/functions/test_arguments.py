@@ -32,7 +32,7 @@ from idempotency.functions.calls import fingerprint_of, qualified_name
 from idempotency.stores import get_store
 from idempotency.stores.base import StoredResponse
 from tests.support.counting import Counter, unique
-from tests.support.stores import ALL_STORES, DB_STORE
+from tests.support.stores import ALL_STORES, DB_STORE, store_of, using
 from tests.support.storms import run_threads
 from tests.support.tasks import inprocess_app
 
@@ -120,7 +120,7 @@ def test_a_task_with_a_missing_key_part_fails_and_an_optional_one_runs() -> None
     def lenient(message_id: Any) -> int:
         return runs()
 
-    with override_settings(IDEMPOTENCY={"STORE": DB_STORE}):
+    with override_settings(IDEMPOTENCY={**using(DB_STORE)}):
         with pytest.raises(IdempotencyKeyMissing):
             strict.apply((None,), throw=True)
         assert runs.count == 0
@@ -201,7 +201,7 @@ def test_a_part_with_no_canonical_text_is_refused_by_name(store: str) -> None:
 def test_reordered_dicts_from_ten_threads_run_once_on_postgres() -> None:
     runs = Counter()
 
-    @idempotent_function(key="sort:{payload}", store=DB_STORE, wait=30)
+    @idempotent_function(key="sort:{payload}", store=store_of(DB_STORE), wait=30)
     def sort(payload: dict[str, Any]) -> int:
         count = runs()
         time.sleep(0.3)  # still running while the others claim
@@ -224,7 +224,9 @@ def test_reordered_dicts_from_ten_threads_run_once_on_postgres() -> None:
 
 def test_payload_key_paths_hash_only_those_parts() -> None:
     @idempotent_function(
-        key=payload_key("event", "detail.id", "items.0.sku"), store=DB_STORE, fingerprint=False
+        key=payload_key("event", "detail.id", "items.0.sku"),
+        store=store_of(DB_STORE),
+        fingerprint=False,
     )
     def on_event(event: dict[str, Any]) -> str:
         return "ok"
@@ -276,7 +278,7 @@ def test_a_call_binds_its_arguments_once_for_its_key_and_its_fingerprint(
 ) -> None:
     runs = Counter()
 
-    @idempotent_function(key="bind:{trade_no}", store=DB_STORE)
+    @idempotent_function(key="bind:{trade_no}", store=store_of(DB_STORE))
     def charge(trade_no: str, amount: Decimal, **meta: Any) -> int:
         return runs()
 
@@ -330,7 +332,7 @@ def test_model_instances_are_fingerprinted_by_label_and_primary_key() -> None:
 
     runs = Counter()
 
-    @idempotent_function(key="effect:{effect.pk}", store=DB_STORE)
+    @idempotent_function(key="effect:{effect.pk}", store=store_of(DB_STORE))
     def settle(effect: Effect) -> int:
         return runs()
 
@@ -342,7 +344,7 @@ def test_model_instances_are_fingerprinted_by_label_and_primary_key() -> None:
 
 
 def test_arguments_that_cannot_be_hashed_fail_clearly() -> None:
-    @idempotent_function(key="obj:{ref}", store=DB_STORE)
+    @idempotent_function(key="obj:{ref}", store=store_of(DB_STORE))
     def work(ref: str, thing: object) -> str:
         return "ran"
 
@@ -396,7 +398,7 @@ def test_a_task_redelivered_with_other_arguments_fails_without_retrying() -> Non
         return runs()
 
     message = uuid.uuid4().hex
-    with override_settings(IDEMPOTENCY={"STORE": DB_STORE}):
+    with override_settings(IDEMPOTENCY={**using(DB_STORE)}):
         assert consume.apply((message, "1.00")).get() == 1
         assert consume.apply((message, "1.00")).get() == 1
         tampered = consume.apply((message, "9.99"))
@@ -423,7 +425,7 @@ def test_disabled_runs_every_body_and_touches_no_store(store: str) -> None:
         return runs()
 
     ref = unique("ref")
-    with override_settings(IDEMPOTENCY={"ENABLED": False, "STORE": "no.such.Store"}):
+    with override_settings(IDEMPOTENCY={"ENABLED": False, **using("no.such.Store")}):
         assert [work(ref), work(ref), work(None)] == [1, 2, 3]  # not even a key is built
         assert task.apply((ref,)).get() == 4
         assert task.apply((ref,), task_id="same").get() == 5

@@ -14,7 +14,7 @@ from idempotency.exceptions import IdempotencyKeyMismatch, InProgress
 from idempotency.functions.calls import FunctionKeyMismatch
 from idempotency.stores import get_store
 from tests.support.counting import Counter, unique
-from tests.support.stores import ALL_STORES, DB_STORE
+from tests.support.stores import ALL_STORES, CACHE_STORE, DB_STORE, store_of
 
 pytestmark = pytest.mark.django_db
 
@@ -136,7 +136,7 @@ def test_result_must_be_json_and_nothing_is_stored_otherwise(store: str) -> None
 
 
 def test_first_call_returns_what_repeats_return() -> None:
-    @idempotent_function(key="shape:{ref}", store=DB_STORE)
+    @idempotent_function(key="shape:{ref}", store=store_of(DB_STORE))
     def shape(ref: str) -> Any:
         return {"pair": (1, 2), 3: "three"}
 
@@ -179,7 +179,7 @@ def test_key_validation() -> None:
         @idempotent_function(key="pay:{0}")
         def pay2(order_id: int) -> None: ...
 
-    @idempotent_function(key=lambda text: text, store=DB_STORE)
+    @idempotent_function(key=lambda text: text, store=store_of(DB_STORE))
     def echo(text: str) -> str:
         return text
 
@@ -188,7 +188,7 @@ def test_key_validation() -> None:
     with pytest.raises(ValueError, match="empty"):
         echo("")
 
-    @idempotent_function(key="item:{item.pk}:{kwargs[tag]}", store=DB_STORE)
+    @idempotent_function(key="item:{item.pk}:{kwargs[tag]}", store=store_of(DB_STORE))
     def attrs(item: Any, **kwargs: Any) -> str:
         return "ok"
 
@@ -197,7 +197,7 @@ def test_key_validation() -> None:
 
     assert attrs.key_for(Item(), tag="x") == "item:5:x"
 
-    @idempotent_function(key="flat:{tag}", store=DB_STORE)
+    @idempotent_function(key="flat:{tag}", store=store_of(DB_STORE))
     def flat(**kwargs: Any) -> str:
         return "ok"
 
@@ -221,7 +221,7 @@ def test_signals_are_sent() -> None:
         getattr(signals, name).connect(function)
     try:
 
-        @idempotent_function(key="sig:{ref}", store=DB_STORE)
+        @idempotent_function(key="sig:{ref}", store=store_of(DB_STORE))
         def work(ref: str, fail: bool = False) -> str:
             if fail:
                 raise RuntimeError
@@ -229,7 +229,7 @@ def test_signals_are_sent() -> None:
                 work(ref)
             return "ok"
 
-        @idempotent_function(key="sig:{ref}", store=DB_STORE)
+        @idempotent_function(key="sig:{ref}", store=store_of(DB_STORE))
         def other(ref: str) -> str:
             return "other"
 
@@ -255,7 +255,7 @@ def test_atomic_mode_needs_a_store_that_supports_it() -> None:
 
     from idempotency.exceptions import ImproperlyApplied
 
-    @idempotent_function(key="k:{ref}", store="idempotency.stores.CacheStore", mode="atomic")
+    @idempotent_function(key="k:{ref}", store=store_of(CACHE_STORE), mode="atomic")
     def work(ref: str) -> str:
         return ref
 
@@ -288,7 +288,7 @@ def test_an_argument_fingerprint_is_keyed_and_an_unkeyed_record_still_replays() 
         runs()
         return "charged"
 
-    charge = idempotent_function(key="charge:{card}", store=DB_STORE)(body)
+    charge = idempotent_function(key="charge:{card}", store=store_of(DB_STORE))(body)
     card = unique("4111")
     assert charge(card, "737") == "charged"
     stored = IdempotencyRecord.objects.get(key=f"charge:{card}").fingerprint
@@ -298,7 +298,7 @@ def test_an_argument_fingerprint_is_keyed_and_an_unkeyed_record_still_replays() 
     assert stored[32:] != arguments_digest({"card": card, "cvv": "737"}).hex()[:32]
 
     # a record stored before the upgrade, unkeyed: still this call's own while accepted
-    store = get_store(DB_STORE)
+    store = store_of(DB_STORE)
     for accept in (True, False):
         other = unique("4111")
         legacy = owner + arguments_digest({"card": other, "cvv": "123"}).hex()[:32]

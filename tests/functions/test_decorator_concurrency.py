@@ -12,17 +12,15 @@ from typing import Any
 
 import pytest
 from django.db import connection
-from django.utils.module_loading import import_string
 
 from idempotency import idempotent_function
 from idempotency.core.backoff import Backoff
 from idempotency.exceptions import InProgress
 from idempotency.functions.calls import fingerprint_of, qualified_name
 from idempotency.models import IdempotencyRecord
-from idempotency.stores import get_store
 from tests.support.clocks import age
 from tests.support.counting import Counter, unique
-from tests.support.stores import ALL_STORES, DB_STORE, REDIS_STORE, store_params
+from tests.support.stores import ALL_STORES, DB_STORE, REDIS_STORE, store_of, store_params
 from tests.support.storms import run_threads
 
 pytestmark = pytest.mark.django_db
@@ -51,7 +49,7 @@ def test_expired_lease_is_taken_over_and_the_stale_owner_fenced_off(
     calls = Counter()
     claimed, release_first = threading.Event(), threading.Event()
 
-    class WithoutKeepAlive(import_string(store)):  # type: ignore[misc]
+    class WithoutKeepAlive(type(store)):  # type: ignore[misc]
         def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
             raise NotImplementedError
 
@@ -84,17 +82,17 @@ def test_stale_owner_takeover_with_the_database_store() -> None:
     """Same contract through a claim made directly on the store (one connection)."""
     calls = Counter()
 
-    @idempotent_function(key="db-slow:{ref}", store=DB_STORE, mode="lease")
+    @idempotent_function(key="db-slow:{ref}", store=store_of(DB_STORE), mode="lease")
     def work(ref: str) -> int:
         return calls()
 
     ref = unique("ref")
-    store = get_store(DB_STORE)
+    store = store_of(DB_STORE)
     fingerprint = fingerprint_of("function", qualified_name(work.__wrapped__))
     dead = store.claim("functions", f"db-slow:{ref}", fingerprint=fingerprint, lease=0.5, ttl=60)
     assert dead.owned
     with pytest.raises(InProgress):
-        idempotent_function(key="db-slow:{ref}", store=DB_STORE, lease=60, mode="lease")(
+        idempotent_function(key="db-slow:{ref}", store=store_of(DB_STORE), lease=60, mode="lease")(
             work.__wrapped__
         )(ref)
     age(store, "functions", f"db-slow:{ref}", 1)
@@ -191,7 +189,7 @@ def test_twenty_threads_on_postgres_database_store_run_the_body_once(
 ) -> None:
     ref = unique("order")
 
-    @idempotent_function(key="charge:{ref}", store=DB_STORE, wait=wait)
+    @idempotent_function(key="charge:{ref}", store=store_of(DB_STORE), wait=wait)
     def charge(ref: str) -> dict[str, Any]:
         side_effects.insert(ref)
         time.sleep(0.3)
@@ -210,7 +208,7 @@ def test_twenty_threads_on_redis_store_run_the_body_once(redis_client: Any, wait
     ref = unique("order")
     counter = f"beyond:effects:{ref}"
 
-    @idempotent_function(key="charge:{ref}", store=REDIS_STORE, wait=wait)
+    @idempotent_function(key="charge:{ref}", store=store_of(REDIS_STORE), wait=wait)
     def charge(ref: str) -> dict[str, Any]:
         redis_client.incr(counter)
         time.sleep(0.3)
@@ -228,7 +226,7 @@ def test_atomic_mode_twenty_threads_all_get_the_one_result(side_effects: SideEff
     result; none sees InProgress, and the body's write happens once."""
     ref = unique("order")
 
-    @idempotent_function(key="charge:{ref}", store=DB_STORE, mode="atomic")
+    @idempotent_function(key="charge:{ref}", store=store_of(DB_STORE), mode="atomic")
     def charge(ref: str) -> dict[str, Any]:
         side_effects.insert(ref)
         time.sleep(0.3)
@@ -244,7 +242,7 @@ def test_atomic_mode_failure_rolls_back_the_claim_and_the_writes(side_effects: S
     ref = unique("order")
     fail = {"now": True}
 
-    @idempotent_function(key="charge:{ref}", store=DB_STORE, mode="atomic")
+    @idempotent_function(key="charge:{ref}", store=store_of(DB_STORE), mode="atomic")
     def charge(ref: str) -> str:
         side_effects.insert(ref)
         if fail["now"]:

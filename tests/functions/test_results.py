@@ -26,7 +26,7 @@ from idempotency import (
 )
 from idempotency.core.keyed_hashes import log_ref
 from tests.support.counting import Counter, unique
-from tests.support.stores import ALL_STORES, DB_STORE
+from tests.support.stores import ALL_STORES, DB_STORE, store_of, using
 from tests.support.tasks import inprocess_app
 
 pytestmark = pytest.mark.django_db
@@ -142,7 +142,7 @@ def test_a_task_result_keeps_its_type() -> None:
         return Receipt(Decimal("1.50"), NOW, Currency.EUR)
 
     ref = unique("ref")
-    with override_settings(IDEMPOTENCY={"STORE": DB_STORE}):
+    with override_settings(IDEMPOTENCY={**using(DB_STORE)}):
         assert receipt.apply((ref,)).get() == receipt.apply((ref,)).get() == receipt.run(ref)
         assert type(receipt.apply((ref,)).get().amount) is Decimal
 
@@ -157,12 +157,12 @@ def test_a_class_only_the_return_annotation_names_is_found_through_it() -> None:
 
     # as a module without ``from __future__ import annotations`` has it: the class itself
     produce.__annotations__ = {"ref": str, "return": Local}
-    make = idempotent_function(key="local:{ref}", store=DB_STORE)(produce)
+    make = idempotent_function(key="local:{ref}", store=store_of(DB_STORE))(produce)
 
     ref = unique("ref")
     assert make(ref) == make(ref) == Local(Decimal("2.00"))
 
-    @idempotent_function(key="unannotated:{ref}", store=DB_STORE)
+    @idempotent_function(key="unannotated:{ref}", store=store_of(DB_STORE))
     def hidden(ref: str):  # type: ignore[no-untyped-def]
         return Local(Decimal(1))
 
@@ -174,7 +174,7 @@ def test_a_class_the_annotation_does_not_name_is_refused_before_storing() -> Non
     """Importable is not enough: only what the function declares is ever rebuilt."""
     runs = Counter()
 
-    @idempotent_function(key="undeclared:{ref}", store=DB_STORE)
+    @idempotent_function(key="undeclared:{ref}", store=store_of(DB_STORE))
     def produce(ref: str) -> dict[str, Any]:
         runs()
         return {"receipt": Receipt(Decimal("1.00"), NOW, Currency.EUR)}
@@ -276,7 +276,9 @@ def test_atomic_mode_stores_the_exception_after_rolling_the_writes_back() -> Non
 
     runs = Counter()
 
-    @idempotent_function(key="atomic-err:{ref}", store=DB_STORE, mode="atomic", store_errors=True)
+    @idempotent_function(
+        key="atomic-err:{ref}", store=store_of(DB_STORE), mode="atomic", store_errors=True
+    )
     def write(ref: str) -> None:
         runs()
         Effect.objects.create(label=ref)
@@ -299,7 +301,7 @@ def test_a_task_with_store_errors_fails_the_same_way_on_redelivery() -> None:
         raise Declined("nope", Decimal(1))
 
     ref = unique("ref")
-    with override_settings(IDEMPOTENCY={"STORE": DB_STORE, **DECLINED}):
+    with override_settings(IDEMPOTENCY={**using(DB_STORE), **DECLINED}):
         for _ in range(2):
             with pytest.raises(Declined):
                 failing.apply((ref,), throw=True)
@@ -514,7 +516,7 @@ def test_a_forged_task_record_is_refused_and_runs_nothing(tmp_path: Any) -> None
 
     ref = unique("ref")
     forged = {"__idem__": "enum", "cls": "subprocess:Popen", "v": ["sh", "-c", f"touch {marker}"]}
-    with override_settings(IDEMPOTENCY={"STORE": DB_STORE}):
+    with override_settings(IDEMPOTENCY={**using(DB_STORE)}):
         fingerprint = settle.get_idempotency_fingerprint((ref,), {})
         _forge(get_store(), "tasks", f"forged:{ref}", fingerprint, 200, json.dumps(forged).encode())
         with pytest.raises(StoreCorrupted):

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 import idempotency
 from idempotency import IdempotentMixin, ImproperlyApplied, idempotent
 from idempotency.models import IdempotencyRecord
+from tests.support.stores import CACHE_STORE, using
 from tests.testapp import views
 from tests.testapp.executions import executions, record_execution
 from tests.testapp.models import Effect, Wallet
@@ -176,7 +177,7 @@ def test_atomic_mode_on_a_store_without_it_is_a_configuration_error(
     client_a.raise_request_exception = True
     before = Effect.objects.count()
     with (
-        override_settings(IDEMPOTENCY={"STORE": "idempotency.stores.CacheStore", "MODE": "atomic"}),
+        override_settings(IDEMPOTENCY={**using(CACHE_STORE), "MODE": "atomic"}),
         caplog.at_level("ERROR", logger="idempotency"),
     ):
         response = post(client_a, "/t/api/", str(uuid.uuid4()))

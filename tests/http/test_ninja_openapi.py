@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 from drf_spectacular.validation import validate_schema
 
-from idempotency.http.documentation import KEY_PATTERNS, PROBLEM_SCHEMA
+from idempotency.http.documentation import EXPIRY_EXTENSION, KEY_PATTERNS, PROBLEM_SCHEMA
 from idempotency.problems import PROBLEM_CONTENT_TYPE
 
 PROBLEMS = {400, 403, 409, 410, 413, 422, 503}
@@ -97,3 +97,22 @@ def test_a_required_key_is_documented_as_required(schemas: dict[str, Any]) -> No
         header = key_header(operation)
         assert header is not None and header["required"] is True
         assert "idempotency-key-required" in operation["responses"]["400"]["description"]
+
+
+@pytest.mark.parametrize(
+    ("path", "seconds", "words"),
+    [
+        ("/n/status/", 86400, "24 hours (86400 s)"),  # the TTL setting's default
+        ("/n/p/orders/", 86400, "24 hours (86400 s)"),  # protect(router)
+        ("/n/p/own/", 30, "30 seconds (30 s)"),  # @idempotent(ttl=30)
+    ],
+)
+def test_the_key_publishes_its_expiry(
+    schemas: dict[str, Any], path: str, seconds: int, words: str
+) -> None:
+    """The IETF draft asks a resource to publish its expiry policy: in words, and in
+    seconds as an extension a client can read."""
+    header = key_header(schemas["api"]["paths"][path]["post"])
+    assert header is not None
+    assert header[EXPIRY_EXTENSION] == seconds
+    assert f"kept for {words} after the first request completes" in header["description"]

@@ -15,6 +15,7 @@ from django.db import connection
 from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 
+from tests.support.stores import DB_STORE, REDIS_STORE, using
 from tests.testapp.models import Wallet
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -93,7 +94,7 @@ def test_response_cache_makes_replays_sql_free(
     from idempotency.models import IdempotencyRecord
     from idempotency.stores import get_store
 
-    with override_settings(IDEMPOTENCY={"MODE": mode, "RESPONSE_CACHE": "default"}):
+    with override_settings(IDEMPOTENCY={"MODE": mode, **using(DB_STORE, response_cache="default")}):
         key = str(uuid.uuid4())
         first = run(client_a, key)
         scope = IdempotencyRecord.objects.get(key=key).scope
@@ -118,7 +119,7 @@ def test_response_cache_makes_replays_sql_free(
 
 @pytest.mark.redis
 def test_redis_store_adds_no_sql(client_a: Client, wallet: Any) -> None:
-    with override_settings(IDEMPOTENCY={"STORE": "idempotency.stores.RedisStore"}):
+    with override_settings(IDEMPOTENCY=using(REDIS_STORE)):
         baseline = run(client_a, None)
         key = str(uuid.uuid4())
         first = run(client_a, key)

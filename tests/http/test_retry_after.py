@@ -14,22 +14,23 @@ from django.db import connections
 from django.test import override_settings
 
 from idempotency.http.responses import retry_after
+from tests.support.stores import CACHE_STORE, DB_STORE, REDIS_STORE, using
 from tests.support.users import token_client
 from tests.testapp import edge_views
 
 STORES = [
     pytest.param(
-        {"STORE": "idempotency.stores.DatabaseStore"},
+        using(DB_STORE),
         marks=[pytest.mark.server_db, pytest.mark.django_db(transaction=True)],
         id="database",
     ),
     pytest.param(
-        {"STORE": "idempotency.stores.RedisStore"},
+        using(REDIS_STORE),
         marks=[pytest.mark.redis, pytest.mark.django_db(transaction=True)],
         id="redis",
     ),
     pytest.param(
-        {"STORE": "idempotency.stores.CacheStore"},
+        using(CACHE_STORE),
         marks=[pytest.mark.django_db(transaction=True)],
         id="cache",
     ),

@@ -11,6 +11,7 @@ import pytest
 from django.conf import settings
 from django.test import Client, override_settings
 
+from tests.support.stores import using
 from tests.testapp import edge_views
 
 OUTER = "tests.testapp.edge_views.outer_vary_middleware"
@@ -33,7 +34,7 @@ def client(client_a: Client, request: pytest.FixtureRequest) -> Iterator[Client]
     with override_settings(
         ROOT_URLCONF=edge_views.EdgeViews,
         MIDDLEWARE=[OUTER, *settings.MIDDLEWARE],
-        IDEMPOTENCY={"STORE": store, "MODE": "auto"},
+        IDEMPOTENCY={**using(store), "MODE": "auto"},
     ):
         yield client_a
 

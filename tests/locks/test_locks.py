@@ -29,6 +29,7 @@ from idempotency.locks import (
 )
 from tests.support.counting import unique
 from tests.support.lock_worker import contend
+from tests.support.stores import LOCK_BACKENDS, entry, locks_using
 
 BACKENDS = [
     pytest.param("redis", id="redis", marks=pytest.mark.redis),
@@ -41,12 +42,16 @@ pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> Iterator[str]:
-    with override_settings(IDEMPOTENCY={"LOCK_BACKEND": request.param}):
+    """Each lock backend, as the aliases "default" and its short name."""
+    path = LOCK_BACKENDS[request.param]
+    locks = {"default": entry(path), request.param: entry(path)}
+    with override_settings(IDEMPOTENCY={"LOCKS": locks}):
         yield request.param
 
 
-def child_settings() -> dict[str, Any]:
-    """A minimal Django configuration of the same Redis and test database."""
+def child_settings(backend: str) -> dict[str, Any]:
+    """A minimal Django configuration of the same Redis and test database, the lock
+    backend ``backend`` as the alias of the same name."""
     database = copy.deepcopy(connection.settings_dict)
     if connection.vendor not in {"postgresql", "mysql"}:
         database = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
@@ -55,7 +60,12 @@ def child_settings() -> dict[str, Any]:
         "CACHES": copy.deepcopy(settings.CACHES),
         "INSTALLED_APPS": [],
         "USE_TZ": True,
-        "IDEMPOTENCY": {"KEY_PREFIX": "beyond-locks"},
+        "IDEMPOTENCY": {
+            "LOCKS": {
+                "default": entry(LOCK_BACKENDS[backend]),
+                backend: entry(LOCK_BACKENDS[backend], key_prefix="beyond-locks"),
+            }
+        },
     }
 
 
@@ -72,7 +82,9 @@ def test_ten_processes_never_hold_the_lock_together(backend: str) -> None:
     }
     name = unique("critical")
     workers = [
-        ctx.Process(target=contend, args=(backend, child_settings(), name, rounds, 0.01, shared))
+        ctx.Process(
+            target=contend, args=(backend, child_settings(backend), name, rounds, 0.01, shared)
+        )
         for _ in range(processes)
     ]
     for worker in workers:
@@ -176,7 +188,7 @@ def test_redis_lock_key_and_owner_token() -> None:
 
     name = unique("keyed")
     client = RedisConnector(cache="default").client
-    with lock(name, timeout=5, backend="redis") as held:
+    with lock(name, timeout=5, backend=RedisLockBackend()) as held:
         key = RedisLockBackend().key(name)
         assert key.count("{") == 1 and key.endswith("}")  # a hash tag
         assert 0 < client.pttl(key) <= 5000
@@ -186,7 +198,7 @@ def test_redis_lock_key_and_owner_token() -> None:
         assert client.get(key) == b"someone-else"
         assert token != b"someone-else"
     client.delete(key)
-    with lock(name, timeout=None, backend="redis"):
+    with lock(name, timeout=None, backend=RedisLockBackend()):
         assert client.pttl(RedisLockBackend().key(name)) == -1
 
 
@@ -233,12 +245,12 @@ def test_mysql_lock_is_a_named_lock_of_its_own_session() -> None:
 def test_mysql_lock_whose_holder_is_killed_is_free_at_once() -> None:
     """A holder whose session ends (a crash, a KILL) frees the lock with it."""
     name = unique("killed")
-    held = Lock(name, timeout=30, backend="mysql")
+    held = Lock(name, timeout=30, backend=MySQLLockBackend())
     assert held.acquire()
     holding: Any = held._holding
     with connection.cursor() as cursor:
         cursor.execute("KILL %s", [holding.connection.connection.thread_id()])
-    second = lock(name, backend="mysql")
+    second = lock(name, backend=MySQLLockBackend())
     assert second.acquire(wait=5)
     assert not held.release()
     assert second.release()
@@ -246,7 +258,7 @@ def test_mysql_lock_whose_holder_is_killed_is_free_at_once() -> None:
 
 def test_backend_configuration() -> None:
     with (
-        override_settings(IDEMPOTENCY={"LOCK_BACKEND": "zookeeper"}),
+        override_settings(IDEMPOTENCY=locks_using("zookeeper")),
         pytest.raises(ImproperlyConfigured),
     ):
         Lock("x").acquire()
@@ -256,7 +268,7 @@ def test_backend_configuration() -> None:
         lock("x", timeout=0)
     if connection.vendor != "postgresql":
         with pytest.raises(ImproperlyConfigured):
-            Lock("x", backend="postgres").acquire()
+            Lock("x", backend=PostgresLockBackend()).acquire()
     if connection.vendor != "mysql":
         with pytest.raises(ImproperlyConfigured):
-            Lock("x", backend="mysql").acquire()
+            Lock("x", backend=MySQLLockBackend()).acquire()

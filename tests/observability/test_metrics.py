@@ -18,8 +18,9 @@ from django.db import connection
 from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
-from idempotency import LockNotAcquired, get_store, lock, purge_expired_records
+from idempotency import LockNotAcquired, lock, purge_expired_records
 from idempotency.models import IdempotencyRecord, RecordState
+from idempotency.stores import DatabaseStore
 from tests.support.factories import OrderFactory, UserFactory, funded_account
 from tests.support.storms import run_threads
 
@@ -174,7 +175,7 @@ def test_releases_tokens_and_locks_are_counted() -> None:
 
 
 def test_the_purge_samples_the_records_in_progress() -> None:
-    store = get_store("idempotency.stores.DatabaseStore")
+    store = DatabaseStore()
     for number in range(3):
         claim = store.claim(
             "user:metrics",

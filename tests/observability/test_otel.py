@@ -34,7 +34,7 @@ from tests.support.factories import OrderFactory, UserFactory, funded_account
 from tests.support.faults import dead_redis_store
 from tests.support.http import new_key, post
 from tests.support.services import ROOT
-from tests.support.stores import DB_STORE, STORE_VARIANTS, variant_params
+from tests.support.stores import DB_STORE, STORE_VARIANTS, backend_of, using, variant_params
 from tests.support.traces import render
 
 pytestmark = [pytest.mark.urls("tests.urls"), pytest.mark.django_db(transaction=True)]
@@ -139,7 +139,7 @@ def delta(before: dict[tuple[str, str], float], after: dict[tuple[str, str], flo
 def test_a_first_request_its_replay_and_a_release(
     variant: dict[str, Any], spans: InMemorySpanExporter, client_a: Client, wallet: Any
 ) -> None:
-    store = variant["STORE"].rpartition(".")[2]
+    store = backend_of(variant).rpartition(".")[2]
     scope = f"user:{client_a.session['_auth_user_id']}"
     key, released = new_key(), new_key()
     before = outcome_points()
@@ -148,7 +148,7 @@ def test_a_first_request_its_replay_and_a_release(
     first = post(client_a, URL, body, key)
     assert first.status_code == 201
     found = ours(spans)
-    looks = ["absent"] if variant["STORE"] == DB_STORE else []  # the database looks first
+    looks = ["absent"] if backend_of(variant) == DB_STORE else []  # the database looks first
     assert summary(found) == [
         *[("idempotency.claim", look) for look in looks],
         ("idempotency.claim", "claimed"),
@@ -198,7 +198,7 @@ def test_an_async_view_traces_under_its_request(
 ) -> None:
     """An async view's steps run in threads (``sync_to_async``), in the request's context."""
     key = new_key()
-    with override_settings(IDEMPOTENCY={"STORE": DB_STORE, "OPENTELEMETRY": True}):
+    with override_settings(IDEMPOTENCY={**using(DB_STORE), "OPENTELEMETRY": True}):
         assert post(client_a, "/t/async/", {"amount": 5, "label": SECRET}, key).status_code == 201
     assert summary(ours(spans)) == [
         ("idempotency.claim", "absent"),
@@ -245,7 +245,7 @@ def test_a_function_traces_the_same_steps(mode: str, spans: InMemorySpanExporter
         return {"charged": order}
 
     tracer = trace.get_tracer("tests")
-    traced = override_settings(IDEMPOTENCY={"STORE": DB_STORE, "OPENTELEMETRY": True})
+    traced = override_settings(IDEMPOTENCY={**using(DB_STORE), "OPENTELEMETRY": True})
     with traced, tracer.start_as_current_span("job") as job:
         assert charge(SECRET) == {"charged": SECRET}
         assert charge(SECRET) == {"charged": SECRET}
@@ -270,7 +270,7 @@ def test_a_function_traces_the_same_steps(mode: str, spans: InMemorySpanExporter
 def test_off_by_default_nothing_is_traced(
     spans: InMemorySpanExporter, client_a: Client, wallet: Any
 ) -> None:
-    with override_settings(IDEMPOTENCY={"STORE": DB_STORE}):
+    with override_settings(IDEMPOTENCY={**using(DB_STORE)}):
         assert post(client_a, URL, {"amount": 5}, new_key()).status_code == 201
     assert request_span(spans) and ours(spans) == []
 

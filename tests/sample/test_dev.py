@@ -60,6 +60,7 @@ def test_run_prints_the_shops_link(address: str, shop: str) -> None:
     assert f"The shop (checkout): {shop} " in links
     assert "alice" in links and "demo-password" in links
     assert shop.replace("/shop/", "/api/docs/") in links
+    assert f"{shop.replace('/shop/', '/admin/')}  user admin, password demo-password" in links
 
 
 def test_the_quick_tier_says_in_one_line_what_it_skipped_for_want_of_a_service() -> None:
@@ -76,7 +77,9 @@ def test_the_quick_tier_says_in_one_line_what_it_skipped_for_want_of_a_service()
             "-q",
             "-p",
             "no:cacheprovider",
-            "tests/stores/test_redis_channel.py",
+            "tests/stores/test_redis_client.py",
+            "-k",
+            "from_a_url",
         ],
         cwd=ROOT,
         capture_output=True,
@@ -89,6 +92,8 @@ def test_the_quick_tier_says_in_one_line_what_it_skipped_for_want_of_a_service()
     assert int(skipped) > 0, completed.stdout
     assert last[0].startswith(f"{skipped} tests were skipped for want of a service or tool"), last
     assert "needs Redis" in last[0] and "REDIS_URL" in last[0]
+    # counted, not listed: no "SKIPPED [1] ..." line per skipped test before the totals
+    assert "SKIPPED" not in completed.stdout, completed.stdout
 
 
 # -- another Python or Django: --python and --constraints -------------------------------

@@ -24,6 +24,7 @@ from accounts import apis
 from accounts.models import Account, LedgerEntry
 from chaos.services import PrivateRedis
 from tests.support.faults import caches_with, private_redis
+from tests.support.stores import REDIS_STORE, using
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,8 +39,7 @@ def redis_store(*, aof: bool, lease: float = 2.0) -> Iterator[PrivateRedis]:
         override_settings(
             CACHES=caches_with("private", server.url),
             IDEMPOTENCY={
-                "STORE": "idempotency.stores.RedisStore",
-                "REDIS_ALIAS": "private",
+                **using(REDIS_STORE, cache="private"),
                 "LEASE": lease,
             },
         ),

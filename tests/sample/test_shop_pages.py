@@ -42,6 +42,12 @@ def charges(user: User) -> int:
     return LedgerEntry.objects.filter(account__user=user, kind=LedgerEntryKind.DEDUCTION).count()
 
 
+def test_the_root_leads_to_the_shop(client: Client) -> None:
+    response = client.get("/")
+    assert response.status_code == 302 and response["Location"] == "/shop/"
+    assert client.get("/", follow=True).redirect_chain[-1][0].startswith("/shop/login/")
+
+
 def test_pages_need_a_login_and_errors_stay_html(client: Client, shopper: User) -> None:
     for path in ("/shop/", "/shop/checkout/", "/shop/checkout/form/", "/shop/orders/1/"):
         response = client.get(path)

@@ -1,6 +1,6 @@
 """Redis Cluster failover during a storm: a primary is killed (SIGKILL) while requests run.
 
-RedisStore with ``REDIS_WAIT_REPLICAS=1``: a view runs only once its claim is on a
+RedisStore with ``wait_replicas=1``: a view runs only once its claim is on a
 replica, so the replica promoted in the dead primary's place holds every claim whose
 view ran. The storm's clients retry 5xx and 409 answers. What must hold:
 
@@ -29,17 +29,15 @@ from django.test import override_settings
 from idempotency.stores.redis import RedisStore
 from tests.scale.servers import ClusterNode, RedisClusterServer
 from tests.support.clusters import REDIS_STORE, cluster_caches, start_cluster
+from tests.support.stores import using
 from tests.support.storms import Storm, wait_until
 from tests.testapp.executions import executions
 
 pytestmark = [pytest.mark.timeout(240)]
 
 SETTINGS = {
-    "REDIS_ALIAS": "cluster",
-    "STORE": REDIS_STORE,
+    **using(REDIS_STORE, cache="cluster", wait_replicas=1, wait_timeout=0.5),
     "MODE": "lease",
-    "REDIS_WAIT_REPLICAS": 1,
-    "REDIS_WAIT_TIMEOUT": 0.5,
 }
 
 

@@ -28,10 +28,11 @@ from django.test import override_settings
 
 from idempotency import idempotent_function, lock
 from idempotency.locks import Lock, PostgresLockBackend
+from idempotency.stores import get_store
 from idempotency.stores.base import ClaimStatus, StoredResponse
-from idempotency.stores.database import DatabaseStore
 from idempotency.tokens import consume_submit_token, issue_submit_token
 from tests.scale.servers import PgBouncerServer
+from tests.support.stores import DB_STORE, locks_using, tokens_using, using
 from tests.support.storms import Storm
 from tests.testapp.executions import executions
 
@@ -122,10 +123,15 @@ def test_store_tokens_functions_and_locks_leave_nothing_on_the_server_connection
     through_pgbouncer: Any,
 ) -> None:
     bouncer = through_pgbouncer(pool_size=1)
-    settings = {"DATABASE_ALIAS": ALIAS, "LOCK_TIMEOUT": 2, "LOCK_BACKEND": "postgres"}
+    settings = {
+        **using(DB_STORE, database=ALIAS),
+        **tokens_using("database", database=ALIAS),
+        **locks_using("postgres", database=ALIAS),
+        "LOCK_TIMEOUT": 2,
+    }
     response = StoredResponse(201, [("Content-Type", "application/json")], b"{}")
     with override_settings(IDEMPOTENCY=settings):
-        store = DatabaseStore()
+        store = get_store()
         assert store.using == ALIAS
         for i in range(12):  # enough repeats of one statement for psycopg to prepare it
             claim = store.claim("s", f"lease-{i}", fingerprint="f", lease=30, ttl=60)
@@ -160,7 +166,7 @@ def test_postgres_lock_through_pgbouncer_excludes_expires_and_fences(
     through_pgbouncer: Any,
 ) -> None:
     through_pgbouncer(pool_size=4)
-    backend = PostgresLockBackend(using=ALIAS)
+    backend = PostgresLockBackend(database=ALIAS)
     name = f"bouncer-{uuid.uuid4()}"
     holders, peak, acquired = [0], [0], [0]
     guard = threading.Lock()
@@ -200,8 +206,7 @@ def test_storm_through_pgbouncer_runs_each_key_once(
     """48 concurrent requests (6 keys x 8 duplicates) share 8 pooled server connections."""
     bouncer = through_pgbouncer(pool_size=8)
     keys = [f"pooled-{mode}-{uuid.uuid4()}" for _ in range(6)]
-    store = "idempotency.stores.DatabaseStore"
-    with override_settings(IDEMPOTENCY={"DATABASE_ALIAS": ALIAS, "STORE": store, "MODE": mode}):
+    with override_settings(IDEMPOTENCY={**using(DB_STORE, database=ALIAS), "MODE": mode}):
         storm = Storm(keys, duplicates=8, url="/charge/?sleep=0.05").run()
         late = Storm(keys, duplicates=1, url="/charge/?sleep=0.05").run()
     assert executions(execution_log) == dict.fromkeys(keys, 1), storm.statuses()

@@ -30,6 +30,7 @@ from idempotency.stores.redis import RedisStore
 from idempotency.tokens import RedisTokens, consume_submit_token, issue_submit_token
 from tests.scale.servers import RedisClusterServer
 from tests.support.clusters import crossslot_errors
+from tests.support.stores import REDIS_STORE, using
 from tests.support.storms import Storm, run_threads, wait_until
 from tests.testapp.executions import executions
 
@@ -167,8 +168,8 @@ def test_storm_on_the_cluster_runs_each_key_once(
     on_cluster: RedisClusterServer, execution_log: Path, wait_replicas: int
 ) -> None:
     keys = [f"storm-{uuid.uuid4()}" for _ in range(12)]
-    config = {"REDIS_ALIAS": "cluster", "STORE": "idempotency.stores.RedisStore"}
-    with override_settings(IDEMPOTENCY={**config, "REDIS_WAIT_REPLICAS": wait_replicas}):
+    config = using(REDIS_STORE, cache="cluster", wait_replicas=wait_replicas)
+    with override_settings(IDEMPOTENCY=config):
         storm = Storm(keys, duplicates=8, url="/charge/?sleep=0.05").run()
         # and once more, after completion: every key replays
         late = Storm(keys, duplicates=2, url="/charge/?sleep=0.05").run()
@@ -183,10 +184,9 @@ def test_claim_not_replicated_in_time_is_released_and_answered_503(
     on_cluster: RedisClusterServer, execution_log: Path
 ) -> None:
     key = f"nd-{uuid.uuid4()}"
-    base = {"REDIS_ALIAS": "cluster", "STORE": "idempotency.stores.RedisStore"}
     # each primary has one replica: asking for two can never be satisfied
     with override_settings(
-        IDEMPOTENCY={**base, "REDIS_WAIT_REPLICAS": 2, "REDIS_WAIT_TIMEOUT": 0.05}
+        IDEMPOTENCY=using(REDIS_STORE, cache="cluster", wait_replicas=2, wait_timeout=0.05)
     ):
         refused = Storm([key], duplicates=1).run().answers[0]
     assert refused.status == 503
@@ -196,7 +196,7 @@ def test_claim_not_replicated_in_time_is_released_and_answered_503(
     assert executions(execution_log) == {}  # the view never ran
     store = RedisStore(cache="cluster")
     assert store.lookup("scale", key, fingerprint="") is None  # released
-    with override_settings(IDEMPOTENCY={**base, "REDIS_WAIT_REPLICAS": 1}):
+    with override_settings(IDEMPOTENCY=using(REDIS_STORE, cache="cluster", wait_replicas=1)):
         assert Storm([key], duplicates=1).run().answers[0].status == 201
     assert executions(execution_log) == {key: 1}
 

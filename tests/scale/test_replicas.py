@@ -27,6 +27,7 @@ from idempotency.exceptions import SubmitTokenInvalid, SubmitTokenUsed
 from idempotency.models import IdempotencyRecord, SubmitToken
 from idempotency.tokens import consume_submit_token, issue_submit_token
 from tests.scale.views import record_execution
+from tests.support.stores import using
 from tests.support.storms import Storm, run_threads
 from tests.testapp.executions import executions
 from tests.testapp.models import Effect
@@ -69,21 +70,22 @@ def _w006() -> list[Any]:
 
 
 def test_w006_when_the_store_alias_is_a_read_replica(routed: None) -> None:
-    with override_settings(IDEMPOTENCY={"DATABASE_ALIAS": "replica"}):
+    with override_settings(IDEMPOTENCY=using(DB, database="replica")):
         [warning] = _w006()
     assert "'replica'" in warning.msg and "'default'" in warning.msg
     assert "idempotency.IdempotencyRecord" in warning.msg
-    assert _w006() == []  # DATABASE_ALIAS "default": the primary
+    assert "the store 'default'" in warning.msg
+    assert _w006() == []  # the store's database "default": the primary
 
 
 def test_no_w006_without_routers_or_for_a_primary() -> None:
-    with override_settings(IDEMPOTENCY={"DATABASE_ALIAS": "replica"}):
+    with override_settings(IDEMPOTENCY=using(DB, database="replica")):
         assert _w006() == []  # no router: nothing says "replica" is read-only
 
 
 def test_check_command_reports_w006(routed: None) -> None:
     with (
-        override_settings(IDEMPOTENCY={"DATABASE_ALIAS": "replica"}),
+        override_settings(IDEMPOTENCY=using(DB, database="replica")),
         pytest.raises(SystemCheckError, match=r"idempotency\.W008"),
     ):
         call_command("check", "--fail-level", "WARNING", databases=[])
@@ -100,7 +102,7 @@ def test_storm_through_the_router_runs_each_key_once(
 ) -> None:
     keys = [f"replica-{mode}-{uuid.uuid4()}" for _ in range(4)]
     url = "/charge/?db=1&sleep=0.05"
-    with override_settings(IDEMPOTENCY={"STORE": DB, "MODE": mode}):
+    with override_settings(IDEMPOTENCY={**using(DB), "MODE": mode}):
         storm = Storm(keys, duplicates=6, url=url).run()  # the replica is empty
         assert executions(execution_log) == dict.fromkeys(keys, 1), storm.statuses()
         assert set(storm.statuses()) <= {201, 409}, storm.statuses()
@@ -164,7 +166,7 @@ def test_submit_tokens_are_read_on_the_primary(routed: None) -> None:
 def test_idempotent_functions_read_their_results_on_the_primary(
     routed: None, execution_log: Path, mode: str
 ) -> None:
-    @idempotent_function(key="refund:{order_id}", store=DB, mode=mode)
+    @idempotent_function(key="refund:{order_id}", store="default", mode=mode)
     def refund(order_id: int) -> dict[str, Any]:
         record_execution(f"refund:{order_id}")
         Effect.objects.create(label=f"refund:{order_id}", amount=order_id)

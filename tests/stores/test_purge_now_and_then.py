@@ -18,7 +18,7 @@ from idempotency.checks import check_settings
 from idempotency.models import IdempotencyRecord
 from tests.support.records import bulk
 from tests.support.services import on_postgres
-from tests.support.stores import DB_STORE, REDIS_STORE
+from tests.support.stores import DB_STORE, REDIS_STORE, store_of, using
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls("tests.urls")]
 
@@ -40,7 +40,7 @@ def test_expired_records_go_without_a_beat_one_bounded_batch_at_a_time(
 ) -> None:
     """Before: expired rows stayed until a Celery beat ran the purge; with none, forever."""
     bulk(10, expired=True, prefix="old")
-    settings = {"STORE": DB_STORE, "MODE": mode, "PURGE_EVERY": 3, "PURGE_EVERY_BATCH": 4}
+    settings = {**using(DB_STORE), "MODE": mode, "PURGE_EVERY": 3, "PURGE_EVERY_BATCH": 4}
     with override_settings(IDEMPOTENCY=settings):
         for _ in range(2):
             assert post(client_a).status_code == 201
@@ -56,7 +56,7 @@ def test_expired_records_go_without_a_beat_one_bounded_batch_at_a_time(
 def test_function_calls_purge_too() -> None:
     bulk(5, expired=True, prefix="old")
 
-    @idempotent_function(key="call:{n}", store=DB_STORE)
+    @idempotent_function(key="call:{n}", store=store_of(DB_STORE))
     def call(n: int) -> int:
         return n
 
@@ -68,7 +68,7 @@ def test_function_calls_purge_too() -> None:
 
 def test_none_turns_it_off(client_a: Client, wallet: Any) -> None:
     bulk(3, expired=True, prefix="old")
-    with override_settings(IDEMPOTENCY={"STORE": DB_STORE, "PURGE_EVERY": None}):
+    with override_settings(IDEMPOTENCY={**using(DB_STORE), "PURGE_EVERY": None}):
         for _ in range(5):
             post(client_a)
     assert expired_left() == 3
@@ -94,7 +94,7 @@ def test_the_purge_skips_rows_another_transaction_holds_and_does_not_wait(
     holder.start()
     try:
         assert held.wait(10)
-        with override_settings(IDEMPOTENCY={"STORE": DB_STORE, "PURGE_EVERY": 1}):
+        with override_settings(IDEMPOTENCY={**using(DB_STORE), "PURGE_EVERY": 1}):
             started = time.monotonic()
             assert post(client_a).status_code == 201
             assert time.monotonic() - started < 5  # no wait on the held row
@@ -116,7 +116,7 @@ def warnings_of(**idempotency: Any) -> list[str]:
 def test_w040_when_nothing_purges_the_database() -> None:
     assert warnings_of(PURGE_EVERY=None) == ["idempotency.W040"]
     assert warnings_of() == []  # PURGE_EVERY's default purges
-    assert warnings_of(PURGE_EVERY=None, STORE=REDIS_STORE) == []  # Redis expires its own
+    assert warnings_of(PURGE_EVERY=None, **using(REDIS_STORE)) == []  # Redis expires its own
     beat = {"purge": {"task": "idempotency.purge_expired_records", "schedule": 3600}}
     with override_settings(CELERY_BEAT_SCHEDULE=beat):
         assert warnings_of(PURGE_EVERY=None) == []

@@ -71,7 +71,7 @@ def test_the_payload_really_runs_when_unpickled(tmp_path: Path) -> None:
 def test_a_pickle_under_a_cache_store_record_is_never_loaded(alias: str, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     with override_settings(CACHES=_caches()):
-        store = CacheStore(alias)
+        store = CacheStore(cache=alias)
         scope, key = "user:1", unique("key")
         _write_raw(alias, store.record_key(scope, key), pickle.dumps(Payload(marker)))
         for operation in (
@@ -117,7 +117,7 @@ def test_two_databases_sharing_one_response_cache_never_answer_each_others_recor
     """Finding 3: the response cache's key names the database alias."""
     scope, key = "user:1", unique("key")
     stores = {
-        alias: DatabaseStore(using=alias, response_cache="default")
+        alias: DatabaseStore(database=alias, response_cache="default")
         for alias in ("default", "ledger")
     }
     assert stores["default"]._cache_key(scope, key) != stores["ledger"]._cache_key(scope, key)

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test import override_settings
-from django.utils.module_loading import import_string
 
+from idempotency.stores import get_store
 from tests.support import services
 from tests.support.clocks import age
 from tests.support.http import post
@@ -200,12 +200,12 @@ def test_stale_owner_completion_is_fenced_off_over_http(
     gate = views.Gate(holds=1)  # the slow first request stops; the retry runs through
     monkeypatch.setattr(views, "HOLD", gate)
 
-    class WithoutKeepAlive(import_string(STORE_VARIANTS[variant]["STORE"])):  # type: ignore[misc]
-        def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
-            raise NotImplementedError
+    def no_keepalive(scope: str, key: str, *, fence: int, lease: float) -> bool:
+        raise NotImplementedError
 
-    store = WithoutKeepAlive()
-    with override_settings(IDEMPOTENCY={**STORE_VARIANTS[variant], "LEASE": 0.5, "STORE": store}):
+    with override_settings(IDEMPOTENCY={**STORE_VARIANTS[variant], "LEASE": 0.5}):
+        store = get_store()  # the configured store, its keep-alive taken away
+        monkeypatch.setattr(store, "extend", no_keepalive)
 
         def slow() -> None:
             try:

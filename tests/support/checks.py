@@ -34,6 +34,14 @@ def ids(**overrides: Any) -> list[str]:
         return [message.id or "" for message in check_settings()]
 
 
+def check_messages(**overrides: Any) -> list[Any]:
+    """The messages check_settings reports with ``overrides`` in place (one database
+    unless the overrides name others)."""
+    overrides.setdefault("DATABASES", one_database())
+    with override_settings(**overrides):
+        return list(check_settings())
+
+
 def only(code: str, **overrides: Any) -> None:
     assert ids(**overrides) == [f"idempotency.{code}"]
 

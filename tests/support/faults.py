@@ -24,7 +24,7 @@ from chaos.services import (
     redis_server_binary,
 )
 from tests.support.services import REQUIRE_SERVICES
-from tests.support.stores import REDIS_STORE
+from tests.support.stores import REDIS_STORE, using
 
 #: Short socket timeouts, so a frozen or dead Redis fails a call in half a second.
 TIMEOUTS = {"socket_connect_timeout": 0.5, "socket_timeout": 0.5}
@@ -117,7 +117,7 @@ def dead_redis_store(**extra: Any) -> Any:
     """Settings with RedisStore on a Redis nothing listens on (``extra`` added)."""
     return override_settings(
         CACHES=caches_with("private", dead_redis_url()),
-        IDEMPOTENCY={"STORE": REDIS_STORE, "REDIS_ALIAS": "private", **extra},
+        IDEMPOTENCY={**using(REDIS_STORE, cache="private"), **extra},
     )
 
 

@@ -23,7 +23,7 @@ from idempotency.models import IdempotencyRecord, SubmitToken
 from idempotency.stores import get_store
 from idempotency.stores.base import StoredResponse
 from idempotency.tasks import purge_expired_records_task, purge_expired_submit_tokens_task
-from tests.support.stores import DB_STORE
+from tests.support.stores import CACHE_STORE, DB_STORE, using
 from tests.support.tasks import inprocess_app
 
 pytestmark = pytest.mark.django_db
@@ -105,7 +105,7 @@ def slow(label: str) -> str:
 
 @pytest.fixture(autouse=True)
 def _database_store() -> Any:
-    with override_settings(IDEMPOTENCY={"STORE": DB_STORE}):
+    with override_settings(IDEMPOTENCY={**using(DB_STORE)}):
         yield
 
 
@@ -286,7 +286,7 @@ class TestIdempotentTaskMode:
             idempotent_task(app=app, name="eager.bad_mode", mode="sometimes")
 
     @pytest.mark.django_db(transaction=True)
-    @override_settings(IDEMPOTENCY={"STORE": DB_STORE})
+    @override_settings(IDEMPOTENCY={**using(DB_STORE)})
     def test_atomic_mode_rolls_the_tasks_writes_back_with_the_claim(self) -> None:
         from tests.testapp.models import Effect
 
@@ -300,7 +300,7 @@ class TestIdempotentTaskMode:
         assert Effect.objects.filter(label=label).count() == 1
 
     @pytest.mark.django_db(transaction=True)
-    @override_settings(IDEMPOTENCY={"STORE": DB_STORE})
+    @override_settings(IDEMPOTENCY={**using(DB_STORE)})
     def test_lease_mode_keeps_a_failed_runs_writes(self) -> None:
         from tests.testapp.models import Effect
 
@@ -309,7 +309,7 @@ class TestIdempotentTaskMode:
             lease_writer.apply((label, True)).get()
         assert Effect.objects.filter(label=label).count() == 1  # no transaction around it
 
-    @override_settings(IDEMPOTENCY={"STORE": "idempotency.stores.CacheStore"})
+    @override_settings(IDEMPOTENCY=using(CACHE_STORE))
     def test_atomic_mode_needs_the_database_store(self) -> None:
         with pytest.raises(ImproperlyConfigured, match="cannot run atomic mode"):
             atomic_writer.apply((uuid.uuid4().hex, False)).get()
@@ -330,7 +330,7 @@ def test_a_task_record_stored_with_an_unkeyed_fingerprint_still_replays() -> Non
     ref = str(uuid.uuid4())
     legacy = fingerprint_of("task", "keyed.settle")[:32] + arguments_digest({"ref": ref}).hex()[:32]
     assert settle.get_idempotency_fingerprint((ref,), {}) != legacy
-    with override_settings(IDEMPOTENCY={"STORE": DB_STORE}):
+    with override_settings(IDEMPOTENCY={**using(DB_STORE)}):
         store = get_store()
         claim = store.claim("tasks", f"settle:{ref}", fingerprint=legacy, lease=30, ttl=60)
         done = StoredResponse(200, [("Content-Type", "application/json")], b'"before"')

@@ -6,10 +6,12 @@ from __future__ import annotations
 import threading
 import time
 from datetime import datetime, timedelta
+from typing import Any, ClassVar
 
 from django.utils import timezone
 
 from idempotency.locks.base import Holding, LockBackend
+from idempotency.stores.cache import CacheStore
 from idempotency.tokens.base import INVALID, OK, USED, TokenBackend
 
 
@@ -96,3 +98,22 @@ class ThreadLocks(LockBackend):
 
     def holding(self, name: str, timeout: float | None) -> Holding:
         return ThreadHolding(self, name, timeout)
+
+
+class CountingStore(CacheStore):
+    """A cache store that counts how often it is made; a second one being made at the same
+    time is let through at once, so two made concurrently are seen (tests of the store
+    handler's one instance per alias)."""
+
+    made: ClassVar[list[CountingStore]] = []
+    second = threading.Event()
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        made = CountingStore.made
+        made.append(self)
+        if len(made) > 1:
+            CountingStore.second.set()
+        # a bounded wait for a concurrent second construction: with the handler's lock
+        # none comes, and this waits out its bound
+        CountingStore.second.wait(0.5)

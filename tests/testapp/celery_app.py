@@ -3,7 +3,11 @@
 The worker runs with the test process's settings module and ``DATABASE_URL``
 pointing at the test database, so both see the same idempotency records. Task
 side effects and lifecycle events are counted in the broker's Redis database
-under keys named after each test's unique label.
+(``CELERY_TEST_BROKER_URL``) under keys named after each test's unique label.
+
+The lifecycle handlers are connected when a worker of this app starts (``worker_init``),
+never at import: a test process that imports this module and runs other tasks in
+process (``Task.apply``) writes nothing to any Redis (``tests/test_quick_tier.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ if not apps.ready:
 
 import redis  # noqa: E402
 from celery import Celery  # noqa: E402
-from celery.signals import task_postrun, task_retry, worker_ready  # noqa: E402
+from celery.signals import task_postrun, task_retry, worker_init, worker_ready  # noqa: E402
 
 from idempotency.tasks import IdempotentTask, idempotent_task  # noqa: E402
 
@@ -69,12 +73,10 @@ def key(label: str, what: str) -> str:
     return f"beyond:{label}:{what}"
 
 
-@worker_ready.connect
 def _ready(**kwargs: Any) -> None:
     counters().set(f"beyond:ready:{os.getpid()}", "1", ex=120)
 
 
-@task_postrun.connect
 def _postrun(
     task_id: str | None = None, retval: Any = None, state: str | None = None, **kwargs: Any
 ) -> None:
@@ -87,11 +89,20 @@ def _postrun(
     counters().expire(f"beyond:postrun:{task_id}", 600)
 
 
-@task_retry.connect
 def _retry(request: Any = None, **kwargs: Any) -> None:
     task_id = getattr(request, "id", None)
     counters().incr(f"beyond:retries:{task_id}")
     counters().expire(f"beyond:retries:{task_id}", 600)
+
+
+@worker_init.connect
+def _in_this_worker(sender: Any = None, **kwargs: Any) -> None:
+    """A worker of this app is starting: count its lifecycle in the broker's database."""
+    if getattr(sender, "app", None) is not app:
+        return
+    worker_ready.connect(_ready, weak=False)
+    task_postrun.connect(_postrun, weak=False)
+    task_retry.connect(_retry, weak=False)
 
 
 def _incr(name: str) -> int:

@@ -22,6 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from idempotency import IdempotentMixin, idempotent, shared
+from idempotency.stores import DatabaseStore
 
 RUNS: Counter[str] = Counter()
 _lock = threading.Lock()
@@ -171,12 +172,12 @@ def _killed(request: Any) -> dict[str, Any]:
     return {"run": run, "users": get_user_model().objects.count()}
 
 
-@idempotent(mode="lease", store="idempotency.stores.DatabaseStore")
+@idempotent(mode="lease", store=DatabaseStore())
 def killed_view(request: HttpRequest) -> HttpResponse:
     return JsonResponse(_killed(request), status=201)
 
 
-@idempotent(mode="lease", store="idempotency.stores.DatabaseStore")
+@idempotent(mode="lease", store=DatabaseStore())
 async def async_killed_view(request: HttpRequest) -> HttpResponse:
     return JsonResponse(await sync_to_async(_killed)(request), status=201)
 

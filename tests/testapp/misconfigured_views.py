@@ -32,26 +32,26 @@ async def redis_async(request: HttpRequest) -> HttpResponse:
 
 
 class RedisMixinView(IdempotentMixin, APIView):
-    idempotency_store = "idempotency.stores.RedisStore"
+    idempotency_store = RedisStore()
 
     def post(self, request: Request) -> Response:
         RAN.append(request.path)
         return Response({"ran": True}, status=201)
 
 
-@idempotent(store=CacheStore(alias="records"))
+@idempotent(store=CacheStore(cache="records"))
 def cache_function(request: HttpRequest) -> HttpResponse:
     RAN.append(request.path)
     return JsonResponse({"ran": True}, status=201)
 
 
-@idempotent(store=RedisStore, mode="atomic")
+@idempotent(store=RedisStore(), mode="atomic")
 def atomic_redis(request: HttpRequest) -> HttpResponse:
     RAN.append(request.path)
     return JsonResponse({"ran": True}, status=201)
 
 
-@idempotent(store="collections.OrderedDict")
+@idempotent(store="no-such-store")
 def not_a_store(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"ran": True}, status=201)
 
@@ -60,7 +60,7 @@ ninja_api = NinjaAPI(urls_namespace="misconfigured-ninja")
 
 
 @ninja_api.post("/not-a-store/", url_name="ninja-not-a-store")
-@idempotent(store="collections.OrderedDict")
+@idempotent(store="no-such-store")
 def ninja_not_a_store(request: HttpRequest) -> dict[str, bool]:
     return {"ran": True}
 

@@ -20,6 +20,7 @@ from idempotency.models import SubmitToken
 from idempotency.tokens import issue_token, purge_expired_submit_tokens, require_submit_token
 from idempotency.tokens.base import TOMBSTONE_SECONDS
 from tests.support.counting import unique
+from tests.support.stores import tokens_using
 from tests.support.storms import run_threads
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +33,7 @@ BACKENDS = [
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> Iterator[str]:
-    with override_settings(IDEMPOTENCY={"SUBMIT_TOKEN_BACKEND": request.param}):
+    with override_settings(IDEMPOTENCY=tokens_using(request.param)):
         yield request.param
 
 
@@ -118,7 +119,7 @@ def test_scope_strings_and_anonymous(backend: str) -> None:
 
 
 def test_only_the_hash_is_stored_in_the_database(alice: Any) -> None:
-    with override_settings(IDEMPOTENCY={"SUBMIT_TOKEN_BACKEND": "database"}):
+    with override_settings(IDEMPOTENCY=tokens_using("database")):
         issued = issue_token(user_or_scope=alice, purpose="checkout")
     row = SubmitToken.objects.get()
     assert row.token_hash == hashlib.sha256(issued.token.encode()).hexdigest()
@@ -138,7 +139,7 @@ def _keys(client: Any, pattern: str) -> list[str]:
 def test_only_the_hash_is_stored_in_redis(alice: Any) -> None:
     from idempotency.core.redis_clients import RedisConnector
 
-    with override_settings(IDEMPOTENCY={"SUBMIT_TOKEN_BACKEND": "redis"}):
+    with override_settings(IDEMPOTENCY=tokens_using("redis")):
         token = issue_submit_token(user_or_scope=alice, purpose="checkout", ttl=30)
         client = RedisConnector(cache="default").client
         keys = _keys(client, "*:st:*")
@@ -153,7 +154,7 @@ def test_only_the_hash_is_stored_in_redis(alice: Any) -> None:
 
 
 def test_purge_deletes_expired_tokens_but_keeps_fresh_tombstones(alice: Any) -> None:
-    with override_settings(IDEMPOTENCY={"SUBMIT_TOKEN_BACKEND": "database"}):
+    with override_settings(IDEMPOTENCY=tokens_using("database")):
         fresh = issue_submit_token(user_or_scope=alice, purpose="a", ttl=600)
         issue_submit_token(user_or_scope=alice, purpose="b", ttl=600)
         consume_submit_token(token=fresh, user_or_scope=alice, purpose="a")
@@ -183,7 +184,7 @@ def _check_race(results: list[Any]) -> None:
 @pytest.mark.server_db
 @pytest.mark.django_db(transaction=True)
 def test_twenty_concurrent_consumptions_on_postgres_one_wins(alice: Any) -> None:
-    with override_settings(IDEMPOTENCY={"SUBMIT_TOKEN_BACKEND": "database"}):
+    with override_settings(IDEMPOTENCY=tokens_using("database")):
         token = issue_submit_token(user_or_scope=alice, purpose="checkout")
         _check_race(_race(f"user:{alice.pk}", token))
     assert SubmitToken.objects.get().consumed_at is not None
@@ -191,7 +192,7 @@ def test_twenty_concurrent_consumptions_on_postgres_one_wins(alice: Any) -> None
 
 @pytest.mark.redis
 def test_twenty_concurrent_consumptions_on_redis_one_wins(alice: Any) -> None:
-    with override_settings(IDEMPOTENCY={"SUBMIT_TOKEN_BACKEND": "redis"}):
+    with override_settings(IDEMPOTENCY=tokens_using("redis")):
         token = issue_submit_token(user_or_scope=alice, purpose="checkout")
         _check_race(_race(f"user:{alice.pk}", token))
 

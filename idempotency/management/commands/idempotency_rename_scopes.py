@@ -22,7 +22,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--dry-run", action="store_true", help="Count, rename nothing.")
         parser.add_argument(
-            "--database", default=None, help="Database alias (default: DATABASE_ALIAS)."
+            "--database",
+            default=None,
+            help="Database alias (default: the database of the configured DatabaseStore).",
         )
         parser.add_argument("--batch-size", type=int, default=1000, help="Records per batch.")
 

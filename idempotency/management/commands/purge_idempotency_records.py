@@ -58,7 +58,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--database",
             default=None,
-            help="Database alias (default: the DATABASE_ALIAS setting).",
+            help="Database alias (default: the database of the configured DatabaseStore).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -29,7 +29,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--store",
             default=None,
-            help="Dotted path of the store (default: the STORE setting).",
+            help="Alias of the store in IDEMPOTENCY['STORES'] (default: 'default').",
         )
         parser.add_argument(
             "--plaintext",

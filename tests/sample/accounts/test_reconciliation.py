@@ -24,6 +24,8 @@ from accounts.tasks import RECONCILE_LOCK, reconcile_ledger
 from config.celery import app as celery_app
 from idempotency import lock
 from tests.support.factories import AccountFactory, UserFactory, funded_account
+from tests.support.stores import LOCK_BACKENDS as LOCK_BACKEND_PATHS
+from tests.support.stores import locks_using
 from tests.support.storms import run_threads
 
 
@@ -111,15 +113,16 @@ def test_celery_beat_schedules_the_job() -> None:
 
 
 def test_the_lock_backend_setting_follows_the_services() -> None:
-    backend = django_settings.IDEMPOTENCY.get("LOCK_BACKEND")
+    locks = django_settings.IDEMPOTENCY.get("LOCKS")
+    backend = locks["default"]["BACKEND"] if locks else None
     if os.environ.get("IDEMPOTENCY_LOCK_BACKEND"):
-        assert backend == os.environ["IDEMPOTENCY_LOCK_BACKEND"]
+        assert backend == LOCK_BACKEND_PATHS[os.environ["IDEMPOTENCY_LOCK_BACKEND"]]
     elif django_settings.REDIS_URL:
-        assert backend == "redis"
+        assert backend == LOCK_BACKEND_PATHS["redis"]
     elif connection.vendor == "postgresql":
-        assert backend == "postgres"
+        assert backend == LOCK_BACKEND_PATHS["postgres"]
     elif connection.vendor == "mysql":
-        assert backend == "mysql"
+        assert backend == LOCK_BACKEND_PATHS["mysql"]
     else:
         assert backend is None  # the embedded default: the host-local lock
 
@@ -138,13 +141,13 @@ LOCK_BACKENDS = [
 def lock_backend(request: pytest.FixtureRequest, settings: Any) -> str | None:
     """Run the test with each lock backend; ``None``: SQLite without Redis (the file lock)."""
     backend: str | None = request.param
-    idempotency = {k: v for k, v in settings.IDEMPOTENCY.items() if k != "LOCK_BACKEND"}
+    idempotency = {k: v for k, v in settings.IDEMPOTENCY.items() if k != "LOCKS"}
     if backend is None:
         if connection.vendor != "sqlite":
             pytest.skip("the embedded default's lock is for SQLite")
         settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     else:
-        idempotency["LOCK_BACKEND"] = backend
+        idempotency.update(locks_using(backend))
     settings.IDEMPOTENCY = idempotency
     return backend
 
@@ -208,7 +211,7 @@ def test_the_job_lock_is_the_named_lock(lock_backend: str | None) -> None:
 def test_concurrent_schedulers_run_the_job_once(
     backend: str, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings.IDEMPOTENCY = {**settings.IDEMPOTENCY, "LOCK_BACKEND": backend}
+    settings.IDEMPOTENCY = {**settings.IDEMPOTENCY, **locks_using(backend)}
     plant_mismatch(funded_account("10.00"), "9.00")
     real = accounts.tasks.ledger_reconcile
     finished = threading.Semaphore(0)

@@ -21,6 +21,7 @@ from orders.tasks import SALES_CONSUMER, order_event_consume
 from payments.errors import OrderNotPayable
 from payments.services import payment_pay
 from tests.support.factories import OrderFactory, UserFactory, funded_account
+from tests.support.stores import REDIS_STORE, using
 from tests.support.storms import run_threads
 
 THREADS = 20
@@ -186,7 +187,7 @@ def test_twenty_concurrent_deliveries_of_one_message_count_once() -> None:
 @pytest.mark.redis
 @pytest.mark.django_db(transaction=True)
 def test_twenty_concurrent_deliveries_count_once_with_the_redis_store(settings: Any) -> None:
-    settings.IDEMPOTENCY = {**settings.IDEMPOTENCY, "STORE": "idempotency.stores.RedisStore"}
+    settings.IDEMPOTENCY = {**settings.IDEMPOTENCY, **using(REDIS_STORE)}
     order = paid_order()
     results = run_threads(THREADS, lambda i: deliver(order, task_id=str(uuid.uuid4())))
     done = [r for r in results if isinstance(r, dict)]

@@ -14,6 +14,7 @@ from idempotency import issue_submit_token
 from orders.models import Order
 from tests.support.factories import TokenFactory, UserFactory
 from tests.support.problems import assert_problem
+from tests.support.stores import tokens_using
 from tests.support.storms import run_threads
 
 TOKENS = "/api/idempotency/tokens/"
@@ -145,7 +146,7 @@ class TestCheckout:
 def test_twenty_concurrent_submits_of_one_form_create_one_order(
     backend: str, settings: Any
 ) -> None:
-    settings.IDEMPOTENCY = {**settings.IDEMPOTENCY, "SUBMIT_TOKEN_BACKEND": backend}
+    settings.IDEMPOTENCY = {**settings.IDEMPOTENCY, **tokens_using(backend)}
     api_token = TokenFactory(user=UserFactory(username="carol"))
 
     def client() -> APIClient:

@@ -23,6 +23,7 @@ from payments.services import payment_pay
 from tests.support.factories import OrderFactory, UserFactory, funded_account
 from tests.support.gateway import callback, notification, signed_post
 from tests.support.problems import assert_problem
+from tests.support.stores import using
 from tests.support.storms import run_threads
 
 THREADS = 20
@@ -255,7 +256,7 @@ def test_twenty_concurrent_identical_callbacks_confirm_the_payment_once(
 ) -> None:
     if store is not None:
         # lease mode: the duplicates wait for the first notification, then replay it
-        settings.IDEMPOTENCY = {**settings.IDEMPOTENCY, "STORE": store}
+        settings.IDEMPOTENCY = {**settings.IDEMPOTENCY, **using(store)}
     funded_account("100.00", user=user)
     order = OrderFactory(user=user, amount=Decimal("25.00"))
     body = json.dumps(notification(order, "T-storm")).encode()
