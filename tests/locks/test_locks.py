@@ -55,6 +55,7 @@ def child_settings(backend: str) -> dict[str, Any]:
     database = copy.deepcopy(connection.settings_dict)
     if connection.vendor not in {"postgresql", "mysql"}:
         database = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
+    prefix = {} if backend == "postgres" else {"key_prefix": "beyond-locks"}
     return {
         "DATABASES": {"default": database},
         "CACHES": copy.deepcopy(settings.CACHES),
@@ -63,7 +64,8 @@ def child_settings(backend: str) -> dict[str, Any]:
         "IDEMPOTENCY": {
             "LOCKS": {
                 "default": entry(LOCK_BACKENDS[backend]),
-                backend: entry(LOCK_BACKENDS[backend], key_prefix="beyond-locks"),
+                # PostgreSQL's advisory locks take no key prefix (a lock is a number)
+                backend: entry(LOCK_BACKENDS[backend], **prefix),
             }
         },
     }
