@@ -164,7 +164,7 @@ def test_store_lost_for_longer_than_the_lease_answers_what_the_view_did(
         private_redis() as server,
         override_settings(
             CACHES=caches_with("private", server.url),
-            IDEMPOTENCY={"STORE": REDIS_STORE, "REDIS_ALIAS": "private", "LEASE": 2},
+            IDEMPOTENCY={**using(REDIS_STORE, cache="private"), "LEASE": 2},
         ),
     ):
         key = str(uuid.uuid4())
