@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "idempotent_function": "idempotency.functions",
     "IdempotentTask": "idempotency.tasks",
     "idempotent_task": "idempotency.tasks",
+    "idempotent_django_task": "idempotency.contrib.django_tasks",
     "issue_submit_token": "idempotency.tokens",
     "consume_submit_token": "idempotency.tokens",
     "require_submit_token": "idempotency.tokens",
@@ -52,9 +53,10 @@ _EXPORTS: dict[str, str] = {
     "IdempotencyAnonymousNotAllowed": "idempotency.exceptions",
     "LockNotAcquired": "idempotency.exceptions",
     "InProgress": "idempotency.exceptions",
+    "TaskDeferred": "idempotency.exceptions",
     "FunctionKeyMismatch": "idempotency.exceptions",
     "ArgumentsMismatch": "idempotency.exceptions",
-    "ReplayedRecord": "idempotency.functions.calls",
+    "ReplayedRecord": "idempotency.core.job",
     "payload_key": "idempotency.functions.arguments",
     "PayloadKey": "idempotency.functions.arguments",
     "IdempotentCallable": "idempotency.functions",
@@ -153,6 +155,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.conf import idempotency_settings as idempotency_settings
+    from idempotency.contrib.django_tasks import idempotent_django_task as idempotent_django_task
+    from idempotency.core.job import ReplayedRecord as ReplayedRecord
     from idempotency.core.recovery import get_recovery_point as get_recovery_point
     from idempotency.core.recovery import recovery_point as recovery_point
     from idempotency.exceptions import ArgumentsMismatch as ArgumentsMismatch
@@ -181,11 +185,11 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.exceptions import StoreUnavailable as StoreUnavailable
     from idempotency.exceptions import SubmitTokenInvalid as SubmitTokenInvalid
     from idempotency.exceptions import SubmitTokenUsed as SubmitTokenUsed
+    from idempotency.exceptions import TaskDeferred as TaskDeferred
     from idempotency.functions import IdempotentCallable as IdempotentCallable
     from idempotency.functions import idempotent_function as idempotent_function
     from idempotency.functions.arguments import PayloadKey as PayloadKey
     from idempotency.functions.arguments import payload_key as payload_key
-    from idempotency.functions.calls import ReplayedRecord as ReplayedRecord
     from idempotency.http.decorators import idempotency_exempt as idempotency_exempt
     from idempotency.http.decorators import idempotent as idempotent
     from idempotency.http.middleware import IdempotencyMiddleware as IdempotencyMiddleware

@@ -3,7 +3,12 @@
 The default scope names the principal's kind and its primary key: ``auth.user:1``
 (the model's ``app_label.model_name``, lower-cased), so principals of two kinds with one
 primary key (a user and an API client of a custom DRF authentication) never share
-records. An anonymous caller has no scope: the ``ANONYMOUS`` setting decides (403, or no
+records. A principal loaded from another database than ``default`` (a database per
+tenant, chosen by ``DATABASE_ROUTERS``) is named with its database too:
+``auth.user@tenant_b:1``, so two tenants' users with one primary key never share records
+either. Tenants that share one database in schemas (django-tenants) need
+:func:`tenant_schema_scope` as ``SCOPE`` (check ``idempotency.W050`` says so). An
+anonymous caller has no scope: the ``ANONYMOUS`` setting decides (403, or no
 idempotency).
 
 A plain string given as a view's scope (``@idempotent(scope="shop")``) names a part of
@@ -17,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
+from django.db import DEFAULT_DB_ALIAS, connection
 from django.http import HttpRequest
 from django.utils.crypto import salted_hmac
 from django.utils.functional import empty as _empty
@@ -90,7 +97,10 @@ def principal_scope(principal: Any) -> str | None:
     """The scope of one principal, never shared between principals of different kinds.
 
     A user or another model instance (an API key, a client application):
-    ``<app_label>.<model_name>:<pk>`` (``auth.user:1``, see ``principal_label``). A
+    ``<app_label>.<model_name>:<pk>`` (``auth.user:1``, see ``principal_label``), and
+    ``<app_label>.<model_name>@<database>:<pk>`` for one loaded from another database
+    than ``default`` (``auth.user@tenant_b:1``: the primary keys of two databases are
+    two principals). A
     token string (or bytes), such as Django Ninja's ``HttpBearer`` returns: ``token:`` and
     an HMAC of it keyed with ``SECRET_KEY``, so the store never holds the token itself (a
     new ``SECRET_KEY`` starts new scopes). Anything else has no stable identity we can
@@ -99,6 +109,10 @@ def principal_scope(principal: Any) -> str | None:
     pk = getattr(principal, "pk", None)
     named = getattr(principal, "is_authenticated", False) is True or hasattr(principal, "_meta")
     if named and pk is not None:
+        state = getattr(principal, "_state", None)  # a model instance: where it was loaded
+        database = getattr(state, "db", None)
+        if isinstance(database, str) and database != DEFAULT_DB_ALIAS:
+            return f"{principal_label(principal)}@{database}:{pk}"
         return f"{principal_label(principal)}:{pk}"
     if isinstance(principal, str | bytes) and principal:
         digest = salted_hmac("idempotency.scopes.token", principal, algorithm="sha256")
@@ -114,6 +128,31 @@ def user_scope(request: HttpRequest) -> str | None:
     if principal is None:
         return None
     return principal_scope(principal)
+
+
+def tenant_schema_scope(request: HttpRequest) -> str | None:
+    """The default scope within the request's tenant, for django-tenants (a schema per
+    tenant in one database): ``schema:<schema_name>/`` and the :func:`user_scope`
+    (``schema:acme/auth.user:1``). Set ``IDEMPOTENCY = {"SCOPE":
+    "idempotency.scopes.tenant_schema_scope"}``.
+
+    The schema is the one the request's queries run in (``connection.schema_name``,
+    which django-tenants' middleware sets from the request's tenant), so two tenants'
+    users with one primary key never share records, and a 422 never tells one tenant of
+    another's keys. None for an anonymous caller, as :func:`user_scope`. Where the
+    connection names no schema (django-tenants' backend is not in use), Django's
+    ``ImproperlyConfigured`` is raised.
+    """
+    caller = user_scope(request)
+    if caller is None:
+        return None
+    schema = getattr(connection, "schema_name", None)
+    if not isinstance(schema, str) or not schema:
+        raise ImproperlyConfigured(
+            "tenant_schema_scope needs django-tenants: the default database connection has "
+            "no schema_name (its ENGINE is 'django_tenants.postgresql_backend')."
+        )
+    return f"schema:{schema}/{caller}"
 
 
 def legacy_user_scope(request: HttpRequest) -> str | None:

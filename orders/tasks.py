@@ -22,6 +22,7 @@ from typing import Any
 from celery import shared_task
 
 from idempotency import IdempotentTask
+from idempotency.observability.logs import key_hash
 from orders.outbox import CONSUMER_TASK, DEFAULT_BATCH_SIZE, outbox_purge_sent, outbox_relay
 from orders.services import ORDER_PAID, order_paid_record
 
@@ -47,16 +48,21 @@ def order_event_consume(
     and orders that do not exist or were never paid, are acknowledged and ignored
     (retrying them would never succeed).
     """
+    # a message id is key material: logs name it by its keyed hash, as the library does,
+    # and the result (which Celery logs) leaves it out
     if event != ORDER_PAID:
-        logger.info("order event %s (%s) ignored: not handled by %s", message_id, event, consumer)
-        return {"message_id": message_id, "handled": False}
+        logger.info(
+            "order event %s (%s) ignored: not handled by %s", key_hash(message_id), event, consumer
+        )
+        return {"handled": False}
     effects = order_paid_record(order_id=order_id)
     if effects is None:
-        logger.warning("order event %s ignored: order %s is not paid", message_id, order_id)
-        return {"message_id": message_id, "handled": False}
+        logger.warning(
+            "order event %s ignored: order %s is not paid", key_hash(message_id), order_id
+        )
+        return {"handled": False}
     receipt, sales = effects
     return {
-        "message_id": message_id,
         "handled": True,
         "receipt_id": receipt.pk,
         "sales_date": sales.date.isoformat(),

@@ -32,6 +32,7 @@ from django.db import IntegrityError, transaction
 from accounts.models import LedgerEntry
 from accounts.money import identifier_pattern, require_amount
 from accounts.services import account_deduct, account_get_or_create_for_user, account_refund
+from idempotency.observability.logs import key_hash
 from orders.errors import IllegalTransition, OrderNotFound
 from orders.models import Order, OrderStatus
 from orders.selectors import order_get, order_get_by_id
@@ -206,9 +207,9 @@ def gateway_payment_record(
         if order is None:
             raise OrderNotFound(order_id)
         if amount != order.amount:
-            logger.warning(
+            logger.warning(  # the trade number is the callback's key: logged by its hash
                 "gateway trade %s reports %s for order %s of %s: not applied",
-                trade_no,
+                key_hash(trade_no),
                 amount,
                 order.pk,
                 order.amount,

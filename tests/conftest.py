@@ -14,7 +14,7 @@ skipped with the reason, unless ``IDEMPOTENCY_TEST_REQUIRE_SERVICES=1`` (as in C
 where a missing service fails the test instead of skipping it (``tests.support.services``).
 
 The slow tiers (``SLOW_TIERS``: real servers, chaos, clusters, browsers, Celery
-workers, the docs) are left out of a plain run, which says so at its end; they run
+and Django task workers, the docs) are left out of a plain run, which says so at its end; they run
 with ``python3 dev.py test --all`` (``IDEMPOTENCY_TEST_ALL=1``, as in CI), with any
 ``-m`` expression, or when their test file is named on the command line.
 """
@@ -65,7 +65,16 @@ from tests.testapp.models import Wallet
 ALL_TIERS = os.environ.get("IDEMPOTENCY_TEST_ALL") == "1"
 
 #: Markers of the tiers a plain run leaves out (they start processes or take seconds each).
-SLOW_TIERS = ("browser", "celery_worker", "chaos", "cluster", "docs", "model", "servers")
+SLOW_TIERS = (
+    "browser",
+    "celery_worker",
+    "chaos",
+    "cluster",
+    "docs",
+    "model",
+    "servers",
+    "task_worker",
+)
 #: Of those, the tiers that ``--all`` leaves out too: CI runs them in a step of their own
 #: (``model``: the SPIN model checks, minutes of CPU and no service, ``.ci/model-tier``).
 OWN_STEP_TIERS = ("model",)

@@ -51,3 +51,21 @@ DATABASES["bouncer"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
 # The outage tests of a private server (tests/core/test_outages_mariadb.py) point this alias at
 # a mariadbd they start, stop and start again; until then it mirrors "default".
 DATABASES["outage"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
+
+# Django's tasks (django.tasks; on Django 5.2 the django-tasks backport), for the tests of
+# @idempotent_django_task (tests/contrib/): the immediate backend by default (runs at
+# enqueue, cannot defer), the dummy one (keeps what is enqueued, can defer), and
+# django-tasks-db's, which the tests' db_worker processes run (any queue name).
+try:
+    import django.tasks  # noqa: F401
+
+    _TASKS_PACKAGE = "django.tasks"
+except ImportError:
+    _TASKS_PACKAGE = "django_tasks"
+    INSTALLED_APPS = [*INSTALLED_APPS, "django_tasks"]
+INSTALLED_APPS = [*INSTALLED_APPS, "django_tasks_db"]
+TASKS = {
+    "default": {"BACKEND": f"{_TASKS_PACKAGE}.backends.immediate.ImmediateBackend"},
+    "dummy": {"BACKEND": f"{_TASKS_PACKAGE}.backends.dummy.DummyBackend"},
+    "database": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": []},
+}

@@ -38,6 +38,7 @@ def test_importing_the_package_imports_none_of_its_modules() -> None:
         "idempotency.checks",
         "idempotency.functions",
         "idempotency.tasks",
+        "idempotency.contrib.django_tasks",
         "idempotency.http.handler",
         "idempotency.observability.tracing",
     ],

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from idempotency import idempotent, shared
 from idempotency.models import IdempotencyRecord
 from idempotency.scopes import user_scope
 from tests.support.counting import Counter
+from tests.support.stores import STORE_VARIANTS, variant_params
 
 pytestmark = pytest.mark.django_db
 
@@ -155,3 +157,53 @@ def test_records_of_the_old_user_scope_are_renamed_by_the_command(user: Any) -> 
     again = call(default_view, user, key, {"iban": "DE89"})
     assert again["Idempotent-Replayed"] == "true"
     assert runs.count - before == 1
+
+
+# -- issue 43, finding 4: tenants in databases of their own --------------------------------
+
+
+def _user_in(alias: str, pk: int, name: str) -> Any:
+    """The user with primary key ``pk`` in the database ``alias``, as a router loads it."""
+    from django.contrib.auth import get_user_model
+
+    model = get_user_model()
+    model.objects.using(alias).filter(pk=pk).delete()
+    model.objects.using(alias).create(pk=pk, username=name, password="!")
+    return model.objects.using(alias).get(pk=pk)
+
+
+@pytest.mark.server_db  # two real databases: "ledger" is a second PostgreSQL or MySQL one
+@pytest.mark.django_db(databases=["default", "ledger"])
+@pytest.mark.parametrize("variant", variant_params("db-lease", "redis", "cache"))
+def test_two_databases_users_with_one_pk_never_share_records(variant: str) -> None:
+    """A database per tenant: tenant B's user 7001 replayed tenant A's payment (same key
+    and body), and got a 422 for another body, an oracle on A's live keys."""
+    alice, bob = _user_in("default", 7001, "alice-a"), _user_in("ledger", 7001, "bob-b")
+    assert (alice.pk, alice._state.db, bob._state.db) == (7001, "default", "ledger")
+    replayed, probed, before = str(uuid.uuid4()), str(uuid.uuid4()), runs.count
+    iban = {"iban": "DE89370400440532013000"}
+    with override_settings(IDEMPOTENCY=STORE_VARIANTS[variant]):
+        first = call(default_view, alice, replayed, iban)
+        call(default_view, alice, probed, iban)
+        same = call(default_view, bob, replayed, iban)  # alice's key and body
+        oracle = call(default_view, bob, probed, {"iban": "mine"})  # alice's key, his body
+        again = call(default_view, alice, replayed, iban)
+    assert first.status_code == same.status_code == oracle.status_code == 201
+    assert "Idempotent-Replayed" not in same and "Idempotent-Replayed" not in oracle
+    assert again["Idempotent-Replayed"] == "true" and again.content == first.content
+    assert runs.count - before == 4
+    assert user_scope(SimpleNamespace(user=bob)) == "auth.user@ledger:7001"  # type: ignore[arg-type]
+    assert user_scope(SimpleNamespace(user=alice)) == "auth.user:7001"  # type: ignore[arg-type]
+
+
+def test_tenant_schema_scope_needs_django_tenants_backend(user: Any) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from idempotency.scopes import tenant_schema_scope
+
+    request = rf.post("/")
+    request.user = AnonymousUser()
+    assert tenant_schema_scope(request) is None  # anonymous, as the default scope
+    request.user = user
+    with pytest.raises(ImproperlyConfigured, match="django-tenants"):
+        tenant_schema_scope(request)  # this test database is no django-tenants one

@@ -35,6 +35,7 @@ from idempotency.checks.databases import (
     check_database_aliases,
     check_database_vendors,
     check_routers,
+    check_tenant_scope,
 )
 from idempotency.checks.messages import MESSAGES, message
 from idempotency.checks.redis import check_persistence, check_redis, redis_persists, redis_users
@@ -67,6 +68,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     errors += check_response_cache(uses)
     errors += check_database_aliases(values, uses)
     errors += check_routers(uses)
+    errors += check_tenant_scope(values)
     errors += check_middleware()
     errors += check_codec(values)
     errors += check_purge(values, uses)

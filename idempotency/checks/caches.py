@@ -1,6 +1,7 @@
 """What the checks read about caches: the backend behind an alias, whether a backend is
-(a subclass of) another, and the checks of a database store's response cache (E008,
-E020, W003)."""
+(a subclass of) another, whether records in it can be read and counted without
+unpickling (E020, E050), and the checks of a database store's response cache (E008,
+W003)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from idempotency.checks.messages import message
 LOCMEM = "django.core.cache.backends.locmem.LocMemCache"
 DUMMY = "django.core.cache.backends.dummy.DummyCache"
 REDIS_CACHE = "django_redis.cache.RedisCache"
+#: django-redis' client that spreads keys over several servers itself: it hands out no
+#: one Redis connection (``get_client`` raises), so nothing could be read raw through it.
+SHARD_CLIENT = "django_redis.client.ShardClient"
 
 
 def cache_backend(alias: Any) -> str | None:
@@ -45,6 +49,19 @@ def unpickles(backend: str) -> bool:
     return not any(backend_is(backend, path) for path in readable)
 
 
+def unreadable(what: str, alias: str, backend: str) -> checks.CheckMessage | None:
+    """E020 or E050 when records and counters in the cache ``alias`` (of ``backend``)
+    could only be read through its unpickling serializer; None when they are read raw."""
+    if unpickles(backend):
+        return message("E020", what=what, alias=alias, backend=backend)
+    caches: dict[str, Any] = getattr(settings, "CACHES", {}) or {}
+    options = caches[alias].get("OPTIONS") or {}
+    client = options.get("CLIENT_CLASS") if isinstance(options, dict) else None
+    if isinstance(client, str) and backend_is(client, SHARD_CLIENT):
+        return message("E050", what=what, alias=alias, client=client)
+    return None
+
+
 def no_cache(what: str, alias: Any) -> checks.CheckMessage:
     """E008: ``what`` names a cache that is not in CACHES."""
     aliases = ", ".join(sorted(getattr(settings, "CACHES", {}) or {})) or "(none)"
@@ -52,7 +69,7 @@ def no_cache(what: str, alias: Any) -> checks.CheckMessage:
 
 
 def check_response_cache(uses: list[Any]) -> list[checks.CheckMessage]:
-    """E008, W003 and E020 for the response cache of each database store in use: a cache
+    """E008, W003, E020 and E050 for the response cache of each database store in use: a cache
     that exists, is shared and never unpickles what it reads."""
     from idempotency.stores.response_cache import ResponseCache
 
@@ -67,6 +84,6 @@ def check_response_cache(uses: list[Any]) -> list[checks.CheckMessage]:
             errors.append(no_cache(where, alias))
         elif backend_is(backend, LOCMEM):
             errors.append(message("W003", what=where, alias=alias))
-        elif unpickles(backend):
-            errors.append(message("E020", what=where, alias=alias, backend=backend))
+        elif refused := unreadable(where, alias, backend):
+            errors.append(refused)
     return errors

@@ -1,7 +1,8 @@
 """The databases behind DatabaseStore and atomic mode: a vendor the store has SQL for
 (E030), aliases that exist (E017; a store's own is E015, :mod:`.backends`), writes left
-outside atomic mode's transaction (W006), and routers that make a store's database a read
-replica (W008)."""
+outside atomic mode's transaction (W006), routers that make a store's database a read
+replica (W008), and tenants (a schema or a database each) under the default scope (W050,
+W051)."""
 
 from __future__ import annotations
 
@@ -105,3 +106,27 @@ def check_routers(uses: list[Use]) -> list[checks.CheckMessage]:
                 warnings.append(found)
                 break
     return warnings
+
+
+#: django-tenants' database backend: its connection names the request's schema.
+TENANTS_ENGINE = "django_tenants.postgresql_backend"
+
+
+def check_tenant_scope(values: dict[str, Any]) -> list[checks.CheckMessage]:
+    """W050: django-tenants under the default scope; W051: DATABASE_ROUTERS under it."""
+    from idempotency.scopes import user_scope
+
+    if values["SCOPE"] not in (SETTINGS["SCOPE"].default, user_scope):
+        return []
+    databases: dict[str, Any] = getattr(settings, "DATABASES", {}) or {}
+    # django-tenants runs only on its backend: every project of it names this ENGINE
+    tenants = [
+        alias
+        for alias, db in databases.items()
+        if isinstance(db, dict) and db.get("ENGINE") == TENANTS_ENGINE
+    ]
+    if tenants:
+        return [message("W050", alias=tenants[0])]
+    if getattr(settings, "DATABASE_ROUTERS", None):
+        return [message("W051")]
+    return []

@@ -103,6 +103,30 @@ MESSAGES: dict[str, _Message] = {
         "as raw bytes, never unpickled) or a LocMemCache (one process), or use "
         "DatabaseStore or RedisStore.",
     ),
+    "E050": _Message(
+        "{what} keeps records in the cache {alias!r}, whose django-redis client {client} "
+        "gives no single Redis connection: its records and record-cap counters could only "
+        "be read and counted through the cache's own serializer, which unpickles.",
+        "Use django-redis' DefaultClient (or HerdClient, SentinelClient) for that cache, "
+        "or use RedisStore or DatabaseStore.",
+    ),
+    "W050": _Message(
+        "The database {alias!r} is django-tenants' (a schema per tenant) while "
+        "IDEMPOTENCY['SCOPE'] is the default: "
+        "records are scoped by the principal alone, so two tenants' users with one primary "
+        "key share records (a replay of the other's response, or a 422 on its keys).",
+        "Set IDEMPOTENCY['SCOPE'] = 'idempotency.scopes.tenant_schema_scope' (the scope "
+        "names the tenant's schema), or a scope function of your own that names the tenant.",
+    ),
+    "W051": _Message(
+        "DATABASE_ROUTERS is set while IDEMPOTENCY['SCOPE'] is the default: the default "
+        "scope names a principal's database only when the principal was loaded from it, so "
+        "tenants that share a user table (or route by something else) share records.",
+        "With a database per tenant that holds its own users, the default scope is enough "
+        "(auth.user@<alias>:<pk>): silence this warning. Otherwise set IDEMPOTENCY['SCOPE'] "
+        "to a function that names the tenant. Routers that only split reads from writes "
+        "need nothing: silence it (SILENCED_SYSTEM_CHECKS).",
+    ),
     "E040": _Message(
         "IDEMPOTENCY['BODY_CODEC'] cannot be used: {error}",
         "Name a subclass of idempotency.codecs.BodyCodec; for FernetCodec install the "

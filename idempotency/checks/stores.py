@@ -1,6 +1,6 @@
 """The stores in use (each alias of ``STORES``, and each store a view names for itself)
-and whether each fits its mode and cache (E006, E012, E013, E020, W001, W004), and whether
-something deletes the expired records of a database store (W040)."""
+and whether each fits its mode and cache (E006, E012, E013, E020, E050, W001, W004), and
+whether something deletes the expired records of a database store (W040)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core import checks
 from django.utils.module_loading import import_string
 
-from idempotency.checks.caches import DUMMY, LOCMEM, backend_is, cache_backend, no_cache, unpickles
+from idempotency.checks.caches import DUMMY, LOCMEM, backend_is, cache_backend, no_cache, unreadable
 from idempotency.checks.messages import cap, message
 from idempotency.conf import SETTINGS
 from idempotency.stores.atomic import AtomicStore
@@ -87,7 +87,7 @@ def stores_in_use(values: dict[str, Any], errors: list[checks.CheckMessage]) -> 
 
 
 def check_stores(values: dict[str, Any], uses: list[Use]) -> list[checks.CheckMessage]:
-    """E006, E008, E012, E020 and W001 for each store in use; W004 for each database
+    """E006, E008, E012, E020, E050 and W001 for each store in use; W004 for each database
     store in lease mode."""
     errors: list[checks.CheckMessage] = []
     databases: dict[str, Any] = getattr(settings, "DATABASES", {}) or {}
@@ -106,8 +106,8 @@ def check_stores(values: dict[str, Any], uses: list[Use]) -> list[checks.CheckMe
             errors.append(no_cache(cap(what), alias))
         elif backend_is(backend, DUMMY):
             errors.append(message("E012", what=cap(what), alias=alias))
-        elif unpickles(backend):
-            errors.append(message("E020", what=cap(what), alias=alias, backend=backend))
+        elif refused := unreadable(cap(what), alias, backend):
+            errors.append(refused)
         elif backend_is(backend, LOCMEM):
             errors.append(message("W001", what=cap(what), alias=alias))
     return errors

@@ -58,7 +58,8 @@ def check_values(values: dict[str, Any]) -> list[checks.CheckMessage]:
     for name, setting in SETTINGS.items():
         value = values[name]
         if setting.kind == "path":
-            errors += check_import(name, value)
+            if value is not None or not setting.nullable:
+                errors += check_import(name, value)
         elif not setting.accepts(value):
             code = _CODE_OF_KIND.get(setting.kind, "E004")
             shown = _HIDDEN if setting.secret else value

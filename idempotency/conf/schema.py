@@ -89,7 +89,9 @@ SETTINGS: dict[str, Setting] = {
     "SCOPE": Setting(
         "idempotency.scopes.user_scope",
         'Dotted path of scope(request) -> str | None; None or "" means "anonymous". The '
-        "default names the principal's model: auth.user:<pk>.",
+        "default names the principal's model: auth.user:<pk> (and its database when it is "
+        "not default: auth.user@<alias>:<pk>); idempotency.scopes.tenant_schema_scope "
+        "names django-tenants' schema too.",
         "path",
     ),
     "ANONYMOUS": Setting(
@@ -155,6 +157,14 @@ SETTINGS: dict[str, Setting] = {
         "Response headers kept and replayed (Content-Type and Vary always are; Set-Cookie "
         "and hop-by-hop headers never are).",
         "headers",
+    ),
+    "ON_REPLAY": Setting(
+        None,
+        "Dotted path of on_replay(request, response, record), called on every replay of "
+        "a view that names no on_replay of its own: it may add headers to the replayed "
+        "response (an expiry, a trace id), nothing else. None: no hook.",
+        "path",
+        nullable=True,
     ),
     "BODY_CODEC": Setting(
         "idempotency.codecs.IdentityCodec",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from idempotency import signals
@@ -35,6 +36,30 @@ class Outcome(NamedTuple):
     ttl: float = 0.0
     #: The HTTP status, for signals (None for functions and tasks).
     status: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayedRecord:
+    """What a replay knows of the record it answered from: a function's ``on_replay``
+    and ``replayed`` signal, a view's ``on_replay`` hook."""
+
+    scope: str
+    key: str
+    #: The function's or task's name, or the request's path (who ran).
+    owner: str
+    #: When the record expires and the key runs again, or None where the store does not say.
+    expires_at: datetime | None
+
+    @classmethod
+    def of(cls, job: Job, claim: Claim) -> ReplayedRecord:
+        """The record ``job`` replays from ``claim``."""
+        expires = claim.expires_at
+        return cls(
+            scope=job.scope,
+            key=job.key,
+            owner=job.owner,
+            expires_at=None if expires is None else datetime.fromtimestamp(expires, UTC),
+        )
 
 
 @dataclass(slots=True)
@@ -153,4 +178,4 @@ class Adapter(Protocol):
         ...
 
 
-__all__ = ["Adapter", "Job", "Outcome"]
+__all__ = ["Adapter", "Job", "Outcome", "ReplayedRecord"]

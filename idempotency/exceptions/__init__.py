@@ -20,6 +20,7 @@ from idempotency.exceptions.calls import (
     IdempotencyKeyMissing,
     InProgress,
     StoredError,
+    TaskDeferred,
 )
 from idempotency.exceptions.requests import (
     IdempotencyAnonymousNotAllowed,
@@ -64,6 +65,7 @@ __all__ = [
     "StoredError",
     "SubmitTokenInvalid",
     "SubmitTokenUsed",
+    "TaskDeferred",
 ]
 
 # Every class is named ``idempotency.exceptions.<Name>``, wherever it is defined: pickles

@@ -1,6 +1,7 @@
 """The errors of keyed function and task calls (``@idempotent_function``,
-``IdempotentTask``): a call in progress, a key with an empty part, a key reused by
-another callable or with other arguments, an error replayed without its type."""
+``IdempotentTask``, ``@idempotent_django_task``): a call in progress (or deferred), a key
+with an empty part, a key reused by another callable or with other arguments, an error
+replayed without its type."""
 
 from __future__ import annotations
 
@@ -15,17 +16,45 @@ def _ref(scope: str, key: str) -> str:
     return log_ref(scope, key)
 
 
-class InProgress(Exception):
-    """A non-HTTP idempotent call (function, task) is already running under this key."""
+class RecordError(Exception):
+    """An error about one record, made of its raw ``scope`` and ``key`` (kept as
+    attributes) and a message that names the record by their keyed hashes only
+    (:attr:`template`'s ``{ref}``): Celery, callers and Django's error log print it."""
+
+    template = "The idempotency record {ref}"
 
     def __init__(self, scope: str, key: str) -> None:
-        # the message names the record by its keyed hash: Celery and callers log it
-        super().__init__(f"Idempotent call {_ref(scope, key)} is already in progress")
+        super().__init__(self.template.format(ref=_ref(scope, key)))
         self.scope = scope
         self.key = key
 
-    def __reduce__(self) -> tuple[type[InProgress], tuple[str, str]]:
+    def __reduce__(self) -> tuple[type[RecordError], tuple[str, str]]:
         return (type(self), (self.scope, self.key))
+
+
+class InProgress(RecordError):
+    """A non-HTTP idempotent call (function, task) is already running under this key."""
+
+    template = "Idempotent call {ref} is already in progress"
+
+
+class TaskDeferred(InProgress):
+    """A Django task's run (``@idempotent_django_task``) found its key in progress
+    elsewhere and enqueued itself again to run later (``run_after``): this run did
+    nothing, the copy whose result id is ``deferred_id`` answers instead (``run_after``:
+    when it may start, ISO 8601)."""
+
+    def __init__(self, scope: str, key: str, deferred_id: str, run_after: str) -> None:
+        super().__init__(scope, key)
+        self.args = (
+            f"Idempotent call {_ref(scope, key)} is already in progress: deferred as task "
+            f"result {deferred_id}, to run after {run_after}",
+        )
+        self.deferred_id = deferred_id
+        self.run_after = run_after
+
+    def __reduce__(self) -> tuple[type[InProgress], tuple[str, ...]]:  # type: ignore[override]  # four arguments, not two
+        return (TaskDeferred, (self.scope, self.key, self.deferred_id, self.run_after))
 
 
 class IdempotencyKeyMissing(ValueError):

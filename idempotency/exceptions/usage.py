@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
 
+from idempotency.exceptions.calls import RecordError
+
 
 class ImproperlyApplied(ImproperlyConfigured, TypeError):
     """A decorator or mixin was used where it cannot work (it never fails silently)."""
@@ -24,7 +26,13 @@ class LockNotAcquired(Exception):
         return (type(self), (self.name, self.waited))
 
 
-class StaleOwner(Exception):
+class StaleOwner(RecordError):
     """A recovery point was saved by a request whose lease had been taken over by another
     owner (:func:`~idempotency.recovery_point`). A stale completion or release raises
-    nothing: the store refuses it and the ``stale_owner`` signal reports it."""
+    nothing: the store refuses it and the ``stale_owner`` signal reports it.
+
+    Its message names the record by its keyed hashes (``scope_hash/key_hash``), as every
+    other exception's does: Django's error log prints it. ``scope`` and ``key`` hold the
+    raw values."""
+
+    template = "The idempotency record {ref} is no longer owned by this request"

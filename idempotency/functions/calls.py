@@ -20,11 +20,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from idempotency import signals
-from idempotency.core.job import Job, Outcome
+from idempotency.core.job import Job, Outcome, ReplayedRecord
 from idempotency.core.options import CallPolicy
 from idempotency.exceptions import (
     ArgumentsMismatch,
@@ -49,7 +48,6 @@ __all__ = [
     "CallAnswers",
     "FunctionKeyMismatch",
     "KeySpec",
-    "ReplayedRecord",
     "call_fingerprint",
     "call_job",
     "check_key",
@@ -63,17 +61,6 @@ logger = logging.getLogger("idempotency")
 #: ``method`` recorded for the admin: which kind of caller claimed a record.
 FUNCTION_METHOD = "FUNCTION"
 TASK_METHOD = "TASK"
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayedRecord:
-    """What a replay knows of the record it answered from (``on_replay``, ``replayed``)."""
-
-    scope: str
-    key: str
-    owner: str
-    #: When the record expires and the key runs again, or None where the store does not say.
-    expires_at: datetime | None
 
 
 def call_job(
@@ -141,13 +128,7 @@ class CallAnswers:
 
     def replay(self, job: Job, claim: Claim) -> Any:
         """The stored result of a completed key (a stored exception is raised)."""
-        expires = claim.expires_at
-        record = ReplayedRecord(
-            scope=job.scope,
-            key=job.key,
-            owner=job.owner,
-            expires_at=None if expires is None else datetime.fromtimestamp(expires, UTC),
-        )
+        record = ReplayedRecord.of(job, claim)
         job.send(signals.replayed, record=record, expires_at=record.expires_at)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("idempotency: %s already done; returning its stored result", job.ref)

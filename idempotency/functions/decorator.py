@@ -13,7 +13,7 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 
 from idempotency.conf import idempotency_settings
 from idempotency.core import engine
-from idempotency.core.job import Job
+from idempotency.core.job import Job, ReplayedRecord
 from idempotency.core.options import CallPolicy
 from idempotency.exceptions import IdempotencyKeyMissing, ImproperlyApplied
 from idempotency.functions.arguments import (
@@ -29,7 +29,6 @@ from idempotency.functions.calls import (
     CallAnswers,
     FunctionKeyMismatch,
     KeySpec,
-    ReplayedRecord,
     call_fingerprint,
     call_job,
     fingerprint_of,
@@ -76,6 +75,15 @@ class IdempotentCallable(Protocol[P, R_co]):
 def _is_async(func: Callable[P, object]) -> TypeGuard[Callable[P, Awaitable[Any]]]:
     """``func`` is a coroutine function (or marked as one): a call returns an awaitable."""
     return iscoroutinefunction(func)
+
+
+def is_django_task(obj: object) -> bool:
+    """Whether ``obj`` is a Django task (``@task`` of ``django.tasks``, or of the
+    ``django-tasks`` backport), without importing either."""
+    return any(
+        cls.__module__ in ("django.tasks.base", "django_tasks.base") and cls.__name__ == "Task"
+        for cls in type(obj).__mro__
+    )
 
 
 def unkeyed(owner: str, exc: IdempotencyKeyMissing) -> None:
@@ -145,7 +153,7 @@ def idempotent_function(
         (default: the ``STORE_ERRORS`` setting).
     ``on_replay``
         ``on_replay(result, record)`` is called on each replay with the stored result and
-        a :class:`~idempotency.functions.calls.ReplayedRecord` (scope, key, expiry); its return
+        a :class:`~idempotency.ReplayedRecord` (scope, key, expiry); its return
         value is what the call returns.
 
     The wrapper has ``key_for(*args, **kwargs)`` (the key of a call) and
@@ -158,6 +166,12 @@ def idempotent_function(
     )
 
     def decorate(func: Callable[P, R]) -> IdempotentCallable[P, R]:
+        if is_django_task(func):
+            raise TypeError(
+                f"@idempotent_function decorates callables, got the Django task {func!r}: "
+                "use @idempotent_django_task (from idempotency) for Django tasks, over or "
+                "under @task"
+            )
         if not callable(func):
             raise TypeError(f"@idempotent_function decorates callables, got {func!r}")
         async_func = func if _is_async(func) else None

@@ -56,6 +56,8 @@ CUSTOM_CONTENT_TYPE = "application/vnd.idempotency.custom"
 #: Status of a stored result, and of a stored exception (``store_errors=True``).
 RESULT_STATUS = 200
 ERROR_STATUS = 500
+#: The content types a stored result has: anything else was not written by this module.
+_RESULT_TYPES = frozenset({RESULT_CONTENT_TYPE, JSON_CONTENT_TYPE, CUSTOM_CONTENT_TYPE})
 
 TAG = "__idem__"
 
@@ -197,10 +199,19 @@ class ResultCodec:
         """The value a stored response holds; a stored exception is raised."""
         if response is None:
             return None
+        if response.status not in (RESULT_STATUS, ERROR_STATUS):
+            # a result is stored 200, an exception 500: any other status was not ours
+            raise UnreadableResult(
+                f"{self.owner}: the stored status {response.status!r} is no result's"
+            )
         content_type = {k.lower(): v for k, v in response.headers}.get("content-type", "")
+        if content_type not in _RESULT_TYPES:
+            raise UnreadableResult(
+                f"{self.owner}: the stored content type {content_type[:60]!r} is no result's"
+            )
         if content_type == CUSTOM_CONTENT_TYPE:
             if self.serializer is None:
-                raise TypeError(f"{self.owner}: the stored result needs its serializer=")
+                raise UnreadableResult(f"{self.owner}: the stored result needs its serializer=")
             return self.serializer.loads(response.body)
         if not response.body:
             return None

@@ -10,30 +10,43 @@ stores errors.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
-from django.http import HttpResponseBase
+from django.http import HttpResponse, HttpResponseBase
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
-from idempotency.core.job import Job, Outcome
+from idempotency.core.job import Job, Outcome, ReplayedRecord
 from idempotency.exceptions import (
     IdempotencyError,
     IdempotencyKeyMismatch,
     IdempotencyRequestInProgress,
     IdempotencyTooManyRecords,
+    ImproperlyApplied,
 )
-from idempotency.http.options import Policy
+from idempotency.http.options import Policy, ReplayHook
 from idempotency.http.requests import IdempotencyContext, resolve, ttl_for
-from idempotency.http.responses import akept, is_storable, kept, replay, retry_after
-from idempotency.stores.base import Claim, ClaimStatus
+from idempotency.http.responses import (
+    NEVER_REPLAYED,
+    REPLAYED_HEADER,
+    UnreplayableResponse,
+    akept,
+    is_storable,
+    kept,
+    replay,
+    retry_after,
+)
+from idempotency.stores.base import Claim, ClaimStatus, unreadable_record
 
 Call = Callable[[], HttpResponseBase]
 Convert = Callable[[Exception], HttpResponseBase]
 Finalize = Callable[[HttpResponseBase], HttpResponseBase]
+
+logger = logging.getLogger("idempotency")
 
 
 def identity(response: HttpResponseBase) -> HttpResponseBase:
@@ -74,9 +87,18 @@ class HttpAnswers:
         return True
 
     def replay(self, job: Job, claim: Claim) -> HttpResponseBase:
-        job.send(signals.replayed)
+        """The stored response, read through the replay allow-list (a record it refuses
+        is unreadable: nothing runs), with the view's ``on_replay`` hook's headers."""
         assert claim.response is not None
-        return replay(claim.response)
+        try:
+            response = replay(claim.response, dropped=lambda names: _dropped(job, names))
+        except UnreplayableResponse as exc:
+            raise unreadable_record(type(job.store).__name__, job.scope, job.key, str(exc)) from exc
+        hook = self.policy.get_on_replay()
+        if hook is not None:
+            on_replay(hook, job, claim, response)
+        job.send(signals.replayed)
+        return response
 
     def refuse(self, job: Job, claim: Claim) -> HttpResponseBase:
         if claim.status is ClaimStatus.MISMATCH:
@@ -175,6 +197,50 @@ class HttpAnswers:
             return None
         response = await sync_to_async(django_answer, thread_sensitive=False)(job, exc)
         return await self.akeep(job, response)
+
+
+#: Headers an ``on_replay`` hook may not set: hop-by-hop ones, which WSGI and ASGI
+#: servers own (``Set-Cookie`` it may: a cookie the application sets now, for this
+#: request, is not another response's cookie replayed).
+_NOT_FROM_HOOKS = NEVER_REPLAYED - {"set-cookie", "set-cookie2"}
+
+
+def on_replay(hook: ReplayHook, job: Job, claim: Claim, response: HttpResponse) -> None:
+    """Call a view's ``on_replay`` ``hook`` with the replayed ``response``: it may add
+    headers, nothing else. A hook that changes the status, the body or the
+    ``Idempotent-Replayed`` marker, sets a hop-by-hop header, or returns a response of
+    its own raises :class:`~idempotency.exceptions.ImproperlyApplied` (a bug of the
+    application: the client gets a 500, never a changed replay)."""
+    assert job.request is not None and claim.response is not None
+    status = response.status_code
+    returned = hook(job.request, response, ReplayedRecord.of(job, claim))
+    wrong = []
+    if returned is not None:
+        wrong.append(f"returned {type(returned).__name__} (it changes the response in place)")
+    if response.status_code != status:
+        wrong.append(f"changed the status to {response.status_code}")
+    if response.content != claim.response.body:
+        wrong.append("changed the body")
+    if response.get(REPLAYED_HEADER) != "true":
+        wrong.append(f"changed {REPLAYED_HEADER}")
+    wrong += [f"set {name}" for name in response.headers if name.lower() in _NOT_FROM_HOOKS]
+    if wrong:
+        raise ImproperlyApplied(
+            f"The on_replay hook {getattr(hook, '__qualname__', hook)!r} {', '.join(wrong)}: "
+            "it may only add headers to a replayed response."
+        )
+
+
+def _dropped(job: Job, names: list[str]) -> None:
+    """A stored record held headers no record of this library holds (``Set-Cookie``, a
+    hop-by-hop header): planted by a writer of the store. They were not replayed."""
+    logger.warning(
+        "idempotency: the record %s in %s holds headers that are never stored (%s); "
+        "replayed without them. Someone other than this library wrote to the store.",
+        job.ref,
+        type(job.store).__name__,
+        ", ".join(sorted({name.lower() for name in names})),
+    )
 
 
 def django_answer(job: Job, exc: Exception) -> HttpResponseBase:

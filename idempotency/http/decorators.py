@@ -37,7 +37,7 @@ from idempotency.http.misapplied import (
     refuse_unwrappable,
 )
 from idempotency.http.mixins import IdempotentMixin
-from idempotency.http.options import Policy
+from idempotency.http.options import Policy, ReplayHook
 from idempotency.http.view_marks import MARKER, in_flow, policy_of, split_view_args
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -220,6 +220,7 @@ def idempotent(
     max_new_records: int | None = None,
     record_window: float | None = None,
     error_ttl: float | None = None,
+    on_replay: ReplayHook | None = None,
 ) -> Callable[[F], F]: ...
 def idempotent(view: Any = None, /, **options: Any) -> Any:
     """Make a view honour the ``Idempotency-Key`` header.
@@ -263,6 +264,10 @@ def idempotent(view: Any = None, /, **options: Any) -> Any:
         record_window: Seconds of that window (``RECORD_WINDOW``).
         error_ttl: Seconds a definitive 4xx answer is kept instead of ``ttl``; 0: not
             stored (``ERROR_TTL``).
+        on_replay: ``on_replay(request, response, record)``, called with each response
+            replayed from a record before it is sent: it may add headers (an expiry
+            from ``record.expires_at``, a trace id), never change the status or the
+            body (``ON_REPLAY``).
 
     Returns:
         The wrapped view, or a decorator when called with options only.

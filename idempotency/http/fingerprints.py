@@ -1,8 +1,9 @@
 """Request fingerprints: what makes two requests with one key "the same request".
 
 The fingerprint is an HMAC-SHA256, under a server secret (:mod:`idempotency.core.keyed_hashes`), of
-the SHA-256 digest of the method, the path, the query string, the media type (without
-parameters), the canonical body and any configured headers. A key reused with a
+the SHA-256 digest of the method, the path, the query string, the media type (its
+parameters aside, but for the charset the body is decoded by when that is not UTF-8:
+see :func:`body_charset`), the canonical body and any configured headers. A key reused with a
 different fingerprint is refused with 422. Keyed, a stored fingerprint gives no
 brute-force oracle on the body (an unkeyed one of ``{"pan": ..., "cvv": "737"}`` gave
 the CVV back in 0.07 s). A record stored under an older secret, or unkeyed before this
@@ -38,7 +39,9 @@ data is hashed instead.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -48,7 +51,10 @@ from itertools import accumulate
 from typing import Any
 from urllib.parse import parse_qsl
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.http import HttpRequest
 from django.http.request import RawPostDataException
 
@@ -76,6 +82,41 @@ _DEPTH_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 def media_type(request: HttpRequest) -> str:
     """The request's media type, lower-cased, without parameters (``charset``, ``boundary``)."""
     return str(request.META.get("CONTENT_TYPE", "")).split(";", 1)[0].strip().lower()
+
+
+def body_charset(request: HttpRequest) -> str:
+    """The charset the body is decoded by, by its ``codecs`` name, ``""`` for UTF-8: the
+    Content-Type's ``charset`` where Python knows it (Django's ``request.encoding``),
+    else ``DEFAULT_CHARSET``, as Django's forms and DRF's parsers decode. Two requests
+    with the same bytes in two charsets are two different requests (``a=%E9`` is ``é``
+    in ISO-8859-1, not in UTF-8), so the charset is part of the fingerprint; UTF-8 adds
+    nothing, which kept the fingerprints of UTF-8 bodies as they were before."""
+    encoding = request.encoding
+    if encoding:
+        return _charset(encoding)
+    global _default_charset
+    if _default_charset is None:  # settings.X costs a microsecond: read it once
+        _default_charset = _charset(str(settings.DEFAULT_CHARSET))
+    return _default_charset
+
+
+_default_charset: str | None = None
+
+
+@receiver(setting_changed)
+def _forget_default_charset(*, setting: str, **kwargs: Any) -> None:
+    global _default_charset
+    if setting == "DEFAULT_CHARSET":
+        _default_charset = None
+
+
+@functools.lru_cache(maxsize=64)  # a handful of names recur: look each up once
+def _charset(name: str) -> str:
+    try:
+        name = codecs.lookup(name).name
+    except LookupError:  # a DEFAULT_CHARSET Python does not know: Django fails on it too
+        name = name.lower()
+    return "" if name == "utf-8" else name
 
 
 def is_json(content_type: str) -> bool:
@@ -282,8 +323,9 @@ def request_digest(request: HttpRequest, headers: Iterable[str] = ()) -> bytes:
 
 
 def _material(request: HttpRequest, headers: Iterable[str], digest: Any) -> Any:
-    """Stream method + path + query + media type + canonical body (+ the configured
-    headers) into the SHA-256 state ``digest``, and return it."""
+    """Stream method + path + query + media type (and a charset other than UTF-8) +
+    canonical body (+ the configured headers) into the SHA-256 state ``digest``, and
+    return it."""
     plain: HttpRequest = getattr(request, "_request", request)  # DRF's Request wraps it
     content_type = media_type(plain)
     method, path = plain.method, plain.path
@@ -292,7 +334,9 @@ def _material(request: HttpRequest, headers: Iterable[str], digest: Any) -> Any:
     if query:
         pairs = _pairs(parse_qsl(query, keep_blank_values=True), excluded())
         digest.update(dumps(pairs).encode())
-    digest.update(b"\x00%s\x00" % content_type.encode("latin-1", "replace"))
+    charset = body_charset(plain)  # ";" never appears in the media type: no ambiguity
+    media = f"{content_type};charset={charset}" if charset else content_type
+    digest.update(b"\x00%s\x00" % media.encode("latin-1", "replace"))
     digest.update(canonical_body(request, content_type))
     for name in headers:
         digest.update(b"\x00")

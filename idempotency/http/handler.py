@@ -139,7 +139,7 @@ def _not_run(job: Job, policy: Policy, exc: Exception, call: Call | None) -> Htt
         raise exc  # the view's own error
     if isinstance(exc, IdempotencyError):
         return exc.as_response()  # e.g. an unreadable record: nothing ran
-    if isinstance(exc, ImproperlyConfigured):
+    if isinstance(exc, ImproperlyConfigured) and not isinstance(exc, ImproperlyApplied):
         assert job.request is not None
         return misconfigured(job.request, exc)
     raise exc

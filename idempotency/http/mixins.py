@@ -12,14 +12,15 @@ import inspect
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from django.http import HttpRequest, HttpResponseBase
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from rest_framework.request import Request
 
+from idempotency.core.job import ReplayedRecord
 from idempotency.http import handler as handling
 from idempotency.http import requests
 from idempotency.http.drf import hooks
 from idempotency.http.fingerprints import keep_body
-from idempotency.http.options import Policy
+from idempotency.http.options import Policy, ReplayHook
 from idempotency.http.view_marks import in_flow, policy_of
 
 if TYPE_CHECKING:
@@ -47,11 +48,12 @@ class IdempotentMixin(_MixedInto):
     ``idempotency_on_store_unavailable``, ``idempotency_claim``,
     ``idempotency_databases``, ``idempotency_fingerprint``,
     ``idempotency_status_only``, ``idempotency_redact``, ``idempotency_max_new_records``,
-    ``idempotency_record_window``, ``idempotency_error_ttl`` (one per option of
+    ``idempotency_record_window``, ``idempotency_error_ttl``,
+    ``idempotency_on_replay`` (one per option of
     :class:`~idempotency.http.options.Policy`); ``idempotent_actions`` limits it to the
     named actions or methods. Override :meth:`get_idempotency_scope` to key by
-    something other than the user, or :meth:`get_idempotency_policy` to decide per
-    request.
+    something other than the user, :meth:`on_replay` to add headers to replayed
+    responses, or :meth:`get_idempotency_policy` to decide per request.
     """
 
     idempotency_policy: Policy | None = None
@@ -71,6 +73,7 @@ class IdempotentMixin(_MixedInto):
     idempotency_max_new_records: int | None = None
     idempotency_record_window: float | None = None
     idempotency_error_ttl: float | None = None
+    idempotency_on_replay: ReplayHook | None = None
     #: Names of the actions (viewsets) or methods that take part; None: every unsafe one.
     idempotent_actions: Collection[str] | None = None
 
@@ -78,6 +81,12 @@ class IdempotentMixin(_MixedInto):
         """The scope of the caller's keys; by default the ``SCOPE`` setting (the user)."""
         base = self.idempotency_policy or Policy()
         return base.get_scope(request)
+
+    def on_replay(self, request: Request, response: HttpResponse, record: ReplayedRecord) -> None:
+        """Called with each response this view replays from its record, before it is sent:
+        override it to add headers (an expiry from ``record.expires_at``, a trace id).
+        It may not change the status or the body. Not overridden, the
+        ``idempotency_on_replay`` attribute, then the ``ON_REPLAY`` setting, apply."""
 
     def get_idempotency_policy(self) -> Policy:
         """The options of this view: its class attributes over ``idempotency_policy``
@@ -92,6 +101,8 @@ class IdempotentMixin(_MixedInto):
                 value = value.__func__
             options[name] = value
         options["scope"] = self.get_idempotency_scope
+        if type(self).on_replay is not IdempotentMixin.on_replay:
+            options["on_replay"] = self.on_replay
         return base.merged(**options)
 
     def is_idempotent_action(self, request: Request) -> bool:

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 
 from idempotency.conf import idempotency_settings
+from idempotency.core.job import ReplayedRecord
 from idempotency.core.options import CallPolicy
 from idempotency.scopes import SharedScope
 
@@ -22,6 +23,8 @@ CLAIMS = ("first", "optimistic")
 _NOTHING: frozenset[str] = frozenset()
 
 ScopeOption = str | Callable[[HttpRequest], "str | None"] | None
+#: ``on_replay(request, response, record)``: adds headers to a replayed response.
+ReplayHook = Callable[[HttpRequest, HttpResponse, ReplayedRecord], object]
 
 
 @dataclass(frozen=True)
@@ -39,9 +42,14 @@ class Policy(CallPolicy):
     max_new_records: int | None = None
     record_window: float | None = None
     error_ttl: float | None = None
+    on_replay: ReplayHook | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.on_replay is not None and not callable(self.on_replay):
+            raise ValueError(
+                f"on_replay must be a function (request, response, record), not {self.on_replay!r}"
+            )
         if self.redact is not None and (
             isinstance(self.redact, str) or not all(isinstance(f, str) for f in self.redact)
         ):
@@ -116,6 +124,13 @@ class Policy(CallPolicy):
             if value is not None:
                 return float(value)
         return self.get_ttl()
+
+    def get_on_replay(self) -> ReplayHook | None:
+        """The hook called on each replay (``on_replay``, else ``ON_REPLAY``), or None."""
+        if self.on_replay is not None:
+            return self.on_replay
+        hook: ReplayHook | None = idempotency_settings.imported("ON_REPLAY")
+        return hook
 
     def get_claim(self) -> str:
         return str(idempotency_settings.ATOMIC_CLAIM if self.claim is None else self.claim)

@@ -72,7 +72,7 @@ class IdempotencyContext:
         if not self.store.save_recovery_point(
             self.scope, self.key, fence=self.fence, name=name, data=data
         ):
-            raise StaleOwner(f"{self.scope}/{self.key} is no longer owned by this request")
+            raise StaleOwner(self.scope, self.key)
         self.recovery_point = name
         self.recovery_data = data
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
 
 from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
@@ -268,13 +268,57 @@ def not_stored(status: int, *, size: int | None, limit: int | None) -> StoredRes
     return StoredResponse(problem.status_code, _kept_headers(problem), problem.content)
 
 
-def replay(stored: StoredResponse) -> HttpResponse:
-    """A fresh response equal to the stored one, marked ``Idempotent-Replayed: true``."""
+class UnreplayableResponse(ValueError):
+    """A stored response no record of this library holds: a status it never stores, or
+    a header value no response can carry. The record is forged or damaged: it is
+    answered ``idempotency-record-unreadable`` and nothing runs."""
+
+
+def replayable_status(status: object) -> bool:
+    """Whether a stored ``status`` may be replayed: a final status (200 to 599) other
+    than the ones never stored (401, 403, 407). Redirects are (a form's POST answered
+    303, replayed with its ``Location``), informational statuses and numbers no HTTP
+    status has are not."""
+    return isinstance(status, int) and 200 <= status <= 599 and status not in NEVER_STORED
+
+
+def replay(
+    stored: StoredResponse, *, dropped: Callable[[list[str]], None] | None = None
+) -> HttpResponse:
+    """A fresh response equal to the stored one, marked ``Idempotent-Replayed: true``.
+
+    What a store hands back is checked as it is read, whatever wrote it: the status must
+    be :func:`replayable_status`, and only the headers :func:`replay_headers` names
+    today are replayed (never ``Set-Cookie`` nor a hop-by-hop header, which a record of
+    this library never holds: ``dropped`` is called with their names), each name once. A
+    record that fails raises :class:`UnreplayableResponse`."""
+    status = stored.status
+    if not replayable_status(status):
+        raise UnreplayableResponse(f"its status {status!r} is never stored")
+    allowed = replay_headers()
+    headers: list[tuple[str, str]] = []
+    names: set[str] = set()
+    planted: list[str] = []
+    for name, value in stored.headers:
+        lower = name.lower()
+        if lower in allowed:
+            if lower in names:
+                # a response has one value per header name (Django's own): never stored twice
+                raise UnreplayableResponse("it holds a header twice")
+            names.add(lower)
+            headers.append((name, value))
+        elif lower in NEVER_REPLAYED:
+            planted.append(name)
+    if planted and dropped is not None:
+        dropped(planted)
+    headers.append((REPLAYED_HEADER, "true"))
     # the headers go in with the response, each checked once as Django checks them
     # (setting them one by one after it was built checks each twice)
-    response = HttpResponse(
-        stored.body, status=stored.status, headers=[*stored.headers, (REPLAYED_HEADER, "true")]
-    )
-    if not any(name.lower() == "content-type" for name, _value in stored.headers):
+    try:
+        response = HttpResponse(stored.body, status=status, headers=headers)
+    except ValueError as exc:  # a value with a line break (BadHeaderError)
+        # named, not quoted: the value is whatever was planted
+        raise UnreplayableResponse(f"a header cannot be sent ({type(exc).__name__})") from exc
+    if "content-type" not in names:
         del response["Content-Type"]  # Django's default: the first response had none
     return response

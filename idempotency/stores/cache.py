@@ -42,6 +42,7 @@ from idempotency.stores.base import (
     quota_window,
     store_operation,
 )
+from idempotency.stores.errors import unreadable_record
 from idempotency.stores.raw_cache import RawCache
 
 
@@ -225,17 +226,17 @@ class CacheStore(BaseStore):
 
     @outage_raises_unavailable("cache")
     def count_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
-        """``cache.add`` of the (scope, window) counter, then ``cache.incr``: atomic where
-        the backend's are (Redis, Memcached; LocMemCache within one process)."""
+        """One more on the (scope, window) counter (:meth:`RawCache.incr
+        <idempotency.stores.raw_cache.RawCache.incr>`): Redis' own ``INCR``, never the
+        cache API's ``incr``, which on django-redis unpickles a value that is not an
+        integer. A foreign value under the counter is
+        :class:`~idempotency.exceptions.StoreCorrupted`, and is never loaded."""
         start, left = quota_window(window, time.time())
         name = f"{self.key_prefix}:quota:{record_digest(scope, '')}:{start}"
-        for _attempt in range(3):
-            self.cache.add(name, 0, timeout=max(1, int(left) + 1))
-            try:
-                return int(self.cache.incr(name)), left
-            except ValueError:  # expired or evicted between the two: add it again
-                continue
-        return 1, left
+        try:
+            return self.raw.incr(name, max(1, int(left) + 1)), left
+        except (ValueError, TypeError) as exc:
+            raise unreadable_record(type(self).__name__, scope, "", str(exc)) from exc
 
     @outage_raises_unavailable("cache")
     def delete(self, scope: str, key: str) -> bool:

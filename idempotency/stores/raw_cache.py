@@ -1,5 +1,5 @@
 """Bytes in a Django cache, never unpickled: what ``CacheStore`` and the response cache
-keep their records in.
+keep their records in, and ``CacheStore``'s record-cap counters.
 
 Django's cache API pickles what it stores and unpickles what it reads (django-redis by
 default, Django's own ``RedisCache``, Memcached, the file and database caches): a
@@ -12,6 +12,9 @@ encodes itself (JSON), and read back without the cache's serializer:
   Redis client, under the name the cache itself would give the key;
 * on ``LocMemCache`` (one process: only this process ever wrote what it reads) and
   ``DummyCache`` (reads nothing), through the cache API;
+* a counter (``MAX_NEW_RECORDS``) is counted by Redis itself (``SET NX PX`` and
+  ``INCR`` in one ``MULTI``): never the cache API's ``incr``, which on django-redis reads
+  (and unpickles) a value that is not an integer;
 * any other backend is refused (:class:`~django.core.exceptions.ImproperlyConfigured`,
   and the system check ``idempotency.E020`` before the first request).
 """
@@ -120,6 +123,30 @@ class RawCache:
             return bool(self.cache.add(key, value, timeout=timeout))
         client, name = self._client(key, write=True)
         return bool(client.set(name, value, px=_millis(timeout), nx=True))
+
+    def incr(self, key: str, timeout: float) -> int:
+        """One more on the integer counter under ``key`` (made at 0, to live ``timeout``
+        seconds, where there is none): its new value. On Redis one ``MULTI`` of ``SET NX
+        PX`` and ``INCR``, so Redis counts and nothing is read back. ``ValueError`` when
+        ``key`` holds something that is not a counter (a foreign value: never loaded)."""
+        if self.kind == "api":  # in process: only this process ever wrote it
+            for _attempt in range(3):
+                self.cache.add(key, 0, timeout=timeout)
+                try:
+                    return int(self.cache.incr(key))
+                except ValueError:  # expired or evicted between the two: add it again
+                    continue
+            return 1
+        from redis.exceptions import ResponseError
+
+        client, name = self._client(key, write=True)
+        pipeline = client.pipeline(transaction=True)
+        pipeline.set(name, 0, px=_millis(timeout), nx=True)
+        pipeline.incr(name)
+        try:
+            return int(pipeline.execute()[1])
+        except ResponseError as exc:  # "not an integer", WRONGTYPE: not a counter of ours
+            raise ValueError(f"not a counter ({exc})") from exc
 
     def delete(self, key: str) -> bool:
         if self.kind == "api":

@@ -32,6 +32,7 @@ from idempotency.functions.calls import (
     fingerprint_of,
     key_builder,
 )
+from idempotency.functions.decorator import is_django_task
 from idempotency.functions.results import ResultCodec, return_annotation
 from idempotency.stores.base import Claim, ClaimStatus
 from idempotency.tasks.periodic import purge_expired_records_task, purge_expired_submit_tokens_task
@@ -319,6 +320,11 @@ def idempotent_task(
     to Celery unchanged. ``base`` may name a subclass of :class:`IdempotentTask`.
     Usable bare (``@idempotent_task``) or called.
     """
+    if is_django_task(func):
+        raise ImproperlyApplied(
+            f"@idempotent_task makes Celery tasks, got the Django task {func!r}: use "
+            "@idempotent_django_task (from idempotency) for Django tasks, over or under @task"
+        )
     base = options.pop("base", IdempotentTask)
     if not (isinstance(base, type) and issubclass(base, IdempotentTask)):
         raise ImproperlyApplied(

@@ -66,13 +66,14 @@ def issue_token(*, user_or_scope: Any, purpose: str, ttl: float | None = None) -
 
 
 def issue_submit_token(*, user_or_scope: Any, purpose: str, ttl: float | None = None) -> str:
-    """A new one-time token for ``purpose``, bound to a user (``user:<pk>``) or scope string.
+    """A new one-time token for ``purpose``, bound to a principal (named as scopes name it:
+    ``auth.user:<pk>``) or a scope string.
 
     Only its SHA-256 hash is stored; the token itself is returned once, here.
 
     Args:
-        user_or_scope: The user the token is for (an authenticated user), or a scope
-            string of your own.
+        user_or_scope: The principal the token is for (an authenticated user, or another
+            model instance a DRF authentication returns), or a scope string of your own.
         purpose: What the token is for, such as ``"order-form"``; it is consumed only
             for that purpose.
         ttl: Seconds the token lives (default ``SUBMIT_TOKEN_TTL``).

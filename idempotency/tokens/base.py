@@ -84,15 +84,17 @@ class TokenBackend(Configurable, abc.ABC):
 
 
 def token_scope(user_or_scope: Any) -> str | None:
-    """``user:<pk>`` for an authenticated user, the string itself for a scope, else None."""
+    """The scope a token is bound to: a string is itself; an authenticated principal (a
+    user, an API client's model instance) is named as the default scope names it
+    (``auth.user:1``, :func:`idempotency.scopes.principal_scope`), so an API client and
+    a user with one primary key never share tokens; anything else is None."""
+    from idempotency.scopes import principal_scope
+
     if isinstance(user_or_scope, str):
         return user_or_scope or None
     if user_or_scope is None or getattr(user_or_scope, "is_anonymous", False):
         return None
-    pk = getattr(user_or_scope, "pk", None)
-    if pk is None:
-        return None
-    return f"user:{pk}"
+    return principal_scope(user_or_scope)
 
 
 def check_purpose(purpose: Any) -> str:

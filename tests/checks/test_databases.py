@@ -1,9 +1,10 @@
 """The databases behind DatabaseStore and atomic mode (idempotency.checks.databases): E015,
-E017, W006, E030."""
+E017, W006, E030, and tenants under the default scope: W050, W051."""
 
 from __future__ import annotations
 
 import importlib.util
+from io import StringIO
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 from idempotency.checks import check_settings
+from idempotency.checks.databases import TENANTS_ENGINE
 from tests.support.checks import check_messages, ids, only, two_databases
 from tests.support.stores import (
     CACHE_STORE,
@@ -103,3 +105,41 @@ def test_check_command_fails_on_a_database_store_without_sql() -> None:
         pytest.raises(SystemCheckError, match=r"idempotency\.E030"),
     ):
         call_command("check", databases=[])
+
+
+# -- issue 43, finding 4: tenants under the default scope ---------------------------------
+
+
+class ReadsAndWritesDefault:
+    """A router that routes nothing anywhere else (any router counts for W051)."""
+
+    def db_for_read(self, model: Any, **hints: Any) -> str:
+        return "default"
+
+
+ROUTERS = [f"{__name__}.ReadsAndWritesDefault"]
+TENANTS = {"default": {**django_settings.DATABASES["default"], "ENGINE": TENANTS_ENGINE}}
+
+
+def _reported(**overrides: Any) -> str:
+    """What ``manage.py check`` prints under ``overrides`` (warnings do not fail it)."""
+    out, err = StringIO(), StringIO()
+    with override_settings(**overrides):
+        call_command("check", databases=[], stdout=out, stderr=err)
+    return out.getvalue() + err.getvalue()
+
+
+def test_w050_django_tenants_under_the_default_scope() -> None:
+    only("W050", DATABASES=TENANTS)
+    # with a scope that names the tenant's schema: quiet
+    tenant = {"SCOPE": "idempotency.scopes.tenant_schema_scope"}
+    assert ids(IDEMPOTENCY=tenant, DATABASES=TENANTS) == []
+    assert "idempotency.W050" in _reported(DATABASES=TENANTS)
+
+
+def test_w051_database_routers_under_the_default_scope() -> None:
+    only("W051", DATABASE_ROUTERS=ROUTERS)
+    mine = {"SCOPE": "idempotency.scopes.tenant_schema_scope"}
+    assert ids(IDEMPOTENCY=mine, DATABASE_ROUTERS=ROUTERS) == []
+    assert ids(DATABASES=TENANTS, DATABASE_ROUTERS=ROUTERS) == ["idempotency.W050"]
+    assert "idempotency.W051" in _reported(DATABASE_ROUTERS=ROUTERS)

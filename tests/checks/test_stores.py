@@ -1,11 +1,14 @@
 """The stores in use and their caches and modes (idempotency.checks.stores): E006, E008,
-E012, E013, E020, W001, W003, W004."""
+E012, E013, E020, E050, W001, W003, W004."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.test import override_settings
 
 from tests.support.checks import DUMMY, LOCMEM, REDIS, ids, one_database, only
 from tests.support.stores import CACHE_STORE, DB_STORE, REDIS_STORE, entry, stores, using
@@ -49,6 +52,34 @@ def test_e020_records_in_a_cache_that_unpickles() -> None:
     # the caches read raw (Redis) or in-process are fine
     assert ids(IDEMPOTENCY={**using(CACHE_STORE)}, CACHES=REDIS) == []
     assert ids(IDEMPOTENCY=using(DB_STORE, response_cache="default"), CACHES=BUILTIN_REDIS) == []
+
+
+SHARDED = {
+    "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": ["redis://127.0.0.1:6379/15", "redis://127.0.0.1:6379/14"],
+        "OPTIONS": {"CLIENT_CLASS": "django_redis.client.ShardClient"},
+    }
+}
+
+
+def test_e050_records_in_a_django_redis_cache_with_no_single_connection() -> None:
+    """Issue 43, finding 2: django-redis' ShardClient hands out no Redis connection, so
+    records and record-cap counters there could only go through its unpickling API."""
+    only("E050", IDEMPOTENCY=using(CACHE_STORE), CACHES=SHARDED)
+    only("E050", IDEMPOTENCY=using(DB_STORE, response_cache="default"), CACHES=SHARDED)
+    with (
+        override_settings(IDEMPOTENCY=using(CACHE_STORE), CACHES=SHARDED),
+        pytest.raises(SystemCheckError, match=r"idempotency\.E050"),
+    ):
+        call_command("check", databases=[])
+    default_client = {
+        "default": {
+            **REDIS["default"],
+            "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"},
+        }
+    }
+    assert ids(IDEMPOTENCY=using(CACHE_STORE), CACHES=default_client) == []
 
 
 def test_w003_response_cache_on_locmem() -> None:

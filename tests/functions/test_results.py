@@ -501,6 +501,54 @@ def test_a_forged_record_naming_a_class_is_refused_and_runs_nothing(
     assert runs.count == 0  # refused, not silently run again
 
 
+@pytest.mark.parametrize("store", ALL_STORES)
+@pytest.mark.parametrize(
+    ("status", "content_type"),
+    [
+        # a result is stored 200 and an exception 500, as tagged JSON: anything else
+        # (issue 43, finding 3's planted status and content type) was not the library's
+        pytest.param(302, "application/vnd.idempotency.result+json", id="302"),
+        pytest.param(0, "application/vnd.idempotency.result+json", id="0"),
+        pytest.param(201, "application/vnd.idempotency.result+json", id="201"),
+        pytest.param(200, "text/html", id="text/html"),
+        pytest.param(200, "", id="no-content-type"),
+        # a serializer's result for a function without one
+        pytest.param(200, "application/vnd.idempotency.custom", id="custom"),
+    ],
+)
+def test_a_forged_status_or_content_type_is_refused_and_runs_nothing(
+    store: str, status: int, content_type: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from idempotency.functions.arguments import fingerprint_of, qualified_name
+    from idempotency.stores import get_store
+    from idempotency.stores.base import StoredResponse
+
+    runs = Counter()
+
+    def body(ref: str) -> dict[str, str]:
+        runs()
+        return {"ok": "yes"}
+
+    work = idempotent_function(key="forged:{ref}", store=store, fingerprint=False)(body)
+    resolved = get_store(store)
+    ref = unique("ref")
+    key = f"forged:{ref}"
+    claim = resolved.claim(
+        "functions",
+        key,
+        fingerprint=fingerprint_of("function", qualified_name(body)),
+        lease=30,
+        ttl=300,
+    )
+    headers = [("Content-Type", content_type)] if content_type else []
+    forged = StoredResponse(status, headers, b'{"ok": "forged"}')
+    assert resolved.complete("functions", key, fence=claim.fence, response=forged, ttl=300)
+    with pytest.raises(StoreCorrupted):
+        work(ref)
+    assert runs.count == 0
+    assert log_ref("functions", key) in caplog.text and ref not in caplog.text
+
+
 def test_a_forged_task_record_is_refused_and_runs_nothing(tmp_path: Any) -> None:
     import json
 

@@ -119,9 +119,54 @@ def test_the_media_type_is_part_of_the_fingerprint() -> None:
     text = rf.post("/x/", data=b"same", content_type="text/plain")
     octets = rf.post("/x/", data=b"same", content_type="application/octet-stream")
     assert fp(text) != fp(octets)
-    # parameters are not part of it
+    # parameters are not part of it, but for a charset other than UTF-8 (below)
     utf8 = rf.post("/x/", data="{}", content_type="application/json; charset=utf-8")
     assert fp(utf8) == fp(rf.post("/x/", data="{}", content_type="application/json"))
+    boundary = rf.post("/x/", data="{}", content_type="application/json; v=2")
+    assert fp(boundary) == fp(rf.post("/x/", data="{}", content_type="application/json"))
+
+
+FORM = "application/x-www-form-urlencoded"
+
+
+def test_the_charset_the_body_is_read_by_is_part_of_the_fingerprint() -> None:
+    """Issue 43, finding 5: ``label=%E9`` is "é" read as ISO-8859-1 and "\ufffd" read as
+    UTF-8 (Django's request.encoding, DRF's parsers), yet both had one fingerprint."""
+    body = "label=%E9&amount=1"
+    latin1 = fp(rf.post("/x/", data=body, content_type=f"{FORM}; charset=ISO-8859-1"))
+    utf8 = fp(rf.post("/x/", data=body, content_type=f"{FORM}; charset=utf-8"))
+    assert latin1 != utf8
+    # one charset in other spellings is one request; UTF-8 is the default charset
+    assert latin1 == fp(rf.post("/x/", data=body, content_type=f'{FORM}; charset="latin-1"'))
+    assert utf8 == fp(rf.post("/x/", data=body, content_type=f"{FORM};charset=UTF8"))
+    assert utf8 == fp(rf.post("/x/", data=body, content_type=FORM))
+    with override_settings(DEFAULT_CHARSET="iso-8859-1"):  # what a request without one is read by
+        assert fp(rf.post("/x/", data=body, content_type=FORM)) == latin1
+    # a charset Python does not know is read as DEFAULT_CHARSET (request.encoding is None)
+    unknown = rf.post("/x/", data=body, content_type=FORM)
+    unknown.META["CONTENT_TYPE"] = f"{FORM}; charset=x-unknown"  # RequestFactory encodes by it
+    unknown.encoding = None  # as Django leaves it for an unknown charset
+    assert fp(unknown) == utf8
+
+
+def test_a_body_in_another_charset_is_refused_not_replayed(
+    store_variant: str, client_a: Any, wallet: Any
+) -> None:
+    """Over HTTP, on every store: DRF read the second body as another label, yet it was
+    answered with the first one's stored response."""
+    key = str(uuid.uuid4())
+
+    def post(charset: str) -> Any:
+        return client_a.post(
+            "/t/api/", data="label=%E9&amount=1", content_type=f"{FORM}; charset={charset}",
+            HTTP_IDEMPOTENCY_KEY=key,
+        )  # fmt: skip
+
+    first = post("iso-8859-1")
+    assert first.status_code == 201 and json.loads(first.content)["label"] == "\u00e9"
+    assert post("iso-8859-1")["Idempotent-Replayed"] == "true"
+    other = post("utf-8")
+    assert other.status_code == 422, other.content
 
 
 def test_deeply_nested_json_falls_back_to_the_raw_bytes() -> None:

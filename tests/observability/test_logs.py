@@ -17,6 +17,7 @@ from idempotency.observability.logs import key_hash
 from idempotency.scopes import user_scope
 from idempotency.stores.database import DatabaseStore
 from tests.support.factories import OrderFactory, UserFactory, funded_account
+from tests.support.stores import STORE_VARIANTS, variant_params
 
 pytestmark = pytest.mark.django_db
 
@@ -198,3 +199,33 @@ def test_json_formatter_renders_the_fields(
     assert set(data) >= FIELDS
     assert data["key_hash"] == key_hash(KEY)
     assert SECRET not in line and KEY not in line
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.urls("tests.urls")
+@pytest.mark.parametrize("variant", variant_params("db-lease", "redis", "cache"))
+def test_a_stale_owner_is_logged_by_its_hashes_never_its_scope_or_key(
+    variant: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 43, finding 5: StaleOwner put the raw scope and key into its message, which
+    Django's error log (``django.request``) prints with the traceback."""
+    from django.test import Client, override_settings
+
+    from idempotency.core.keyed_hashes import log_ref
+    from idempotency.exceptions import StaleOwner
+
+    user = UserFactory()
+    client = Client(raise_request_exception=False)
+    client.force_login(user)
+    key = "stale-owner-key-4711"
+    scope = user_scope(SimpleNamespace(user=user))  # type: ignore[arg-type]
+    assert scope is not None
+    with override_settings(IDEMPOTENCY=STORE_VARIANTS[variant]), caplog.at_level(logging.ERROR):
+        answer = client.post("/t/stale-owner/", HTTP_IDEMPOTENCY_KEY=key)
+    assert answer.status_code == 500
+    errors = [r for r in caplog.records if r.exc_info and isinstance(r.exc_info[1], StaleOwner)]
+    assert errors, [r.getMessage() for r in caplog.records]
+    for record in errors:
+        text = record.getMessage() + "\n" + logging.Formatter().formatException(record.exc_info)  # type: ignore[arg-type]
+        assert key not in text and scope not in text
+        assert log_ref(scope, key) in text

@@ -110,6 +110,24 @@ def test_the_scope_and_key_columns_are_binary_utf8mb4() -> None:
         assert collation in {"utf8mb4_nopad_bin", "utf8mb4_0900_bin"}
 
 
+def test_scopes_differing_in_case_are_separate_record_caps() -> None:
+    """Issue 43, finding 5: RecordQuota.scope kept the default case-insensitive collation
+    (0005 left it out), so ``merchant:ACME`` and ``merchant:acme`` counted against one
+    MAX_NEW_RECORDS cap (and so did ``merchant:acme `` under PAD SPACE)."""
+    store = DatabaseStore()
+    base = f"merchant:{uuid.uuid4().hex[:8]}"
+    scopes = [f"{base}:ACME", f"{base}:acme", f"{base}:acme "]
+    counts = [store.count_new_record(scope, window=600)[0] for scope in scopes]
+    assert counts == [1, 1, 1]
+    assert store.count_new_record(scopes[1], window=600)[0] == 2
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT collation_name FROM information_schema.COLUMNS WHERE table_schema ="
+            " DATABASE() AND table_name = 'idempotency_recordquota' AND column_name = 'scope'"
+        )
+        assert cursor.fetchone()[0] in {"utf8mb4_nopad_bin", "utf8mb4_0900_bin"}
+
+
 def test_a_255_character_key_of_four_byte_characters_fits_and_256_do_not() -> None:
     """The unique index holds 2 x 255 x 4 bytes (InnoDB's limit is 3072); strict mode
     refuses a value that does not fit instead of cutting it."""

@@ -274,9 +274,11 @@ class StoreProtocol(RuleBasedStateMachine):
             if live and record.lease_left <= seconds and (record.owner, key) in self.running:
                 record.life.lease_ran_out_under_a_live_owner = True  # A1 broken
             age(self.store, self.scope, key, seconds)
-            record.lease_left -= seconds
-            record.ttl_low -= seconds
-            record.ttl_high -= seconds
+            # in whole milliseconds, as the stores count: twelve ticks of LEASE / 3 in
+            # floats leave 7e-15 s of a 200 s TTL, a record the store has expired
+            record.lease_left = round(record.lease_left - seconds, 3)
+            record.ttl_low = round(record.ttl_low - seconds, 3)
+            record.ttl_high = round(record.ttl_high - seconds, 3)
             if record.ttl_high <= 0:
                 self.model[key] = None
             elif record.ttl_low <= 0:

@@ -1,5 +1,6 @@
-"""Records in Django caches are never unpickled (issue 36, finding 2), and the response
-cache's keys name the database (finding 3).
+"""Records in Django caches are never unpickled (issue 36, finding 2), nor are the record
+cap's counters (issue 43, finding 2), and the response cache's keys name the database
+(issue 36, finding 3).
 
 Django's cache API unpickles what it reads (django-redis by default, Django's own
 RedisCache): a pickle written under a record's key ran when its owner replayed. These
@@ -9,22 +10,28 @@ library reads, through the raw Redis connection an attacker on the network would
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.conf import settings
 from django.core.cache import caches
-from django.test import override_settings
+from django.test import Client, override_settings
 
+from idempotency.core.backends import KEY_PREFIX
 from idempotency.exceptions import StoreCorrupted
-from idempotency.stores.base import ClaimStatus, StoredResponse
+from idempotency.stores import record_digest
+from idempotency.stores.base import ClaimStatus, StoredResponse, quota_window
 from idempotency.stores.cache import CacheStore
 from idempotency.stores.database import DatabaseStore
 from idempotency.stores.raw_cache import RawCache, raw_kind
 from tests.support.counting import unique
+from tests.support.stores import CACHE_STORE, using
+from tests.testapp.executions import executions
 
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(databases=["default", "ledger"])]
 
@@ -110,6 +117,69 @@ def test_a_pickle_under_a_response_cache_key_is_never_loaded(alias: str, tmp_pat
         )
         again = store.lookup(scope, key, fingerprint="f")
         assert again is not None and again.response == response
+    assert not marker.exists()
+
+
+def _counter_key(scope: str, window: float, *, later: float = 0) -> str:
+    """The name CacheStore gives the record cap's counter of ``scope`` in the window of
+    ``later`` seconds from now."""
+    start, _left = quota_window(window, time.time() + later)
+    return f"{KEY_PREFIX.default}:quota:{record_digest(scope, '')}:{start}"
+
+
+@pytest.mark.parametrize("alias", ["default", "builtin"])
+def test_a_pickle_under_a_record_cap_counter_is_never_loaded(alias: str, tmp_path: Path) -> None:
+    """Issue 43, finding 2: the cap counted with the cache API's ``incr``, which on
+    django-redis reads a value that is not an integer through its serializer (the pickle
+    ran) and on Django's RedisCache raised redis-py's ResponseError (a 500). Now Redis
+    counts (INCR): the foreign value is a corrupt record, never loaded."""
+    marker = tmp_path / "ran"
+    scope = unique("merchant")
+    with override_settings(CACHES=_caches()):
+        store = CacheStore(cache=alias)
+        _write_raw(alias, _counter_key(scope, 60), pickle.dumps(Payload(marker)))
+        with pytest.raises(StoreCorrupted):
+            store.count_new_record(scope, window=60)
+        # an integer planted there is counted on by Redis, as a counter of ours is
+        other = unique("merchant")
+        _write_raw(alias, _counter_key(other, 60), b"41")
+        assert store.count_new_record(other, window=60)[0] == 42
+        # and a new counter starts at 1, expiring with its window
+        fresh = unique("merchant")
+        assert [store.count_new_record(fresh, window=60)[0] for _ in range(3)] == [1, 2, 3]
+        ttl = RawCache(caches[alias])._client(_counter_key(fresh, 60), write=False)
+        assert 0 < ttl[0].pttl(ttl[1]) <= 61_000
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("alias", ["default", "builtin"])
+def test_a_planted_counter_pickle_answers_a_problem_and_runs_nothing(
+    alias: str, tmp_path: Path, client_a: Client, user: Any, wallet: Any, execution_log: Path
+) -> None:
+    """The attack end to end: the next ordinary request of the victim with the cap on."""
+    marker = tmp_path / "ran"
+    idempotency = {
+        **using(CACHE_STORE, cache=alias),
+        "MODE": "lease",
+        "MAX_NEW_RECORDS": 5,
+        "RECORD_WINDOW": 60,
+    }
+    with override_settings(CACHES=_caches(), IDEMPOTENCY=idempotency):
+        from idempotency.scopes import principal_scope
+
+        scope = principal_scope(user)
+        assert scope is not None
+        for later in (0, 60):  # this window and, should the request cross, the next
+            _write_raw(alias, _counter_key(scope, 60, later=later), pickle.dumps(Payload(marker)))
+        key = unique("key")
+        answer = client_a.post(
+            "/t/outcome/", data=json.dumps({"amount": 1}), content_type="application/json",
+            HTTP_IDEMPOTENCY_KEY=key,
+        )  # fmt: skip
+    assert answer.status_code == 500
+    assert answer["Content-Type"] == "application/problem+json"
+    assert json.loads(answer.content)["code"] == "idempotency-record-unreadable"
+    assert executions(execution_log)[key] == 0
     assert not marker.exists()
 
 

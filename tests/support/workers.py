@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -13,7 +12,7 @@ import pytest
 from django.conf import settings
 
 from tests.support.counting import unique
-from tests.support.processes import stop_group
+from tests.support.processes import WorkerProcess
 from tests.support.services import BROKER_URL, ROOT, broker_redis, tests_database_url
 from tests.support.storms import wait_until
 
@@ -22,7 +21,7 @@ CELERY_APP = "tests.testapp.celery_app"
 
 
 @dataclass
-class Worker:
+class Worker(WorkerProcess):
     """A ``celery worker --pool=solo`` subprocess of :mod:`tests.testapp.celery_app`."""
 
     queue: str
@@ -73,11 +72,6 @@ class Worker:
             pytest.fail(f"celery worker did not start:\n{self.output()}")
         return self
 
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
     def drain(self, timeout: float = 30) -> None:
         """Return once the worker has handled every message queued to it before now: a probe
         sent behind them runs only after them (one process, one task at a time, in order)."""
@@ -88,22 +82,6 @@ class Worker:
         client = broker_redis()
         ran = wait_until(lambda: client.llen(f"beyond:postrun:{task_id}"), timeout=timeout)
         assert ran, f"the probe did not run:\n{self.output()}"
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown, no acknowledgement, no cleanup."""
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
-
-    def stop(self) -> None:
-        if self.process is not None:
-            stop_group(self.process, timeout=10)
-
-    def output(self) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-6000:]
-        except OSError:
-            return ""
 
 
 def worker_env(queue: str) -> dict[str, str]:

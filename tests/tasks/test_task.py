@@ -19,6 +19,7 @@ from django.utils import timezone
 from idempotency import IdempotentTask, idempotent_task
 from idempotency.exceptions import ImproperlyApplied, InProgress
 from idempotency.functions.calls import FunctionKeyMismatch, fingerprint_of
+from idempotency.functions.results import RESULT_CONTENT_TYPE
 from idempotency.models import IdempotencyRecord, SubmitToken
 from idempotency.stores import get_store
 from idempotency.stores.base import StoredResponse
@@ -97,7 +98,8 @@ def slow(label: str) -> str:
         "tasks",
         f"slow:{label}",
         fence=takeover.fence,
-        response=StoredResponse(200, [], b'"the new owner"'),
+        # as the library stores a result: a record without its content type is refused
+        response=StoredResponse(200, [("Content-Type", RESULT_CONTENT_TYPE)], b'"the new owner"'),
         ttl=60,
     )
     return "the stale owner"

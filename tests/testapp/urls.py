@@ -17,6 +17,7 @@ urlpatterns = [
     path("fail-open/", views.fail_open_view),
     path("context/", views.context_view),
     path("phases/", views.phases_view),
+    path("stale-owner/", views.stale_owner_view),
     path("async/", views.async_view),
     path("api/", views.EffectApi.as_view()),
     path("django-cbv/", views.DjangoEffectView.as_view()),

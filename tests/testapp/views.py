@@ -143,6 +143,16 @@ def phases_view(request: HttpRequest) -> HttpResponse:
 
 
 @idempotent(mode="lease")
+def stale_owner_view(request: HttpRequest) -> HttpResponse:
+    """Saves a recovery point as an owner whose lease was taken over: its fence is no
+    longer the record's (StaleOwner)."""
+    context = request.idempotency  # type: ignore[attr-defined]
+    context.fence += 1
+    recovery_point(request, "charged")
+    return JsonResponse({}, status=201)
+
+
+@idempotent(mode="lease")
 async def async_view(request: HttpRequest) -> HttpResponse:
     from asgiref.sync import sync_to_async
 

@@ -80,9 +80,9 @@ def test_foreign_user_and_wrong_purpose_are_invalid_and_do_not_consume(
     with pytest.raises(SubmitTokenInvalid):
         consume_submit_token(token=token, user_or_scope=alice, purpose="refund")
     with pytest.raises(SubmitTokenInvalid):
-        consume_submit_token(token=token, user_or_scope=f"user:{bob.pk}", purpose="checkout")
+        consume_submit_token(token=token, user_or_scope=f"auth.user:{bob.pk}", purpose="checkout")
     # still alice's, still fresh
-    consume_submit_token(token=token, user_or_scope=f"user:{alice.pk}", purpose="checkout")
+    consume_submit_token(token=token, user_or_scope=f"auth.user:{alice.pk}", purpose="checkout")
     # after use: "used" only for its owner; others learn nothing
     with pytest.raises(SubmitTokenUsed):
         consume_submit_token(token=token, user_or_scope=alice, purpose="checkout")
@@ -118,13 +118,40 @@ def test_scope_strings_and_anonymous(backend: str) -> None:
         issue_submit_token(user_or_scope="session:abc", purpose="")
 
 
+class ApiClient:
+    """A principal of a custom DRF authentication: no model, its own primary keys."""
+
+    is_authenticated = True
+
+    def __init__(self, pk: int) -> None:
+        self.pk = pk
+
+
+def test_an_api_client_with_a_users_pk_never_shares_the_users_tokens(
+    backend: str, alice: Any
+) -> None:
+    """Issue 43, finding 5: tokens were bound to ``user:<pk>`` whatever the principal's
+    kind, so an API client with alice's primary key could spend alice's token (and the
+    other way round). They are bound as scopes are: the principal's model and pk."""
+    client = ApiClient(alice.pk)
+    token = issue_submit_token(user_or_scope=alice, purpose="checkout")
+    with pytest.raises(SubmitTokenInvalid):
+        consume_submit_token(token=token, user_or_scope=client, purpose="checkout")
+    theirs = issue_submit_token(user_or_scope=client, purpose="checkout")
+    with pytest.raises(SubmitTokenInvalid):
+        consume_submit_token(token=theirs, user_or_scope=alice, purpose="checkout")
+    # each still spends its own
+    consume_submit_token(token=token, user_or_scope=alice, purpose="checkout")
+    consume_submit_token(token=theirs, user_or_scope=client, purpose="checkout")
+
+
 def test_only_the_hash_is_stored_in_the_database(alice: Any) -> None:
     with override_settings(IDEMPOTENCY=tokens_using("database")):
         issued = issue_token(user_or_scope=alice, purpose="checkout")
     row = SubmitToken.objects.get()
     assert row.token_hash == hashlib.sha256(issued.token.encode()).hexdigest()
     assert issued.token not in {row.token_hash, row.scope, row.purpose}
-    assert row.scope == f"user:{alice.pk}" and row.purpose == "checkout"
+    assert row.scope == f"auth.user:{alice.pk}" and row.purpose == "checkout"
     assert row.expires_at == issued.expires_at and row.consumed_at is None
     assert "open" in str(row)
 
@@ -186,7 +213,7 @@ def _check_race(results: list[Any]) -> None:
 def test_twenty_concurrent_consumptions_on_postgres_one_wins(alice: Any) -> None:
     with override_settings(IDEMPOTENCY=tokens_using("database")):
         token = issue_submit_token(user_or_scope=alice, purpose="checkout")
-        _check_race(_race(f"user:{alice.pk}", token))
+        _check_race(_race(f"auth.user:{alice.pk}", token))
     assert SubmitToken.objects.get().consumed_at is not None
 
 
@@ -194,7 +221,7 @@ def test_twenty_concurrent_consumptions_on_postgres_one_wins(alice: Any) -> None
 def test_twenty_concurrent_consumptions_on_redis_one_wins(alice: Any) -> None:
     with override_settings(IDEMPOTENCY=tokens_using("redis")):
         token = issue_submit_token(user_or_scope=alice, purpose="checkout")
-        _check_race(_race(f"user:{alice.pk}", token))
+        _check_race(_race(f"auth.user:{alice.pk}", token))
 
 
 # -- views -----------------------------------------------------------------------------

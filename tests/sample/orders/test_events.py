@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import logging
 import uuid
 from decimal import Decimal
 from typing import Any
@@ -151,9 +152,27 @@ class TestConsuming:
         result = order_event_consume.apply(
             kwargs={"message_id": f"{event}:{unpaid.pk}", "event": event, "order_id": unpaid.pk}
         ).get()
-        assert result == {"message_id": f"{event}:{unpaid.pk}", "handled": False}
+        assert result == {"handled": False}
         assert not DailySales.objects.exists()
         assert not Receipt.objects.exists()
+
+    @pytest.mark.parametrize("event", ["order.shipped", "order.paid"])
+    def test_the_consumer_logs_a_hash_of_the_message_id_never_the_id(
+        self, event: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Issue 43, finding 5: message ids are key material (the key is built from
+        them); the sample logged them as they are, in its own lines and in the result
+        Celery logs."""
+        from idempotency.observability.logs import key_hash
+
+        unpaid = OrderFactory()
+        message_id = f"{event}:{unpaid.pk}:{uuid.uuid4()}"
+        kwargs = {"message_id": message_id, "event": event, "order_id": unpaid.pk}
+        with caplog.at_level(logging.DEBUG):
+            order_event_consume.apply(kwargs=kwargs).get()
+        lines = [r.getMessage() for r in caplog.records if r.name.startswith("orders")]
+        assert lines and all(key_hash(message_id) in line for line in lines)
+        assert not [r for r in caplog.records if message_id in r.getMessage()]
 
     def test_the_admin_shows_receipts_and_sales(self) -> None:
         deliver(paid_order())

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from decimal import Decimal
 from typing import Any
 
@@ -153,6 +154,19 @@ class TestRefusals:
         assert not GatewayPayment.objects.exists()
         # nothing was stored under the trade: the right amount still pays
         assert callback(gateway, **notification(order)).status_code == 200
+
+    def test_an_amount_mismatch_logs_a_hash_of_the_trade_never_the_trade_number(
+        self, gateway: APIClient, order: Order, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Issue 43, finding 5: the trade number is the callback's key (key material)."""
+        from idempotency.observability.logs import key_hash
+
+        sent = notification(order, trade_no="TRADE-4711-X", amount="24.99")
+        with caplog.at_level(logging.WARNING, logger="payments"):
+            assert callback(gateway, **sent).status_code == 422
+        lines = [r.getMessage() for r in caplog.records if r.name.startswith("payments")]
+        assert lines and all(key_hash(sent["trade_no"]) in line for line in lines)
+        assert not [line for line in lines if sent["trade_no"] in line]
 
     def test_an_order_paid_from_the_balance_is_not_payable(
         self, gateway: APIClient, order: Order, user: User

@@ -1,0 +1,1 @@
+"""The tenant and domain models django-tenants needs."""
