@@ -12,7 +12,12 @@ from idempotency.core.backends import KEY_PREFIX
 from idempotency.core.outages import outage_raises_unavailable
 from idempotency.core.redis_clients import RedisConnector
 from idempotency.locks.base import Holding, LockBackend
-from idempotency.stores.redis_client import CLIENT_OPTIONS, LOCATION_SCHEMES, REDIS_CACHE
+from idempotency.stores.redis_client import (
+    CLIENT_OPTIONS,
+    LOCATION_SCHEMES,
+    REDIS_CACHE,
+    client_kwargs,
+)
 
 REDIS_RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -84,8 +89,14 @@ class RedisLockBackend(LockBackend):
         location: str | None = None,
         *,
         cache: str | None = None,
+        max_connections: int | None = None,
+        pool_timeout: float | None = None,
+        retries: int | None = None,
+        socket_timeout: float | None = None,
+        socket_connect_timeout: float | None = None,
+        ssl_ca_certs: str | None = None,
+        cluster: bool = False,
         key_prefix: str = KEY_PREFIX.default,
-        **options: Any,
     ) -> None:
         self.location = location
         self.cache = cache
@@ -95,7 +106,15 @@ class RedisLockBackend(LockBackend):
             location,
             cache=cache or ("default" if location is None else None),
             user="RedisLockBackend",
-            **options,
+            **client_kwargs(
+                max_connections=max_connections,
+                pool_timeout=pool_timeout,
+                retries=retries,
+                socket_timeout=socket_timeout,
+                socket_connect_timeout=socket_connect_timeout,
+                ssl_ca_certs=ssl_ca_certs,
+                cluster=cluster,
+            ),
         )
 
     @property

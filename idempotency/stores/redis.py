@@ -62,7 +62,12 @@ from idempotency.stores.records import (
     now_ms,
     quota_window,
 )
-from idempotency.stores.redis_client import CLIENT_OPTIONS, LOCATION_SCHEMES, REDIS_CACHE
+from idempotency.stores.redis_client import (
+    CLIENT_OPTIONS,
+    LOCATION_SCHEMES,
+    REDIS_CACHE,
+    client_kwargs,
+)
 
 __all__ = ["RedisStore"]
 
@@ -343,9 +348,9 @@ class RedisStore(BaseStore):
             event loop (async); a caller finding all busy waits up to ``pool_timeout``
             seconds (default 5) for one, then gets a 503.
         cluster: True for a Redis Cluster (redis-py's ``RedisCluster``, primaries only).
-        **options: Any other redis-py connection option (``socket_timeout``,
-            ``socket_connect_timeout``, ``username``, ``password``, ``ssl_ca_certs``,
-            ``client_name``, ``retry``, ...).
+        pool_timeout, retries, socket_timeout, socket_connect_timeout, ssl_ca_certs:
+            redis-py connection options (None: the cache's, else the defaults of
+            :mod:`~idempotency.core.redis_clients`).
 
     Turn on AOF persistence: a Redis that forgets its records lets completed keys run
     again (system check W007).
@@ -387,18 +392,33 @@ class RedisStore(BaseStore):
         cache: str | None = None,
         wait_replicas: int = 0,
         wait_timeout: float = 0.5,
-        key_prefix: str = KEY_PREFIX.default,
         reconnect_window: float = RECONNECT_WINDOW,
-        **options: Any,
+        max_connections: int | None = None,
+        pool_timeout: float | None = None,
+        retries: int | None = None,
+        socket_timeout: float | None = None,
+        socket_connect_timeout: float | None = None,
+        ssl_ca_certs: str | None = None,
+        cluster: bool = False,
+        key_prefix: str = KEY_PREFIX.default,
     ) -> None:
         self.location = location
         self.cache = cache
+        self.max_connections = max_connections
         # neither: the cache "default"
         self.connector = RedisConnector(
             location,
             cache=cache or ("default" if location is None else None),
             user="RedisStore",
-            **options,
+            **client_kwargs(
+                max_connections=max_connections,
+                pool_timeout=pool_timeout,
+                retries=retries,
+                socket_timeout=socket_timeout,
+                socket_connect_timeout=socket_connect_timeout,
+                ssl_ca_certs=ssl_ca_certs,
+                cluster=cluster,
+            ),
         )
         self.wait_replicas = wait_replicas
         self.wait_timeout = wait_timeout

@@ -3,6 +3,8 @@ is built by :class:`~idempotency.core.redis_clients.RedisConnector`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from idempotency.conf import Setting
 
 #: The URL schemes of a Redis ``LOCATION``.
@@ -27,22 +29,31 @@ REDIS_CACHE = Setting(
     nullable=True,
 )
 
-#: Options of the redis-py client every Redis backend takes (any other redis-py connection
-#: option is accepted by the constructor, unchecked).
+#: Options of the redis-py client every Redis backend takes; None leaves a cache's own
+#: setting (or redis-py's default) in place.
 CLIENT_OPTIONS = {
     "max_connections": MAX_CONNECTIONS,
-    "pool_timeout": Setting(5.0, "Seconds a caller waits for a free connection.", "seconds"),
+    "pool_timeout": Setting(
+        None, "Seconds a caller waits for a free connection. None: 5.", "seconds", nullable=True
+    ),
     "retries": Setting(
-        3,
-        "Times a command that failed on a broken connection or timed out is sent again.",
+        None,
+        "Times a command that failed on a broken connection or timed out is sent again. None: 3.",
         "integer",
         inclusive=True,
+        nullable=True,
     ),
     "socket_timeout": Setting(
-        5.0, "Seconds a command may wait for its reply (redis-py).", "seconds"
+        None,
+        "Seconds a command may wait for its reply. None: the cache's, or 5.",
+        "seconds",
+        nullable=True,
     ),
     "socket_connect_timeout": Setting(
-        5.0, "Seconds a connection may take to open (redis-py).", "seconds"
+        None,
+        "Seconds a connection may take to open. None: the cache's, or 5.",
+        "seconds",
+        nullable=True,
     ),
     "ssl_ca_certs": Setting(
         None,
@@ -52,3 +63,10 @@ CLIENT_OPTIONS = {
     ),
     "cluster": Setting(False, "True for a Redis Cluster (redis-py's RedisCluster).", "bool"),
 }
+
+
+def client_kwargs(**given: Any) -> dict[str, Any]:
+    """The client options given (None and a False ``cluster`` left out)."""
+    return {
+        name: value for name, value in given.items() if value is not None and value is not False
+    }

@@ -13,7 +13,12 @@ from idempotency.conf import Setting
 from idempotency.core.backends import KEY_PREFIX
 from idempotency.core.outages import outage_raises_unavailable
 from idempotency.core.redis_clients import RedisConnector
-from idempotency.stores.redis_client import CLIENT_OPTIONS, LOCATION_SCHEMES, REDIS_CACHE
+from idempotency.stores.redis_client import (
+    CLIENT_OPTIONS,
+    LOCATION_SCHEMES,
+    REDIS_CACHE,
+    client_kwargs,
+)
 from idempotency.tokens.base import TOMBSTONE_SECONDS, TokenBackend
 
 REDIS_CONSUME = """
@@ -50,8 +55,14 @@ class RedisTokens(TokenBackend):
         location: str | None = None,
         *,
         cache: str | None = None,
+        max_connections: int | None = None,
+        pool_timeout: float | None = None,
+        retries: int | None = None,
+        socket_timeout: float | None = None,
+        socket_connect_timeout: float | None = None,
+        ssl_ca_certs: str | None = None,
+        cluster: bool = False,
         key_prefix: str = KEY_PREFIX.default,
-        **options: Any,
     ) -> None:
         self.location = location
         self.cache = cache
@@ -61,7 +72,15 @@ class RedisTokens(TokenBackend):
             location,
             cache=cache or ("default" if location is None else None),
             user="RedisTokens",
-            **options,
+            **client_kwargs(
+                max_connections=max_connections,
+                pool_timeout=pool_timeout,
+                retries=retries,
+                socket_timeout=socket_timeout,
+                socket_connect_timeout=socket_connect_timeout,
+                ssl_ca_certs=ssl_ca_certs,
+                cluster=cluster,
+            ),
         )
 
     @property
