@@ -63,6 +63,7 @@ _EXPORTS: dict[str, str] = {
     "IdempotencyKeyMissing": "idempotency.exceptions",
     "StoredError": "idempotency.exceptions",
     "StoreCorrupted": "idempotency.exceptions",
+    "RecordForged": "idempotency.exceptions",
     "SubmitTokenInvalid": "idempotency.exceptions",
     "SubmitTokenUsed": "idempotency.exceptions",
     "ImproperlyApplied": "idempotency.exceptions",
@@ -177,6 +178,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.exceptions import InProgress as InProgress
     from idempotency.exceptions import InvalidIdempotencyKey as InvalidIdempotencyKey
     from idempotency.exceptions import LockNotAcquired as LockNotAcquired
+    from idempotency.exceptions import RecordForged as RecordForged
     from idempotency.exceptions import StaleOwner as StaleOwner
     from idempotency.exceptions import StoreCorrupted as StoreCorrupted
     from idempotency.exceptions import StoredError as StoredError

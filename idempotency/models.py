@@ -35,6 +35,19 @@ class IdempotencyRecord(models.Model):
     status_code = models.PositiveSmallIntegerField(_("response status"), null=True, blank=True)
     response_headers = models.JSONField(_("response headers"), default=list, blank=True)
     response_body = models.BinaryField(_("response body"), null=True, blank=True)
+    mac = models.CharField(
+        _("record authenticator"),
+        max_length=96,
+        blank=True,
+        default="",
+        # in the table too: rows inserted by code that predates the column (a rolling
+        # deploy's old processes, raw SQL) get a blank tag, refused as forged once completed
+        db_default="",
+        help_text=_(
+            "The completed record's expiry and HMAC-SHA256 under a key derived from "
+            "SECRET_KEY: a record that does not match it is never replayed."
+        ),
+    )
     recovery_point = models.CharField(_("recovery point"), max_length=64, blank=True, default="")
     recovery_data = models.JSONField(_("recovery data"), null=True, blank=True)
     created_at = models.DateTimeField(_("created at"))

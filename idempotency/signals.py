@@ -19,6 +19,7 @@ lock_not_acquired = Signal()
 store_unavailable = Signal()
 purged = Signal()
 response_cache_failed = Signal()
+record_forged = Signal()
 
 #: Outcome name -> signal, for receivers that handle every outcome alike.
 OUTCOMES: dict[str, Signal] = {
@@ -32,6 +33,7 @@ OUTCOMES: dict[str, Signal] = {
     "token_used": token_used,
     "lock_not_acquired": lock_not_acquired,
     "store_unavailable": store_unavailable,
+    "record_forged": record_forged,
 }
 
 #: Signal -> (the dispatch_uid of the library's own log receiver on it, whether that

@@ -120,16 +120,20 @@ def test_a_body_under_a_retired_key_is_unreadable_and_nothing_runs(
     assert executions(execution_log)[key] == 1
 
 
-def test_a_tampered_database_body_is_unreadable(client_a: Client, execution_log: Path) -> None:
+def test_a_tampered_database_body_is_refused_as_forged(
+    client_a: Client, execution_log: Path
+) -> None:
+    # a body encrypted under a key the application never had: the record's tag (issue
+    # 43) refuses it before the codec is even asked
     key = str(uuid.uuid4())
     with override_settings(IDEMPOTENCY=encrypted("db-atomic", OLD)):
         assert pay(client_a, key).status_code == 201
         record = IdempotencyRecord.objects.get(key=key)
-        forged = FernetCodec([Fernet.generate_key()]).encode(b'{"pan": "forged"}')
+        forged = FernetCodec([Fernet.generate_key()]).encode(b'{"pan": "4000000000000002"}')
         IdempotencyRecord.objects.filter(pk=record.pk).update(response_body=forged)
         again = pay(client_a, key)
-    assert json.loads(again.content)["code"] == "idempotency-record-unreadable"
-    assert b"forged" not in again.content
+    assert json.loads(again.content)["code"] == "idempotency-record-forged"
+    assert b"4000000000000002" not in again.content
     assert executions(execution_log)[key] == 1
 
 
@@ -181,6 +185,34 @@ def test_the_command_encrypts_bodies_stored_in_clear(client_a: Client, execution
         again = pay(client_a, key)
     assert again.status_code == 201 and again.content == first.content
     assert executions(execution_log)[key] == 1
+
+
+@pytest.mark.parametrize("variant", ["db-atomic", pytest.param("redis", marks=pytest.mark.redis)])
+def test_reencryption_never_signs_a_forged_record(
+    variant: str, user: Any, client_a: Client, execution_log: Path
+) -> None:
+    """Issue 43: the command re-writes a body and its record's tag together, and only
+    where the old tag verifies, so it cannot launder a planted body into a valid record."""
+    from idempotency.scopes import principal_scope
+    from idempotency.stores import get_store
+    from tests.support import store_writer
+
+    kept, planted = str(uuid.uuid4()), str(uuid.uuid4())
+    with override_settings(IDEMPOTENCY=encrypted(variant, OLD)):
+        firsts = {key: pay(client_a, key).content for key in (kept, planted)}
+        store, scope = get_store(), str(principal_scope(user))
+        forged = FernetCodec([OLD]).encode(b'{"pan": "4000000000000002"}')
+        store_writer.change(store, scope, planted, body=forged)
+    with override_settings(IDEMPOTENCY=encrypted(variant, NEW, OLD)):
+        out = io.StringIO()
+        call_command("reencrypt_idempotency_records", stdout=out)
+        assert "1 forged left as they are" in out.getvalue()
+        assert store_writer.field(store, scope, planted, "body") == forged  # untouched
+    with override_settings(IDEMPOTENCY=encrypted(variant, NEW)):
+        assert pay(client_a, kept).content == firsts[kept]  # re-signed under the new key
+        again = pay(client_a, planted)
+    assert json.loads(again.content)["code"] == "idempotency-record-forged"
+    assert executions(execution_log)[planted] == 1
 
 
 def test_the_command_refuses_a_codec_without_keys_and_a_cache_store() -> None:

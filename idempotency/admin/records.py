@@ -85,7 +85,7 @@ class IdempotencyRecordAdmin(_ModelAdmin):
         ),
         (
             _("Response"),
-            {"fields": ("status_code", "headers_table", "response_preview")},
+            {"fields": ("status_code", "authentic", "headers_table", "response_preview")},
         ),
         (
             _("Lifetime"),
@@ -153,6 +153,23 @@ class IdempotencyRecordAdmin(_ModelAdmin):
     @admin.display(boolean=True, description=_("expired"))
     def expired(self, obj: IdempotencyRecord) -> bool:
         return obj.expires_at <= timezone.now()
+
+    @admin.display(boolean=True, description=_("authentic"))
+    def authentic(self, obj: IdempotencyRecord) -> bool | None:
+        """Whether a completed record's tag verifies (``None`` while in progress): one that
+        does not is never replayed (``idempotency-record-forged``)."""
+        if not obj.is_completed:
+            return None
+        from idempotency.stores import authentication
+        from idempotency.stores.records import StoredResponse
+
+        stored = StoredResponse.from_parts(
+            obj.status_code or 0, obj.response_headers, obj.response_body
+        )
+        return authentication.authentic(
+            obj.scope, obj.key, tag=obj.mac, fingerprint=obj.fingerprint, fence=obj.fence,
+            stored=stored,
+        )  # fmt: skip
 
     @admin.display(description=_("outcome"), ordering="status_code")
     def outcome(self, obj: IdempotencyRecord) -> str:

@@ -6,6 +6,8 @@ second. Each purpose gets its own HMAC-SHA256 key, derived from ``SECRET_KEY`` w
 Django's :func:`~django.utils.crypto.salted_hmac` under a fixed salt, or from the
 ``FINGERPRINT_SECRETS`` setting. Rotation: the keys of ``SECRET_KEY_FALLBACKS`` (or of
 the later entries of ``FINGERPRINT_SECRETS``) still match the fingerprints they made.
+Stored records are authenticated under a purpose of their own (:func:`record_macs`,
+:mod:`idempotency.stores.authentication`), rotated with ``SECRET_KEY_FALLBACKS``.
 Keys are derived once and again whenever the settings change.
 """
 
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.conf import settings
@@ -24,6 +26,7 @@ from idempotency.conf import idempotency_settings, on_reload
 #: The salts of the purposes (never change them: every stored fingerprint depends on them).
 FINGERPRINT_SALT = "idempotency.core.keyed_hashes.fingerprint"
 LOG_SALT = "idempotency.core.keyed_hashes.log"
+RECORD_SALT = "idempotency.core.keyed_hashes.record"
 
 _keys: dict[str, tuple[bytes, ...]] = {}
 
@@ -129,6 +132,16 @@ def older_streamed_fingerprints(material: Callable[[Any], Any]) -> list[str]:
     if idempotency_settings.FINGERPRINT_ACCEPT_UNKEYED:
         older.append(str(material(hashlib.sha256()).hexdigest()))
     return older
+
+
+def record_macs(data: bytes) -> Iterator[str]:
+    """The record authenticator of ``data`` (64 hex digits, HMAC-SHA256) under each key
+    of the records' purpose: the current one first, then those of
+    ``SECRET_KEY_FALLBACKS``, computed one at a time as they are asked for."""
+    for inner, outer in pads(RECORD_SALT):
+        state = inner.copy()
+        state.update(data)
+        yield _finish(outer, state)
 
 
 def log_hash(value: str) -> str:

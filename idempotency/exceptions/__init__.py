@@ -35,6 +35,7 @@ from idempotency.exceptions.requests import (
     SubmitTokenUsed,
 )
 from idempotency.exceptions.stores import (
+    RecordForged,
     StoreCorrupted,
     StoreMisconfigured,
     StoreNotDurable,
@@ -57,6 +58,7 @@ __all__ = [
     "InProgress",
     "InvalidIdempotencyKey",
     "LockNotAcquired",
+    "RecordForged",
     "StaleOwner",
     "StoreCorrupted",
     "StoreMisconfigured",

@@ -88,3 +88,20 @@ class StoreCorrupted(IdempotencyError):
 
     def __reduce__(self) -> tuple[type[StoreCorrupted], tuple[str]]:
         return (type(self), (str(self.detail),))
+
+
+class RecordForged(StoreCorrupted):
+    """A stored record failed its authentication (an HMAC-SHA256 under a key derived
+    from ``SECRET_KEY``, :mod:`idempotency.stores.authentication`): it was written,
+    moved or altered by someone without the application's secret, or under a secret no
+    longer listed in ``SECRET_KEY_FALLBACKS``. It is never replayed and the request
+    does not run; the record is logged under its hash and counted (signal
+    ``record_forged``). A :class:`StoreCorrupted`, so code that handles an unreadable
+    record handles this one too."""
+
+    default_detail = _(
+        "The idempotency record of this key failed its authentication, so it was not "
+        "replayed and the request was not run."
+    )
+    default_code = "idempotency-record-forged"
+    title = "Idempotency record forged"

@@ -37,6 +37,7 @@ LEVELS: dict[str, int] = {
     "token_used": logging.INFO,
     "lock_not_acquired": logging.WARNING,
     "store_unavailable": logging.ERROR,
+    "record_forged": logging.ERROR,
 }
 
 _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}

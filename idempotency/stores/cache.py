@@ -32,7 +32,7 @@ from idempotency.codecs import seal, unseal
 from idempotency.conf import Setting
 from idempotency.core.backends import KEY_PREFIX
 from idempotency.core.outages import outage_raises_unavailable
-from idempotency.stores import record_digest
+from idempotency.stores import authentication, record_digest
 from idempotency.stores.base import (
     BaseStore,
     Claim,
@@ -86,17 +86,29 @@ class CacheStore(BaseStore):
     def record_key(self, scope: str, key: str) -> str:
         return f"{self.key_prefix}:rec:{record_digest(scope, key)}"
 
-    def _as_claim(self, record: dict[str, Any], fingerprint: str) -> Claim:
-        if record["fp"] != fingerprint:
-            return Claim(ClaimStatus.MISMATCH, fingerprint=str(record["fp"]))
+    def _as_claim(
+        self, record: dict[str, Any], scope: str, key: str, fingerprint: str
+    ) -> Claim | None:
+        """The state of ``record``; None when it is completed and its authenticated
+        expiry has passed (a completed record is authenticated before anything is
+        answered from it: :mod:`~idempotency.stores.authentication`)."""
         if record["state"] == "completed":
+            kept = StoredResponse.from_parts(record["status"], record["headers"], record["body"])
+            expires = authentication.verify(
+                "CacheStore", scope, key, tag=record.get("mac"), fingerprint=str(record["fp"]),
+                fence=record.get("fence"), stored=kept,
+            )  # fmt: skip
+            if min(expires, float(record["expires"])) <= time.time():
+                return None
+            if record["fp"] != fingerprint:
+                return Claim(ClaimStatus.MISMATCH, fingerprint=str(record["fp"]))
             return Claim(
                 ClaimStatus.COMPLETED,
-                response=StoredResponse.from_parts(
-                    record["status"], record["headers"], unseal(record["body"])
-                ),
-                expires_at=float(record["expires"]),
+                response=kept._replace(body=unseal(kept.body)),
+                expires_at=min(expires, float(record["expires"])),
             )
+        if record["fp"] != fingerprint:
+            return Claim(ClaimStatus.MISMATCH, fingerprint=str(record["fp"]))
         return Claim(
             ClaimStatus.IN_PROGRESS,
             retry_after=max(0.0, record["lease"] - time.time()),
@@ -134,9 +146,9 @@ class CacheStore(BaseStore):
             if self.raw.add(name, dump_record(record), ttl):
                 return Claim(ClaimStatus.CLAIMED, fence=fence)
             existing = self._get(name)
-            if existing is None:
-                continue  # released or evicted meanwhile: try again
-            claim = self._as_claim(existing, fingerprint)
+            claim = None if existing is None else self._as_claim(existing, scope, key, fingerprint)
+            if existing is None or claim is None:
+                continue  # released, evicted or expired meanwhile: try again
             if claim.status is not ClaimStatus.IN_PROGRESS or existing["lease"] > now:
                 return claim
             # the lease is over: one taker wins the marker for this owner's fence
@@ -157,7 +169,7 @@ class CacheStore(BaseStore):
     @store_operation("cache")
     def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
         record = self._get(self.record_key(scope, key))
-        return None if record is None else self._as_claim(record, fingerprint)
+        return None if record is None else self._as_claim(record, scope, key, fingerprint)
 
     def _owned(self, scope: str, key: str, fence: int) -> dict[str, Any] | None:
         record = self._get(self.record_key(scope, key))
@@ -179,13 +191,18 @@ class CacheStore(BaseStore):
         record = self._owned(scope, key, fence)
         if record is None:
             return False
+        stored = response._replace(body=seal(response.body))
         record.update(
             state="completed",
-            status=response.status,
-            headers=response.headers,
-            body=seal(response.body),
+            status=stored.status,
+            headers=stored.headers,
+            body=stored.body,
             expires=time.time() + ttl,
-        )
+            mac=authentication.sign(
+                scope, key, fingerprint=fingerprint or str(record["fp"]), fence=fence,
+                stored=stored, ttl=ttl,
+            ),
+        )  # fmt: skip
         self._set(self.record_key(scope, key), record, ttl)
         return True
 

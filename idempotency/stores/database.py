@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from idempotency.codecs import UndecodableBody, seal, unseal
 from idempotency.core.outages import outage_raises_unavailable
+from idempotency.stores import authentication
 from idempotency.stores import statements as sql
 from idempotency.stores.database_leases import DatabaseLeases
 from idempotency.stores.database_table import database_aliases
@@ -78,11 +79,11 @@ class DatabaseStore(ResponseCache, DatabaseLeases):
             found = cursor.fetchone()
         if found is None:
             return None
-        if len(found) > 9:  # PostgreSQL, MySQL: epoch seconds, judged by the server's clock
-            now, lease, expires = found[9], found[2], found[8]
+        if len(found) > 11:  # PostgreSQL, MySQL: epoch seconds, judged by the server's clock
+            now, lease, expires = found[11], found[2], found[10]
         else:  # judged by ours, the clock the statements' times came from (sql.Clock)
             now = timezone.now().timestamp()
-            lease, expires = sql.as_epoch(connection, found[2]), sql.as_epoch(connection, found[8])
+            lease, expires = sql.as_epoch(connection, found[2]), sql.as_epoch(connection, found[10])
         return self._state(scope, key, fingerprint, found, lease, expires, now, cache)
 
     def _state(
@@ -99,20 +100,29 @@ class DatabaseStore(ResponseCache, DatabaseLeases):
         """The state of a record read as :data:`~statements.LOOKUP_FIELDS`, its lease and
         expiry in seconds since the epoch, judged at ``now`` (None when expired: absent,
         even before it is purged)."""
-        fp, state, _lease, status, headers, body, point, data = row[:8]
+        fp, state, _lease, status, headers, body, point, data, fence, tag = row[:10]
         if expires is None or expires <= now:
             return None
-        if fp != fingerprint:
-            return KeyState(ClaimStatus.MISMATCH, fingerprint=fp)
         if state == "completed":
             kept = StoredResponse.from_parts(status, headers, body)
+            # authenticated before anything is answered from it (a mismatch included)
+            expires = min(expires, authentication.verify(
+                type(self).__name__, scope, key, tag=tag, fingerprint=fp, fence=fence,
+                stored=kept,
+            ))  # fmt: skip
+            if expires <= now:
+                return None
+            if fp != fingerprint:
+                return KeyState(ClaimStatus.MISMATCH, fingerprint=fp)
             try:
                 response = kept._replace(body=unseal(kept.body))
             except UndecodableBody as exc:
                 raise corrupted(self, scope, key, exc) or exc from exc
-            if cache is not None:  # the cache keeps the body as the database does
-                self._cache_response(scope, key, fingerprint, kept, expires - now)
+            if cache is not None:  # the cache keeps the body (and its tag) as the database does
+                self._cache_response(scope, key, fp, kept, expires - now, fence=fence, tag=tag)
             return KeyState(ClaimStatus.COMPLETED, response=response, expires_at=expires)
+        if fp != fingerprint:
+            return KeyState(ClaimStatus.MISMATCH, fingerprint=fp)
         data = sql.as_json(data)
         if lease is not None and lease <= now:
             # an abandoned lease: the next claim takes it over
@@ -216,11 +226,11 @@ class DatabaseStore(ResponseCache, DatabaseLeases):
                     fence=fence,
                     recovery_point=row[7] or "",
                     recovery_data=sql.as_json(row[8]),
-                    taken_over=bool(row[11]),
+                    taken_over=bool(row[13]),
                 )
-            found = row[1:11]
+            found = row[1:13]
             existing = self._state(
-                scope, key, fingerprint, found, found[2], found[8], found[9], self.response_cache
+                scope, key, fingerprint, found, found[2], found[10], found[11], self.response_cache
             )
             if existing is not None and not _replaceable(existing):
                 return existing
@@ -285,10 +295,16 @@ class DatabaseStore(ResponseCache, DatabaseLeases):
         fingerprint: str = "",
     ) -> bool:
         connection = connections[self.using]
+        stored = response._replace(body=seal(response.body))
+        if not fingerprint:  # a caller that did not say: the claim's, which the tag binds
+            fingerprint = self._claimed_fingerprint(scope, key, fence)
         params = {
-            "status_code": response.status,
-            "response_headers": response.headers_json(),
-            "response_body": seal(response.body),
+            "status_code": stored.status,
+            "response_headers": stored.headers_json(),
+            "response_body": stored.body,
+            "mac": authentication.sign(
+                scope, key, fingerprint=fingerprint, fence=fence, stored=stored, ttl=ttl
+            ),
             "scope": scope,
             "key": key,
             "fence": fence,
@@ -300,6 +316,14 @@ class DatabaseStore(ResponseCache, DatabaseLeases):
         if updated:
             purge_now_and_then(self.using)
         return bool(updated)
+
+    def _claimed_fingerprint(self, scope: str, key: str, fence: int) -> str:
+        found = (
+            self._records()
+            .filter(scope=scope, key=key, fence=fence)
+            .values_list("fingerprint", flat=True)
+        )
+        return next(iter(found), "")
 
     @busy
     @outage_raises_unavailable("database")

@@ -17,6 +17,7 @@ from django.utils import timezone
 from idempotency.codecs import seal
 from idempotency.conf import Setting
 from idempotency.core.backends import KEY_PREFIX
+from idempotency.stores import authentication
 from idempotency.stores import statements as sql
 from idempotency.stores.atomic import AtomicStore
 from idempotency.stores.records import StoredResponse
@@ -152,12 +153,17 @@ class DatabaseTable(AtomicStore):
         }
         if lease is not None:  # a claim: its state and response columns are in the text
             return {**values, **clock.params(lease=lease, ttl=ttl)}
+        stored = StoredResponse(0) if response is None else response
+        stored = stored._replace(body=seal(stored.body))
         return {
             **values,
             "state": "completed",
-            "status_code": response.status if response else None,
-            "response_headers": response.headers_json() if response else "[]",
-            "response_body": seal(response.body) if response else None,
+            "status_code": stored.status,
+            "response_headers": stored.headers_json(),
+            "response_body": stored.body,
+            "mac": authentication.sign(
+                scope, key, fingerprint=fingerprint, fence=fence, stored=stored, ttl=ttl
+            ),
             **clock.params(ttl=ttl),
         }
 

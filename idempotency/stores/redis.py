@@ -51,7 +51,7 @@ from idempotency.core.keyed_hashes import log_ref
 from idempotency.core.outages import outage_raises_unavailable
 from idempotency.core.redis_clients import RedisConnector
 from idempotency.exceptions import StoreNotDurable
-from idempotency.stores import record_digest
+from idempotency.stores import authentication, record_digest
 from idempotency.stores.base import BaseStore
 from idempotency.stores.errors import store_operation
 from idempotency.stores.records import (
@@ -80,7 +80,9 @@ RECONNECT_WINDOW = 3.0
 # -- the scripts. A record is a hash: ``state`` (``p`` in progress, ``c`` completed),
 # ``fp`` (the request fingerprint), ``fence``, ``lease`` (ms, server clock), ``to`` (``1``:
 # taken over), the stored ``status``, ``headers`` and ``body``, the recovery point ``rp``
-# and its data ``rd``, and for the admin ``method``, ``route`` and ``created``.
+# and its data ``rd``, a completed record's tag ``mac``
+# (:mod:`~idempotency.stores.authentication`), and for the admin ``method``, ``route`` and
+# ``created``.
 
 _NOW = """
 local t = redis.call('TIME')
@@ -89,16 +91,19 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 #: ARGV: fingerprint, fence, lease ms, ttl ms, method, route. Every reply ends with the
 #: fence it was sent with. A replay reads the hash and its TTL and nothing else: the clock
-#: is read only where a lease is judged or set.
+#: is read only where a lease is judged or set. A completed record answers with what its
+#: tag binds (fingerprint, fence, tag) before any fingerprint is compared: it is
+#: authenticated before any answer, a mismatch included.
 CLAIM = (
     """
 local rec = redis.call('HMGET', KEYS[1], 'state', 'fp', 'lease', 'status', 'headers', 'body',
-  'rp', 'rd', 'fence', 'to')
+  'rp', 'rd', 'fence', 'to', 'mac')
 if rec[1] then
-  if rec[2] ~= ARGV[1] then return {'mismatch', rec[2] or '', ARGV[2]} end
   if rec[1] == 'c' then
-    return {'completed', rec[4], rec[5], rec[6], redis.call('PTTL', KEYS[1]), ARGV[2]}
+    return {'completed', rec[4], rec[5], rec[6], redis.call('PTTL', KEYS[1]), rec[2] or '',
+      rec[9] or '', rec[11] or '', ARGV[2]}
   end
+  if rec[2] ~= ARGV[1] then return {'mismatch', rec[2] or '', ARGV[2]} end
   if rec[9] == ARGV[2] then
     -- this claim, sent again after its reply was lost
     return {'claimed', rec[7] or '', rec[8] or '', rec[10] or '', ARGV[2]}
@@ -127,13 +132,13 @@ return {'claimed', '', '', '', ARGV[2]}
 #: ARGV: a token echoed back last. The fields of ``LOOKUP_FIELDS``, the TTL, the token.
 LOOKUP = """
 local r = redis.call('HMGET', KEYS[1], 'state', 'fp', 'lease', 'status', 'headers', 'body',
-  'rp', 'rd')
-r[9] = redis.call('PTTL', KEYS[1])
-r[10] = ARGV[1]
+  'rp', 'rd', 'fence', 'mac')
+r[11] = redis.call('PTTL', KEYS[1])
+r[12] = ARGV[1]
 return r
 """
 
-#: ARGV: fence, status, headers, body, ttl ms. A record this fence already completed (the
+#: ARGV: fence, status, headers, body, ttl ms, tag. A record this fence already completed (the
 #: same completion sent again after its reply was lost) answers 1 too. No clock and no
 #: ``HDEL``: the lease is emptied in the same ``HSET``. The fenced scripts answer ``{1 or
 #: 0, fence}``.
@@ -143,7 +148,7 @@ if r[2] ~= ARGV[1] then return {0, ARGV[1]} end
 if r[1] == 'c' then return {1, ARGV[1]} end
 if r[1] ~= 'p' then return {0, ARGV[1]} end
 redis.call('HSET', KEYS[1], 'state', 'c', 'status', ARGV[2], 'headers', ARGV[3], 'body', ARGV[4],
-  'lease', '')
+  'lease', '', 'mac', ARGV[6])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return {1, ARGV[1]}
 """
@@ -205,7 +210,7 @@ SHAS = {name: hashlib.sha1(source.encode()).hexdigest() for name, source in SCRI
 # -- the records' encoding
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
     if value is None:
         return ""
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -218,7 +223,7 @@ def _expires(ttl_ms: int) -> float | None:
 
 
 def _data(value: Any) -> Any:
-    text = _text(value)
+    text = as_text(value)
     return json.loads(text) if text else None
 
 
@@ -226,7 +231,7 @@ def _echoed(reply: Sequence[Any], token: int) -> Sequence[Any]:
     """``reply`` less its echoed token, once that is ``token``; else the connection is out
     of step with its replies, and the redis-py ``ConnectionError`` raised (an outage:
     503) says so."""
-    if not isinstance(reply, list) or not reply or _text(reply[-1]) != str(token):
+    if not isinstance(reply, list) or not reply or as_text(reply[-1]) != str(token):
         from redis.exceptions import ConnectionError as RedisConnectionError
 
         raise RedisConnectionError("a Redis reply meant for another command was refused")
@@ -243,7 +248,7 @@ def _answers(name: str, reply: Any, args: list[Any]) -> bool:
     at = _TOKEN_AT.get(name)
     if at is None:
         return True
-    return isinstance(reply, list) and bool(reply) and _text(reply[-1]) == str(args[at])
+    return isinstance(reply, list) and bool(reply) and as_text(reply[-1]) == str(args[at])
 
 
 def _fenced(reply: Any, fence: int) -> bool:
@@ -251,52 +256,82 @@ def _fenced(reply: Any, fence: int) -> bool:
     return bool(_echoed(reply, fence)[0])
 
 
-def key_state_from_reply(reply: Sequence[Any], fence: int) -> KeyState:
-    """The :class:`KeyState` of a ``CLAIM`` script's reply; ``fence`` is the claim's."""
+def _completed(
+    scope: str, key: str, fingerprint: str, fields: Sequence[Any], ttl_ms: int
+) -> KeyState | None:
+    """The state of a completed record's ``fp, fence, mac, status, headers, body``,
+    authenticated first (:mod:`~idempotency.stores.authentication`): None once its
+    authenticated expiry has passed."""
+    fp, fence, tag, status, headers, body = fields
+    kept = StoredResponse.from_parts(int(status), as_text(headers), body)
+    authenticated = authentication.verify(
+        "RedisStore",
+        scope,
+        key,
+        tag=tag,
+        fingerprint=as_text(fp),
+        fence=as_text(fence),
+        stored=kept,
+    )
+    expires = _expires(ttl_ms)
+    expires = authenticated if expires is None else min(expires, authenticated)
+    if expires <= now_ms() / 1000:
+        return None
+    if as_text(fp) != fingerprint:
+        return KeyState(ClaimStatus.MISMATCH, fingerprint=as_text(fp))
+    return KeyState(
+        ClaimStatus.COMPLETED, response=kept._replace(body=unseal(kept.body)), expires_at=expires
+    )
+
+
+def key_state_from_reply(
+    reply: Sequence[Any], fence: int, scope: str, key: str, fingerprint: str
+) -> KeyState:
+    """The :class:`KeyState` of a ``CLAIM`` script's reply; ``fence`` is the claim's. A
+    completed record past its authenticated expiry, which Redis still keeps (its TTL
+    was lengthened), is answered as in progress until Redis drops it."""
     reply = _echoed(reply, fence)
-    status = _text(reply[0])
+    status = as_text(reply[0])
     if status == "claimed":
         return KeyState(
             ClaimStatus.CLAIMED,
             fence=fence,
-            recovery_point=_text(reply[1]),
+            recovery_point=as_text(reply[1]),
             recovery_data=_data(reply[2]),
-            taken_over=_text(reply[3]) == "1",
+            taken_over=as_text(reply[3]) == "1",
         )
     if status == "completed":
-        return KeyState(
-            ClaimStatus.COMPLETED,
-            response=StoredResponse.from_parts(int(reply[1]), _text(reply[2]), unseal(reply[3])),
-            expires_at=_expires(int(reply[4])),
-        )
+        fields = [reply[5], reply[6], reply[7], reply[1], reply[2], reply[3]]
+        found = _completed(scope, key, fingerprint, fields, int(reply[4]))
+        return KeyState(ClaimStatus.IN_PROGRESS, retry_after=1.0) if found is None else found
     if status == "in_progress":
         return KeyState(
             ClaimStatus.IN_PROGRESS,
             retry_after=int(reply[1]) / 1000,
-            recovery_point=_text(reply[2]),
+            recovery_point=as_text(reply[2]),
             recovery_data=_data(reply[3]),
         )
-    return KeyState(ClaimStatus.MISMATCH, fingerprint=_text(reply[1]) if len(reply) > 1 else "")
+    return KeyState(ClaimStatus.MISMATCH, fingerprint=as_text(reply[1]) if len(reply) > 1 else "")
 
 
-def key_state_from_lookup(reply: Sequence[Any], token: int, fingerprint: str) -> KeyState | None:
+def key_state_from_lookup(
+    reply: Sequence[Any], token: int, scope: str, key: str, fingerprint: str
+) -> KeyState | None:
     """The :class:`KeyState` of a ``LOOKUP`` script's reply (None: absent)."""
-    state, fp, lease, status, headers, body, point, data, remaining = _echoed(reply, token)
+    echoed = _echoed(reply, token)
+    state, fp, lease, status, headers, body, point, data, fence, tag, remaining = echoed
     if state is None:
         return None
-    if _text(fp) != fingerprint:
-        return KeyState(ClaimStatus.MISMATCH, fingerprint=_text(fp))
-    if _text(state) == "c":
-        return KeyState(
-            ClaimStatus.COMPLETED,
-            response=StoredResponse.from_parts(int(status), _text(headers), unseal(body)),
-            expires_at=_expires(int(remaining)),
-        )
+    if as_text(state) == "c":
+        found = [fp, fence, tag, status, headers, body]
+        return _completed(scope, key, fingerprint, found, int(remaining))
+    if as_text(fp) != fingerprint:
+        return KeyState(ClaimStatus.MISMATCH, fingerprint=as_text(fp))
     left = (int(lease or 0) - now_ms()) / 1000
     return KeyState(
         ClaimStatus.IN_PROGRESS,
         retry_after=max(0.0, left),
-        recovery_point=_text(point),
+        recovery_point=as_text(point),
         recovery_data=_data(data),
     )
 
@@ -311,8 +346,14 @@ def claim_args(
     return [fingerprint, fence, int(lease * 1000), _ms(ttl), method, route]
 
 
-def complete_args(fence: int, response: StoredResponse, ttl: float) -> list[Any]:
-    return [fence, response.status, response.headers_json(), seal(response.body), _ms(ttl)]
+def complete_args(
+    scope: str, key: str, fingerprint: str, fence: int, response: StoredResponse, ttl: float
+) -> list[Any]:
+    stored = response._replace(body=seal(response.body))
+    tag = authentication.sign(
+        scope, key, fingerprint=fingerprint, fence=fence, stored=stored, ttl=ttl
+    )
+    return [fence, stored.status, stored.headers_json(), stored.body, _ms(ttl), tag]
 
 
 def recovery_args(fence: int, name: str, data: Any) -> list[Any]:
@@ -605,7 +646,7 @@ class RedisStore(BaseStore):
         fence = new_fence()  # before the first send: a resend carries it too
         args = claim_args(fingerprint, fence, lease, ttl, method, route)
         reply, acknowledged = self._run("claim", self.record_key(scope, key), args)
-        claim = key_state_from_reply(reply, fence)
+        claim = key_state_from_reply(reply, fence, scope, key, fingerprint)
         if claim.owned and not self._durable(acknowledged):
             # not on enough replicas: a failover could lose it, so the work must not start
             self.release(scope, key, fence=fence)
@@ -633,7 +674,7 @@ class RedisStore(BaseStore):
         fence = new_fence()
         args = claim_args(fingerprint, fence, lease, ttl, method, route)
         reply, acknowledged = await self._arun(client, "claim", self.record_key(scope, key), args)
-        claim = key_state_from_reply(reply, fence)
+        claim = key_state_from_reply(reply, fence, scope, key, fingerprint)
         if claim.owned and not self._durable(acknowledged):
             await self.arelease(scope, key, fence=fence)
             raise StoreNotDurable(replicas=self.wait_replicas, acknowledged=acknowledged)
@@ -643,7 +684,7 @@ class RedisStore(BaseStore):
     def lookup(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
         token = new_fence()
         reply = self._eval("lookup", self.record_key(scope, key), [token])
-        return key_state_from_lookup(reply, token, fingerprint)
+        return key_state_from_lookup(reply, token, scope, key, fingerprint)
 
     @store_operation("redis")
     async def alookup(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
@@ -652,7 +693,7 @@ class RedisStore(BaseStore):
             return await super().alookup(scope, key, fingerprint=fingerprint)
         token = new_fence()
         reply = await self._aeval(client, "lookup", self.record_key(scope, key), [token])
-        return key_state_from_lookup(reply, token, fingerprint)
+        return key_state_from_lookup(reply, token, scope, key, fingerprint)
 
     async def apeek(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
         return await self.alookup(scope, key, fingerprint=fingerprint)
@@ -668,8 +709,11 @@ class RedisStore(BaseStore):
         ttl: float,
         fingerprint: str = "",
     ) -> bool:
-        args = complete_args(fence, response, ttl)
-        done, acknowledged = self._run("complete", self.record_key(scope, key), args)
+        record = self.record_key(scope, key)
+        if not fingerprint:  # a caller that did not say: the claim's, which the tag binds
+            fingerprint = as_text(self._until_back(lambda: self.client.hget(record, "fp")))
+        args = complete_args(scope, key, fingerprint, fence, response, ttl)
+        done, acknowledged = self._run("complete", record, args)
         return self._completed(scope, key, _fenced(done, fence), acknowledged)
 
     @store_operation("redis")
@@ -688,8 +732,10 @@ class RedisStore(BaseStore):
             return await super().acomplete(
                 scope, key, fence=fence, response=response, ttl=ttl, fingerprint=fingerprint
             )
-        args = complete_args(fence, response, ttl)
         record = self.record_key(scope, key)
+        if not fingerprint:  # a caller that did not say: the claim's, which the tag binds
+            fingerprint = as_text(await self._auntil_back(lambda: client.hget(record, "fp")))
+        args = complete_args(scope, key, fingerprint, fence, response, ttl)
         done, acknowledged = await self._arun(client, "complete", record, args)
         return self._completed(scope, key, _fenced(done, fence), acknowledged)
 

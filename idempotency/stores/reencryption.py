@@ -8,7 +8,10 @@ database, its body in Redis), so a record replaced meanwhile is left to its new 
 
 ``plaintext=True`` also encrypts bodies stored before encryption was turned on (those
 that do not have the codec's form at all); a body that has the form but decrypts
-under no listed key is unreadable and left as it is (counted in ``unreadable``).
+under no listed key is unreadable and left as it is (counted in ``unreadable``). Each
+rewritten record gets its tag anew over the new body (its authenticated expiry kept,
+:mod:`~idempotency.stores.authentication`), and only when its old tag verifies: a
+forged record is left as it is (counted in ``forged``), never signed.
 
 :class:`~idempotency.stores.DatabaseStore` (and its response cache, whose entries of
 rewritten records are dropped) and :class:`~idempotency.stores.RedisStore` are
@@ -27,15 +30,18 @@ from django.utils import timezone
 
 from idempotency.codecs import RotatingCodec, UndecodableBody, body_codec
 from idempotency.conf import idempotency_settings
-from idempotency.stores import get_store
+from idempotency.stores import authentication, get_store, record_digest
 from idempotency.stores.base import BaseStore
+from idempotency.stores.records import StoredResponse
+from idempotency.stores.redis import as_text
 
 __all__ = ["ReencryptionResult", "reencrypt_records"]
 
-#: Rewrite a Redis record's body only if it is still the body that was read.
+#: Rewrite a Redis record's body and tag only if they are still those that were read.
 _SWAP_BODY = """
-if redis.call('HGET', KEYS[1], 'body') == ARGV[1] then
-  redis.call('HSET', KEYS[1], 'body', ARGV[2])
+local r = redis.call('HMGET', KEYS[1], 'body', 'mac')
+if r[1] == ARGV[1] and r[2] == ARGV[3] then
+  redis.call('HSET', KEYS[1], 'body', ARGV[2], 'mac', ARGV[4])
   return 1
 end
 return 0
@@ -50,6 +56,9 @@ class ReencryptionResult:
     reencrypted: int
     #: Bodies left as they are, since they decrypt under no listed key.
     unreadable: int
+    #: Records left as they are, since they fail their authentication
+    #: (:mod:`~idempotency.stores.authentication`): a forged record is never signed anew.
+    forged: int
     #: Batches read.
     batches: int
     #: Wall-clock seconds of the whole run.
@@ -61,16 +70,31 @@ class _Rewriter:
         self.codec = codec
         self.plaintext = plaintext
         self.unreadable = 0
+        self.forged = 0
 
-    def rewrite(self, body: bytes) -> bytes | None:
-        """The body under the newest key, or None when it is unreadable."""
-        if self.plaintext and not self.codec.is_encoded(body):
-            return self.codec.encode(body)
+    def rewrite(
+        self, name: str, fingerprint: str, fence: Any, tag: Any, old: StoredResponse
+    ) -> tuple[bytes, str] | None:
+        """The body of the record filed under ``name`` re-encoded under the newest key,
+        and the record's tag over it (its authenticated expiry kept), or None when the
+        body is unreadable or the record fails its authentication."""
+        body = old.body
         try:
-            return self.codec.rotate(body)
+            if self.plaintext and not self.codec.is_encoded(body):
+                new = self.codec.encode(body)
+            else:
+                new = self.codec.rotate(body)
         except UndecodableBody:
             self.unreadable += 1
             return None
+        tag = authentication.resign(
+            name, tag=tag, fingerprint=fingerprint, fence=fence, old=old,
+            new=old._replace(body=new),
+        )  # fmt: skip
+        if tag is None:
+            self.forged += 1
+            return None
+        return new, tag
 
 
 def reencrypt_records(
@@ -116,6 +140,7 @@ def reencrypt_records(
     return ReencryptionResult(
         reencrypted=done,
         unreadable=rewriter.unreadable,
+        forged=rewriter.forged,
         batches=batches,
         seconds=time.perf_counter() - started,
     )
@@ -132,22 +157,28 @@ def _database(store: Any, rewriter: _Rewriter, size: int, dry_run: bool) -> tupl
         rows = list(
             live.filter(pk__gt=last)
             .order_by("pk")
-            .values_list("pk", "fence", "scope", "key", "response_body")[:size]
-        )
+            .values_list(
+                "pk", "fence", "scope", "key", "fingerprint", "mac", "status_code",
+                "response_headers", "response_body",
+            )[:size]
+        )  # fmt: skip
         if not rows:
             return done, batches
         batches += 1
         with transaction.atomic(using=store.using):
-            for pk, fence, scope, key, body in rows:
-                new = rewriter.rewrite(bytes(body))
-                if new is None:
+            for pk, fence, scope, key, fingerprint, tag, status, headers, body in rows:
+                old = StoredResponse.from_parts(status, headers, body)
+                name = record_digest(scope, key)
+                rewritten = rewriter.rewrite(name, fingerprint, fence, tag, old)
+                if rewritten is None:
                     continue
                 if dry_run:
                     done += 1
                     continue
-                # the fence: a record claimed anew since the read belongs to its new owner
-                changed = records.filter(pk=pk, fence=fence, state="completed").update(
-                    response_body=new
+                # the fence and tag: a record claimed or completed anew since the read
+                # belongs to its new owner
+                changed = records.filter(pk=pk, fence=fence, mac=tag, state="completed").update(
+                    response_body=rewritten[0], mac=rewritten[1]
                 )
                 if changed:
                     done += 1
@@ -166,13 +197,16 @@ def _redis(store: Any, rewriter: _Rewriter, size: int, dry_run: bool) -> tuple[i
         nonlocal done, batches
         batches += 1
         for name in names:
-            state, body = client.hmget(name, "state", "body")
+            fields = client.hmget(name, "state", "body", "fp", "fence", "mac", "status", "headers")
+            state, body, fingerprint, fence, tag, status, headers = fields
             if state != b"c" or body is None:
                 continue  # in progress, released or expired since the scan
-            new = rewriter.rewrite(bytes(body))
-            if new is None:
+            old = StoredResponse.from_parts(int(status), as_text(headers), body)
+            digest = as_text(name).rpartition("{")[2].partition("}")[0]
+            found = rewriter.rewrite(digest, as_text(fingerprint), as_text(fence), tag, old)
+            if found is None:
                 continue
-            if dry_run or swap(keys=[name], args=[body, new]):
+            if dry_run or swap(keys=[name], args=[body, found[0], tag or b"", found[1]]):
                 done += 1
         names.clear()
 

@@ -7,7 +7,9 @@ SQL, and a first request pays no cache write. The cache is never the source of t
 any cache error falls back to the database.
 
 A cached response is bytes the library encodes itself (a JSON line of status,
-fingerprint and headers, then the body), read without the cache's serializer
+fingerprint, headers, fencing token and the database record's tag, then the body),
+authenticated as the database record is (a copy that fails is ignored, logged and
+counted: the database answers), read without the cache's serializer
 (:mod:`.raw_cache`): a pickle written under its key is never unpickled. Its key names
 the database alias, so two ``DatabaseStore(database=...)`` sharing one cache never
 answer each other's records.
@@ -16,13 +18,15 @@ answer each other's records.
 from __future__ import annotations
 
 import json
+import time
 
 from django.core.cache import BaseCache, caches
 
 from idempotency import signals
 from idempotency.codecs import UndecodableBody, unseal
 from idempotency.core.outages import bursts
-from idempotency.stores import record_digest
+from idempotency.exceptions import RecordForged
+from idempotency.stores import authentication, record_digest
 from idempotency.stores.atomic import AtomicStore
 from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
 from idempotency.stores.raw_cache import RawCache
@@ -68,10 +72,19 @@ class ResponseCache(AtomicStore):
             cached = cache.get(self._cache_key(scope, key))
             if cached is None:
                 return None
-            status, stored, response = _loads(cached)
+            stored, fence, tag, response = _loads(cached)
         except Exception as exc:  # noqa: BLE001 - any cache error: fall back to the database
             # a value that is not ours (a foreign or forged one) too: never unpickled
             _cache_failed(self, "get", exc)
+            return None
+        try:  # the database record's own tag: a cached copy is authenticated as it is
+            expires = authentication.verify(
+                f"{type(self).__name__} response cache", scope, key, tag=tag,
+                fingerprint=stored, fence=fence, stored=response,
+            )  # fmt: skip
+        except RecordForged:
+            return None  # logged and counted; the database, the source of truth, answers
+        if expires <= time.time():
             return None
         if stored != fingerprint:
             return Claim(ClaimStatus.MISMATCH, fingerprint=stored)
@@ -79,36 +92,52 @@ class ResponseCache(AtomicStore):
             body = unseal(response.body)
         except UndecodableBody:
             return None  # not readable here: the database answers
-        return Claim(ClaimStatus.COMPLETED, response=response._replace(body=body))
+        return Claim(
+            ClaimStatus.COMPLETED, response=response._replace(body=body), expires_at=expires
+        )
 
     def _cache_response(
-        self, scope: str, key: str, fingerprint: str, response: StoredResponse, ttl: float
+        self,
+        scope: str,
+        key: str,
+        fingerprint: str,
+        response: StoredResponse,
+        ttl: float,
+        *,
+        fence: int,
+        tag: str,
     ) -> None:
         cache = self._raw_response_cache()
         if cache is None or int(ttl) <= 0:
             return
         try:
-            cache.set(self._cache_key(scope, key), _dumps(fingerprint, response), int(ttl))
+            value = _dumps(fingerprint, response, fence, tag)
+            cache.set(self._cache_key(scope, key), value, int(ttl))
         except Exception as exc:  # noqa: BLE001 - the cache only accelerates replays
             # after the commit: the record is in the database, so nothing is lost
             _cache_failed(self, "set", exc)
 
 
-def _dumps(fingerprint: str, response: StoredResponse) -> bytes:
-    """A cached response: a JSON line ``[status, fingerprint, headers]``, then the body."""
-    head = json.dumps([response.status, fingerprint, response.headers], separators=(",", ":"))
+def _dumps(fingerprint: str, response: StoredResponse, fence: int, tag: str) -> bytes:
+    """A cached response: a JSON line ``[status, fingerprint, headers, fence, tag]`` (the
+    database record's, :mod:`~idempotency.stores.authentication`), then the body as the
+    database keeps it."""
+    head = json.dumps(
+        [response.status, fingerprint, response.headers, fence, tag], separators=(",", ":")
+    )
     return head.encode() + b"\n" + response.body
 
 
-def _loads(value: object) -> tuple[int, str, StoredResponse]:
-    """What :func:`_dumps` wrote; ``ValueError`` for anything else."""
+def _loads(value: object) -> tuple[str, int, str, StoredResponse]:
+    """What :func:`_dumps` wrote (fingerprint, fence, tag, response); ``ValueError`` for
+    anything else."""
     if not isinstance(value, bytes | bytearray):
         raise ValueError(f"a {type(value).__name__} where a cached response should be")
     head, newline, body = bytes(value).partition(b"\n")
-    status, fingerprint, headers = json.loads(head)
+    status, fingerprint, headers, fence, tag = json.loads(head)
     if not newline or not isinstance(status, int) or not isinstance(fingerprint, str):
         raise ValueError("not a cached response")
-    return status, fingerprint, StoredResponse.from_parts(status, headers, body)
+    return fingerprint, fence, str(tag), StoredResponse.from_parts(status, headers, body)
 
 
 def _cache_failed(store: ResponseCache, operation: str, error: BaseException) -> None:

@@ -20,6 +20,7 @@ COLUMNS = (
     "status_code",
     "response_headers",
     "response_body",
+    "mac",
     "recovery_point",
     "recovery_data",
     "created_at",
@@ -37,6 +38,8 @@ LOOKUP_FIELDS = (
     "response_body",
     "recovery_point",
     "recovery_data",
+    "fence",
+    "mac",
     "expires_at",
 )
 #: The lookup's datetimes, read as seconds since the epoch on PostgreSQL.
@@ -69,7 +72,7 @@ def insert_values(connection: BaseDatabaseWrapper, *, claim: bool) -> list[str]:
     if claim:  # a claim's response columns are constants: fewer parameters to send
         fixed.update(
             state="'in_progress'", status_code="NULL", response_headers="'[]'",
-            response_body="NULL",
+            response_body="NULL", mac="''",
         )  # fmt: skip
     return [fixed.get(column, f"%({column})s") for column in COLUMNS]
 

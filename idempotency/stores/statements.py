@@ -123,7 +123,7 @@ def _complete(connection: BaseDatabaseWrapper, table: str) -> str:
     return (
         f"UPDATE {qn(table)} SET {qn('state')} = 'completed', "
         f"{qn('status_code')} = %(status_code)s, {qn('response_headers')} = "
-        f"%(response_headers)s, {qn('response_body')} = %(response_body)s, "
+        f"%(response_headers)s, {qn('response_body')} = %(response_body)s, {qn('mac')} = %(mac)s, "
         f"{qn('completed_at')} = {now_sql(connection)}, {qn('lease_expires_at')} = NULL, "
         f"{qn('expires_at')} = {later_sql(connection, 'ttl')} "
         f"WHERE {qn('scope')} = %(scope)s AND {qn('key')} = %(key)s "

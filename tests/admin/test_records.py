@@ -13,6 +13,7 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 from idempotency.models import IdempotencyRecord
+from idempotency.stores import authentication
 from idempotency.stores.base import StoredResponse
 from idempotency.stores.database import DatabaseStore
 from tests.support.records import MakeRecord
@@ -141,6 +142,25 @@ def test_detail_shows_a_binary_preview(admin_client: Client, make_record: MakeRe
     assert "00000040" not in page  # 64 bytes shown, no more
 
 
+def test_detail_says_whether_the_record_is_authentic(
+    admin_client: Client, make_record: MakeRecord
+) -> None:
+    """Issue 43: the detail page shows whether a completed record's tag verifies, so an
+    operator answering a ``record_forged`` alert sees which record was tampered with."""
+    genuine = make_record(key="genuine")
+    forged = make_record(key="forged")
+    IdempotencyRecord.objects.filter(pk=forged.pk).update(status_code=200)
+
+    def authentic(obj: IdempotencyRecord) -> str:
+        page = html(admin_client.get(change_url(obj)))
+        found = re.search(r"field-authentic.*?<img src=\"[^\"]*icon-(yes|no)", page, re.S)
+        assert found is not None
+        return found.group(1)
+
+    assert authentic(genuine) == "yes"
+    assert authentic(forged) == "no"
+
+
 def test_add_page_is_forbidden(admin_client: Client) -> None:
     response = admin_client.get(reverse("admin:idempotency_idempotencyrecord_add"))
 
@@ -198,7 +218,11 @@ def test_release_action_forgets_the_cached_response(
     obj = make_record(key="cached-key")
     store = DatabaseStore(response_cache="default")
     cache_key = store._cache_key(obj.scope, obj.key)
-    store._cache_response(obj.scope, obj.key, obj.fingerprint, StoredResponse(201, [], b"{}"), 60)
+    cached = StoredResponse(201, [], b"{}")
+    tag = authentication.sign(
+        obj.scope, obj.key, fingerprint=obj.fingerprint, fence=obj.fence, stored=cached, ttl=60
+    )
+    store._cache_response(obj.scope, obj.key, obj.fingerprint, cached, 60, fence=obj.fence, tag=tag)
     assert store._raw_response_cache().get(cache_key) is not None  # type: ignore[union-attr]
     assert store.lookup(obj.scope, obj.key, fingerprint=obj.fingerprint) is not None
 

@@ -168,11 +168,16 @@ def test_the_hook_is_not_called_for_an_unreadable_record(
     client_a: Client, execution_log: Path, calls: list[tuple[str, str, str]]
 ) -> None:
     from idempotency.models import IdempotencyRecord
+    from tests.support.records import signed
 
     key = new_key()
     with override_settings(IDEMPOTENCY=STORE_VARIANTS["db-lease"]):
         post(client_a, "/function/", key=key)
         IdempotencyRecord.objects.filter(key=key).update(status_code=101)
+        # signed again, as if by the application (issue 43's tag): the status check
+        # alone refuses it, as defence in depth must
+        row = IdempotencyRecord.objects.filter(key=key).values().get()
+        IdempotencyRecord.objects.filter(key=key).update(mac=signed(row))
         refused = post(client_a, "/function/", key=key)
     assert json.loads(refused.content)["code"] == "idempotency-record-unreadable"
     assert calls == []

@@ -21,7 +21,7 @@ from django.test import override_settings
 
 from idempotency import idempotent_function
 from tests.support.services import on_mysql
-from tests.support.stores import STORE_VARIANTS
+from tests.support.stores import STORE_VARIANTS, store_of
 from tests.support.storms import run_threads, storm
 from tests.support.users import logged_in_client
 from tests.testapp.executions import executions
@@ -132,7 +132,7 @@ def test_concurrent_calls_of_an_idempotent_function_run_its_body_once(
 ) -> None:
     from tests.testapp.executions import record_execution
 
-    @idempotent_function(key="charge:{ref}", store=store, mode=mode, wait=30)
+    @idempotent_function(key="charge:{ref}", store=store_of(store), mode=mode, wait=30)
     def charge(ref: str) -> dict[str, str]:
         record_execution(ref)
         with connection.cursor() as cursor:  # a body that takes the database's time

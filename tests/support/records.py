@@ -10,6 +10,8 @@ from typing import Any
 from django.utils import timezone
 
 from idempotency.models import IdempotencyRecord, RecordState
+from idempotency.stores import authentication
+from idempotency.stores.records import StoredResponse
 
 _serial = itertools.count(1)
 
@@ -46,7 +48,25 @@ def record(
         "expires_at": now - timedelta(hours=1) if expired else now + timedelta(days=1),
     }
     values.update(fields)
+    if values["state"] == RecordState.COMPLETED and "mac" not in fields:
+        values["mac"] = signed(values)
     return IdempotencyRecord(**values)
+
+
+def signed(values: dict[str, Any]) -> str:
+    """The tag the store would have given a completed record of these column values
+    (:mod:`idempotency.stores.authentication`), expiring when its ``expires_at`` says."""
+    stored = StoredResponse.from_parts(
+        values["status_code"], values["response_headers"], values["response_body"]
+    )
+    return authentication.tag_for(
+        values["scope"],
+        values["key"],
+        fingerprint=values["fingerprint"],
+        fence=values.get("fence", 0),
+        stored=stored,
+        expires_ms=int(values["expires_at"].timestamp() * 1000),
+    )
 
 
 def bulk(count: int, *, expired: bool, prefix: str = "k") -> list[IdempotencyRecord]:

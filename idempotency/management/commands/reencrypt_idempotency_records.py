@@ -53,5 +53,6 @@ class Command(BaseCommand):
         verb = "Would re-encrypt" if options["dry_run"] else "Re-encrypted"
         self.stdout.write(
             f"{verb} {result.reencrypted} idempotency record bodies in {result.batches} "
-            f"batches ({result.seconds:.2f} s); {result.unreadable} unreadable left as they are."
+            f"batches ({result.seconds:.2f} s); {result.unreadable} unreadable and "
+            f"{result.forged} forged left as they are."
         )
