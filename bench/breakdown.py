@@ -111,13 +111,14 @@ def probes() -> dict[str, Callable[[], object]]:
     from django.db import connection, transaction
     from django_redis import get_redis_connection
 
-    from idempotency.stores.redis_channel import channel_for
+    from idempotency.stores.redis import RedisStore
 
     client = get_redis_connection("default")
     script = client.register_script("return 1")
     script()
-    channel = channel_for(client)
-    assert channel is not None
+    # RedisStore's client: redis-py's, built from the same cache's settings
+    store_script = RedisStore(cache="default").client.register_script("return 1")
+    store_script()
 
     def select_one() -> None:
         with connection.cursor() as cursor:
@@ -134,8 +135,8 @@ def probes() -> dict[str, Callable[[], object]]:
         "django-redis GET (miss)": lambda: cache.get(f"bench-missing-{uuid.uuid4().hex}"),
         "redis-py EVALSHA": script,
         "redis-py GET": lambda: client.get("bench-missing"),
-        # RedisStore's own: the same script on one of its connections (stores/redis_channel)
-        "RedisStore EVALSHA": lambda: channel.run_script(script, [], []),
+        # RedisStore's: the same script through the store's own redis-py client
+        "RedisStore EVALSHA": store_script,
     }
 
 

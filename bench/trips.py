@@ -10,8 +10,7 @@ waits for the answer, for as long as it is active:
   ``COMMIT`` with its WAL flush when the commit is durable);
 * a Redis command (``redis.Redis.execute_command``: redis-py's packing, the connection
   pool, the server's work and the reply's parsing; a script's ``EVALSHA`` included), and
-  one of ``RedisStore``'s on its own connections (``Channel.execute``: packing, the
-  server's work, parsing).
+  a pipeline (``redis.client.Pipeline.execute``: a script and its ``WAIT``).
 
 Each interval is added to the wall clock (``time.perf_counter``) and the request
 thread's CPU clock (``time.thread_time``) of the current request. What the request
@@ -46,8 +45,7 @@ def trip_timer() -> Iterator[InTrips]:
     """Time every round trip made while active; the running totals."""
     import redis
     from django.db import connection
-
-    from idempotency.stores.redis_channel import Channel
+    from redis.client import Pipeline
 
     spent = InTrips()
     depth = [0]  # a command inside a command (a script through execute_command) counts once
@@ -73,8 +71,8 @@ def trip_timer() -> Iterator[InTrips]:
     client = redis.Redis
     execute_command = client.execute_command
     client.execute_command = timed(execute_command)  # type: ignore[method-assign]
-    channel_execute = Channel.execute
-    Channel.execute = timed(channel_execute)  # type: ignore[method-assign]
+    pipeline_execute = Pipeline.execute
+    Pipeline.execute = timed(pipeline_execute)  # type: ignore[method-assign]
     connection._commit = timed(connection._commit)  # type: ignore[method-assign]
     connection._rollback = timed(connection._rollback)  # type: ignore[method-assign]
     try:
@@ -82,5 +80,5 @@ def trip_timer() -> Iterator[InTrips]:
             yield spent
     finally:
         client.execute_command = execute_command  # type: ignore[method-assign]
-        Channel.execute = channel_execute  # type: ignore[method-assign]
+        Pipeline.execute = pipeline_execute  # type: ignore[method-assign]
         del connection._commit, connection._rollback

@@ -161,23 +161,29 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 CACHES: dict[str, dict[str, Any]]
-if REDIS_URL:
+if REDIS_URL and env_bool("REDIS_CLUSTER", False):
+    # REDIS_URL names any node of a Redis Cluster: Django's own RedisCache speaks to one
+    # server, so the cache is django-redis' with redis-py's cluster client
     CACHES = {
         "default": {
             "BACKEND": "django_redis.cache.RedisCache",
             "LOCATION": REDIS_URL,
             "OPTIONS": {
-                "CLIENT_CLASS": "django_redis.client.DefaultClient",
-                # bounded waits: an unreachable or frozen Redis answers 503, never hangs
                 "SOCKET_CONNECT_TIMEOUT": 2,
                 "SOCKET_TIMEOUT": 2,
+                "CONNECTION_FACTORY": "idempotency.redis_cluster.ClusterConnectionFactory",
             },
         }
     }
-    if env_bool("REDIS_CLUSTER", False):  # REDIS_URL names any node of a Redis Cluster
-        CACHES["default"]["OPTIONS"]["CONNECTION_FACTORY"] = (
-            "idempotency.redis_cluster.ClusterConnectionFactory"
-        )
+elif REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            # bounded waits: an unreachable or frozen Redis answers 503, never hangs
+            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+        }
+    }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 

@@ -333,9 +333,9 @@ def outages() -> Iterator[list[dict[str, Any]]]:
 @pytest.fixture
 def redis_client(settings: Any) -> Any:
     """The django-redis connection the library uses (``REDIS_URL``; tests marked redis)."""
-    from django_redis import get_redis_connection
+    from idempotency.core.redis_clients import RedisConnector
 
-    return get_redis_connection("default")
+    return RedisConnector(cache="default").client
 
 
 @pytest.fixture(scope="session")

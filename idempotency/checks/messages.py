@@ -42,8 +42,8 @@ MESSAGES: dict[str, _Message] = {
     "E007": _Message(
         "{what} needs {needs}, but {reason}.",
         "Give its alias a LOCATION (redis://, rediss:// or unix://; needs redis-py), or "
-        "install django-redis and point its OPTIONS['cache'] (now {alias!r}) at a CACHES "
-        "entry whose BACKEND is 'django_redis.cache.RedisCache'.",
+        "point its OPTIONS['cache'] (now {alias!r}) at a CACHES entry whose BACKEND is "
+        "'django.core.cache.backends.redis.RedisCache' (or django-redis').",
     ),
     "E008": _Message(
         "{what} names the cache {alias!r}, which is not in CACHES.",

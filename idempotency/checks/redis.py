@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from django.core import checks
 
-from idempotency.checks.caches import REDIS_CACHE, backend_is, cache_backend
+from idempotency.checks.caches import cache_backend
 from idempotency.checks.messages import cap, message
 from idempotency.checks.stores import Use, configured, is_store
 
@@ -59,16 +59,21 @@ def redis_users(raw: dict[Any, Any], values: dict[str, Any], uses: list[Use]) ->
 
 def redis_unavailable(backend: Any) -> str:
     """Why ``backend`` cannot have its Redis client, or "" when it can."""
+    if importlib.util.find_spec("redis") is None:
+        return "redis-py is not installed"
     if getattr(backend, "location", None) is not None:
-        return "" if importlib.util.find_spec("redis") else "redis-py is not installed"
-    if importlib.util.find_spec("django_redis") is None:
-        return "django_redis is not installed"
+        return ""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from idempotency.core.redis_clients import cache_connection
+
     alias = backend.cache or "default"
-    found = cache_backend(alias)
-    if found is None:
+    if cache_backend(alias) is None:
         return f"the cache {alias!r} is not in CACHES"
-    if not backend_is(found, REDIS_CACHE):
-        return f"the cache {alias!r} uses {found!r}, not django_redis"
+    try:
+        cache_connection(alias)
+    except ImproperlyConfigured as exc:
+        return str(exc).rstrip(".")
     return ""
 
 
@@ -83,7 +88,7 @@ def check_redis(users: RedisUsers) -> list[checks.CheckMessage]:
     errors = []
     for backend, who in users.values():
         if reason := redis_unavailable(backend):
-            needs = "redis-py" if getattr(backend, "location", None) else "django-redis"
+            needs = "redis-py" if getattr(backend, "location", None) else "a Redis cache"
             alias = getattr(backend, "cache", None) or "default"
             errors.append(
                 message("E007", what=cap(users_text(who)), needs=needs, reason=reason, alias=alias)

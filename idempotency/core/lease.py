@@ -7,11 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from idempotency import signals
+from idempotency.core.backoff import Backoff
 from idempotency.core.job import Adapter, Job, Outcome, logger
 from idempotency.core.keepalive import kept_alive
 from idempotency.core.steps import (
     ADAPT,
     LOOK,
+    PAUSE,
     WORK,
     Flow,
     answer,
@@ -23,6 +25,11 @@ from idempotency.core.steps import (
 )
 from idempotency.exceptions import StoreUnavailable
 from idempotency.stores.base import Claim, ClaimStatus
+
+#: A completion the store could not take is sent again after these pauses (seconds),
+#: growing, until the lease runs out.
+RETRY_FIRST_PAUSE = 0.05
+RETRY_LONGEST_PAUSE = 1.0
 
 CLAIMED = ClaimStatus.CLAIMED
 COMPLETED = ClaimStatus.COMPLETED
@@ -104,18 +111,39 @@ def _record(
     try:
         done = yield complete_step(job, claim, outcome)
     except StoreUnavailable:
-        # the work ran: its caller gets its outcome. The claim ends with its lease, and a
-        # repeat after that runs the work again (its effects need their own unique keys).
-        logger.warning(
-            "idempotency: %s ran but its outcome could not be stored (store unreachable); "
-            "a repeat after the lease runs it again",
-            job.ref,
-        )
-        return
+        done = yield from _complete_again(job, claim, outcome)
+        if done is None:
+            # the work ran: its caller gets its outcome. The claim ends with its lease, and
+            # a repeat after that runs the work again (its effects need their own unique
+            # keys).
+            logger.warning(
+                "idempotency: %s ran but its outcome could not be stored (store unreachable "
+                "for a whole lease, %.1f s); a repeat after the lease runs it again",
+                job.ref,
+                job.lease,
+            )
+            return
     if done:
         job.send(signals.stored, status=outcome.status)
     else:
         job.stale(claim, "completion")
+
+
+def _complete_again(job: Job, claim: Claim, outcome: Outcome) -> Flow:
+    """The completion could not be stored (the store unreachable): try again, after
+    growing pauses, for as long as the lease lasts. Until it runs out no retry can take
+    the key over, and the completion is fenced, so a store that comes back within the
+    lease keeps the outcome (the work never runs twice); a completion whose first send
+    did land answers as it did (its resend recognises its own token). Whether it was
+    stored, or None when the lease ran out first."""
+    backoff = Backoff(job.lease, first=RETRY_FIRST_PAUSE, cap=RETRY_LONGEST_PAUSE, jitter=True)
+    while (pause := backoff.next_pause()) is not None:
+        yield (PAUSE, pause)
+        try:
+            return bool((yield complete_step(job, claim, outcome)))
+        except StoreUnavailable:
+            continue
+    return None
 
 
 def give_back(job: Job, claim: Claim, **extra: Any) -> Flow:

@@ -10,12 +10,13 @@ from typing import Any, ClassVar
 from idempotency.conf import Setting
 from idempotency.core.backends import KEY_PREFIX
 from idempotency.core.outages import outage_raises_unavailable
+from idempotency.core.redis_clients import RedisConnector
 from idempotency.locks.base import Holding, LockBackend
 from idempotency.stores.redis_client import (
+    CLIENT_OPTIONS,
     LOCATION_SCHEMES,
-    MAX_CONNECTIONS,
     REDIS_CACHE,
-    redis_client,
+    client_kwargs,
 )
 
 REDIS_RELEASE = """
@@ -79,7 +80,7 @@ class RedisLockBackend(LockBackend):
     #: ``OPTIONS`` of Redis locks (:mod:`idempotency.core.backends`).
     options: ClassVar[Mapping[str, Setting]] = {
         "cache": REDIS_CACHE,
-        "max_connections": MAX_CONNECTIONS,
+        **CLIENT_OPTIONS,
         "key_prefix": KEY_PREFIX,
     }
 
@@ -89,21 +90,37 @@ class RedisLockBackend(LockBackend):
         *,
         cache: str | None = None,
         max_connections: int | None = None,
+        pool_timeout: float | None = None,
+        retries: int | None = None,
+        socket_timeout: float | None = None,
+        socket_connect_timeout: float | None = None,
+        ssl_ca_certs: str | None = None,
+        cluster: bool = False,
         key_prefix: str = KEY_PREFIX.default,
     ) -> None:
         self.location = location
         self.cache = cache
-        self.max_connections = max_connections
         self.key_prefix = key_prefix
-        self._client: Any = None
+        # neither: the cache "default"
+        self.connector = RedisConnector(
+            location,
+            cache=cache or ("default" if location is None else None),
+            user="RedisLockBackend",
+            **client_kwargs(
+                max_connections=max_connections,
+                pool_timeout=pool_timeout,
+                retries=retries,
+                socket_timeout=socket_timeout,
+                socket_connect_timeout=socket_connect_timeout,
+                ssl_ca_certs=ssl_ca_certs,
+                cluster=cluster,
+            ),
+        )
 
     @property
     def client(self) -> Any:
-        if self._client is None:
-            self._client = redis_client(
-                self.location, self.cache, self.max_connections, "RedisLockBackend"
-            )
-        return self._client
+        """The sync redis-py client (:class:`~idempotency.core.redis_clients.RedisConnector`)."""
+        return self.connector.client
 
     def key(self, name: str) -> str:
         digest = hashlib.sha256(name.encode()).hexdigest()[:40]

@@ -106,7 +106,9 @@ class RawCache:
         """The bytes under ``key`` (or, through the cache API, whatever is there), or None."""
         if self.kind == "api":
             return self.cache.get(key)
-        client, name = self._client(key, write=False)
+        # the primary's client, as for writes: a replica (a cache of several LOCATIONs
+        # reads from one) may lag, and a record read there may be out of date
+        client, name = self._client(key, write=True)
         return client.get(name)
 
     def set(self, key: str, value: bytes, timeout: float) -> None:

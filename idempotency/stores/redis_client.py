@@ -1,6 +1,5 @@
-"""How a Redis backend (store, tokens, locks) gets its redis-py client: from the URL of
-its ``LOCATION``, or from the django-redis cache its ``cache`` option names; and the
-``OPTIONS`` every Redis backend shares."""
+"""The ``OPTIONS`` every Redis backend (store, tokens, locks) shares; its redis-py client
+is built by :class:`~idempotency.core.redis_clients.RedisConnector`."""
 
 from __future__ import annotations
 
@@ -12,41 +11,11 @@ from idempotency.conf import Setting
 LOCATION_SCHEMES = ("redis", "rediss", "unix")
 
 
-def redis_connection(alias: str, user: str) -> Any:
-    """The django-redis connection of the cache ``alias``; ``ImproperlyConfigured`` naming
-    ``user`` when there is no such cache, django-redis is missing or the cache is another
-    backend (which would otherwise surface as a bare ``NotImplementedError``)."""
-    from django.core.cache import InvalidCacheBackendError
-    from django.core.exceptions import ImproperlyConfigured
-
-    try:
-        from django_redis import get_redis_connection
-
-        return get_redis_connection(alias)
-    except (ImportError, NotImplementedError, InvalidCacheBackendError) as exc:
-        raise ImproperlyConfigured(
-            f"{user} needs a django-redis cache, but the cache {alias!r} is not one "
-            f"({type(exc).__name__}: {exc or 'unsupported backend'}); see idempotency.E007."
-        ) from exc
-
-
-def redis_client(
-    location: str | None, cache: str | None, max_connections: int | None, user: str
-) -> Any:
-    """The redis-py client of a Redis backend: built from the URL ``location`` (with a
-    pool of at most ``max_connections``), else the django-redis connection of the cache
-    ``cache`` (``"default"`` when None)."""
-    if location is not None:
-        from redis import Redis
-
-        return Redis.from_url(location, max_connections=max_connections)
-    return redis_connection(cache or "default", user)
-
-
 #: The ``max_connections`` option of the Redis backends.
 MAX_CONNECTIONS = Setting(
     None,
-    "With LOCATION: the most connections its pool opens. None: redis-py's default.",
+    "The most connections its pool opens (per process, and per event loop); callers "
+    "beyond it wait up to pool_timeout for one. None: 100.",
     "integer",
     nullable=True,
 )
@@ -54,8 +23,50 @@ MAX_CONNECTIONS = Setting(
 #: The ``cache`` option of the Redis backends: a ``CACHES`` alias whose Redis they use.
 REDIS_CACHE = Setting(
     None,
-    "Instead of LOCATION: the CACHES alias of a django-redis cache whose connection it "
-    'uses. Neither: the cache "default".',
+    "Instead of LOCATION: the CACHES alias of a Redis cache (Django's RedisCache or "
+    'django-redis) whose connection settings it uses. Neither: the cache "default".',
     "cache",
     nullable=True,
 )
+
+#: Options of the redis-py client every Redis backend takes; None leaves a cache's own
+#: setting (or redis-py's default) in place.
+CLIENT_OPTIONS = {
+    "max_connections": MAX_CONNECTIONS,
+    "pool_timeout": Setting(
+        None, "Seconds a caller waits for a free connection. None: 5.", "seconds", nullable=True
+    ),
+    "retries": Setting(
+        None,
+        "Times a command that failed on a broken connection or timed out is sent again. None: 3.",
+        "integer",
+        inclusive=True,
+        nullable=True,
+    ),
+    "socket_timeout": Setting(
+        None,
+        "Seconds a command may wait for its reply. None: the cache's, or 5.",
+        "seconds",
+        nullable=True,
+    ),
+    "socket_connect_timeout": Setting(
+        None,
+        "Seconds a connection may take to open. None: the cache's, or 5.",
+        "seconds",
+        nullable=True,
+    ),
+    "ssl_ca_certs": Setting(
+        None,
+        "rediss://: the CA file its certificate is checked against.",
+        "text",
+        nullable=True,
+    ),
+    "cluster": Setting(False, "True for a Redis Cluster (redis-py's RedisCluster).", "bool"),
+}
+
+
+def client_kwargs(**given: Any) -> dict[str, Any]:
+    """The client options given (None and a False ``cluster`` left out)."""
+    return {
+        name: value for name, value in given.items() if value is not None and value is not False
+    }

@@ -33,7 +33,7 @@ from idempotency.conf import idempotency_settings
 from idempotency.stores import authentication, get_store, record_digest
 from idempotency.stores.base import BaseStore
 from idempotency.stores.records import StoredResponse
-from idempotency.stores.redis_records import as_text
+from idempotency.stores.redis import as_text
 
 __all__ = ["ReencryptionResult", "reencrypt_records"]
 

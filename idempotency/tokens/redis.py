@@ -12,11 +12,12 @@ from django.utils import timezone
 from idempotency.conf import Setting
 from idempotency.core.backends import KEY_PREFIX
 from idempotency.core.outages import outage_raises_unavailable
+from idempotency.core.redis_clients import RedisConnector
 from idempotency.stores.redis_client import (
+    CLIENT_OPTIONS,
     LOCATION_SCHEMES,
-    MAX_CONNECTIONS,
     REDIS_CACHE,
-    redis_client,
+    client_kwargs,
 )
 from idempotency.tokens.base import TOMBSTONE_SECONDS, TokenBackend
 
@@ -45,7 +46,7 @@ class RedisTokens(TokenBackend):
     #: ``OPTIONS`` of Redis tokens (:mod:`idempotency.core.backends`).
     options: ClassVar[Mapping[str, Setting]] = {
         "cache": REDIS_CACHE,
-        "max_connections": MAX_CONNECTIONS,
+        **CLIENT_OPTIONS,
         "key_prefix": KEY_PREFIX,
     }
 
@@ -55,21 +56,37 @@ class RedisTokens(TokenBackend):
         *,
         cache: str | None = None,
         max_connections: int | None = None,
+        pool_timeout: float | None = None,
+        retries: int | None = None,
+        socket_timeout: float | None = None,
+        socket_connect_timeout: float | None = None,
+        ssl_ca_certs: str | None = None,
+        cluster: bool = False,
         key_prefix: str = KEY_PREFIX.default,
     ) -> None:
         self.location = location
         self.cache = cache
-        self.max_connections = max_connections
         self.key_prefix = key_prefix
-        self._client: Any = None
+        # neither: the cache "default"
+        self.connector = RedisConnector(
+            location,
+            cache=cache or ("default" if location is None else None),
+            user="RedisTokens",
+            **client_kwargs(
+                max_connections=max_connections,
+                pool_timeout=pool_timeout,
+                retries=retries,
+                socket_timeout=socket_timeout,
+                socket_connect_timeout=socket_connect_timeout,
+                ssl_ca_certs=ssl_ca_certs,
+                cluster=cluster,
+            ),
+        )
 
     @property
     def client(self) -> Any:
-        if self._client is None:
-            self._client = redis_client(
-                self.location, self.cache, self.max_connections, "RedisTokens"
-            )
-        return self._client
+        """The sync redis-py client (:class:`~idempotency.core.redis_clients.RedisConnector`)."""
+        return self.connector.client
 
     def keys(self, token_hash: str) -> tuple[str, str]:
         # one hash tag: the token and its tombstone live on one Redis Cluster slot

@@ -16,7 +16,7 @@ from django.test import override_settings
 
 from chaos.services import PrivateRedis, redis_server_binary
 from idempotency.checks import check_redis_persistence, check_settings
-from tests.support.checks import LOCMEM, REDIS, ids, one_database, only
+from tests.support.checks import DJANGO_REDIS, LOCMEM, REDIS, ids, one_database, only
 from tests.support.faults import caches_with, dead_redis_url, private_redis
 from tests.support.stores import REDIS_STORE, locks_using, tokens_using, using
 
@@ -32,9 +32,20 @@ from tests.support.stores import REDIS_STORE, locks_using, tokens_using, using
     ],
     ids=["store", "locks", "locks-path", "tokens", "tokens-path"],
 )
-def test_e007_redis_needed_but_the_cache_is_not_django_redis(setting: dict[str, Any]) -> None:
+def test_e007_redis_needed_but_the_cache_is_not_a_redis_cache(setting: dict[str, Any]) -> None:
     only("E007", IDEMPOTENCY=setting, CACHES=LOCMEM)
     assert ids(IDEMPOTENCY=setting, CACHES=REDIS) == []
+    assert ids(IDEMPOTENCY=setting, CACHES=DJANGO_REDIS) == []
+
+
+def test_e007_django_redis_with_a_client_the_store_cannot_follow() -> None:
+    sentinel = {
+        "default": {
+            **DJANGO_REDIS["default"],
+            "OPTIONS": {"CLIENT_CLASS": "django_redis.client.SentinelClient"},
+        }
+    }
+    only("E007", IDEMPOTENCY=using(REDIS_STORE), CACHES=sentinel)
 
 
 def test_e007_redis_alias_missing() -> None:
@@ -53,11 +64,11 @@ def test_the_default_locks_are_checked_only_when_set() -> None:
     only("E007", IDEMPOTENCY=locks_using("redis"), CACHES=LOCMEM)
 
 
-def test_e007_django_redis_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_e007_redis_py_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
 
     def find_spec(name: str, *args: Any) -> Any:
-        return None if name == "django_redis" else real(name, *args)
+        return None if name == "redis" else real(name, *args)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     with override_settings(

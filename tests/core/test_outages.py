@@ -117,11 +117,13 @@ def test_a_request_without_key_never_touches_the_store(client_a: Client, wallet:
     assert response.status_code == 201
 
 
-def test_store_lost_after_the_view_ran_answers_what_the_view_did(
+def test_store_lost_while_the_view_ran_and_back_within_the_lease_keeps_the_outcome(
     client_a: Client, wallet: Wallet
 ) -> None:
-    """Redis freezes while the view runs: the view's 201 goes out (not a 5xx that invites a
-    retry); the claim stays in progress, so a prompt retry is a 409, not a second run."""
+    """Redis freezes while the view runs and thaws 4 s later, well within the lease but
+    longer than redis-py's own retries of one call (3 x 0.5 s timeouts): the engine retries
+    the completion until it is stored, the view's 201 goes out, and a retry replays it (no
+    second run)."""
     with (
         private_redis() as server,
         override_settings(
@@ -130,7 +132,15 @@ def test_store_lost_after_the_view_ran_answers_what_the_view_did(
         ),
     ):
         key = str(uuid.uuid4())
-        timer = threading.Timer(0.3, server.freeze)
+        frozen = threading.Event()
+
+        def outage() -> None:
+            server.freeze()
+            frozen.set()
+            time.sleep(4)  # the outage's length, not a wait for another thread
+            server.thaw()
+
+        timer = threading.Timer(0.3, outage)
         timer.start()
         try:
             first = post(client_a, "/t/lease-function/?sleep=1.0", key)
@@ -138,9 +148,39 @@ def test_store_lost_after_the_view_ran_answers_what_the_view_did(
             timer.join()
             server.thaw()
         retry = post(client_a, "/t/lease-function/?sleep=1.0", key)
+    assert frozen.is_set()
     assert first.status_code == 201
-    assert retry.status_code == 409
+    assert retry.status_code == 201 and retry["Idempotent-Replayed"] == "true"
     assert Effect.objects.count() == 1
+
+
+def test_store_lost_for_longer_than_the_lease_answers_what_the_view_did(
+    client_a: Client, wallet: Wallet, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Redis freezes while the view runs and stays frozen past the lease: the completion is
+    retried until the lease runs out, then the view's 201 goes out anyway (not a 5xx that
+    invites a retry), and the log says the outcome was not stored."""
+    with (
+        private_redis() as server,
+        override_settings(
+            CACHES=caches_with("private", server.url),
+            IDEMPOTENCY={**using(REDIS_STORE, cache="private"), "LEASE": 2},
+        ),
+    ):
+        key = str(uuid.uuid4())
+        timer = threading.Timer(0.3, server.freeze)
+        timer.start()
+        try:
+            started = time.monotonic()
+            first = post(client_a, "/t/lease-function/?sleep=1.0", key)
+            took = time.monotonic() - started
+        finally:
+            timer.join()
+            server.thaw()
+    assert first.status_code == 201
+    assert Effect.objects.count() == 1
+    assert took >= 1.0 + 2  # the view, then the completion retried for the whole lease
+    assert "could not be stored" in caplog.text
 
 
 @pytest.mark.postgres

@@ -77,16 +77,15 @@ def test_a_foreign_value_under_a_redis_record_answers_a_problem_and_runs_nothing
     user: Any, client_a: Client, wallet: Wallet, counted: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Defect 3 over HTTP: not a raw ``WRONGTYPE`` 500, but the library's problem."""
-    from django_redis import get_redis_connection
-
     from idempotency.core.keyed_hashes import log_ref
+    from idempotency.core.redis_clients import RedisConnector
     from idempotency.stores.redis import RedisStore
 
     key = str(uuid.uuid4())
     scope = f"auth.user:{user.pk}"
     with override_settings(IDEMPOTENCY={**STORE_VARIANTS["redis"]}):
         name = RedisStore().record_key(scope, key)
-        get_redis_connection("default").set(name, "foreign")
+        RedisConnector(cache="default").client.set(name, "foreign")
         response = post(client_a, "/t/outcome/", key)
     assert response.status_code == 500
     assert response["Content-Type"] == "application/problem+json"

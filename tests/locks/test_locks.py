@@ -186,10 +186,10 @@ def test_decorator_takes_a_new_lock_per_call(backend: str) -> None:
 
 @pytest.mark.redis
 def test_redis_lock_key_and_owner_token() -> None:
-    from django_redis import get_redis_connection
+    from idempotency.core.redis_clients import RedisConnector
 
     name = unique("keyed")
-    client = get_redis_connection("default")
+    client = RedisConnector(cache="default").client
     with lock(name, timeout=5, backend=RedisLockBackend()) as held:
         key = RedisLockBackend().key(name)
         assert key.count("{") == 1 and key.endswith("}")  # a hash tag

@@ -149,12 +149,12 @@ def test_release_delete_and_count(store: BaseStore, key: str) -> None:
 
 
 @pytest.mark.redis
-def test_redis_channels_per_loop(key: str) -> None:
+def test_redis_clients_per_loop(key: str) -> None:
     store = RedisStore()
 
     async def channel_and_claim() -> tuple[Any, Any]:
-        channel = store.async_channel()
-        assert channel is store.async_channel()  # one per loop
+        channel = store.connector.async_client()
+        assert channel is store.connector.async_client()  # one per loop
         return channel, await aclaim(store, key)
 
     first_channel, first = run(channel_and_claim)

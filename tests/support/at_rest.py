@@ -24,9 +24,9 @@ def _with_body(value: bytes) -> list[bytes]:
 
 
 def _redis_values() -> list[bytes]:
-    from django_redis import get_redis_connection
+    from idempotency.core.redis_clients import RedisConnector
 
-    client = get_redis_connection("default")
+    client = RedisConnector(cache="default").client
     values: list[bytes] = []
     for name in client.scan_iter("*"):
         kind = client.type(name)
@@ -52,7 +52,7 @@ def stored_values() -> list[bytes]:
             else:
                 values.append(repr(column).encode())
     backend = settings.CACHES["default"]["BACKEND"]
-    if backend.startswith("django_redis"):
+    if backend in ("django_redis.cache.RedisCache", "django.core.cache.backends.redis.RedisCache"):
         values += _redis_values()
     else:
         local: Any = caches["default"]

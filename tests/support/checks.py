@@ -14,10 +14,12 @@ LOCMEM = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"
 DUMMY = {"default": {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}}
 REDIS = {
     "default": {
-        "BACKEND": "django_redis.cache.RedisCache",
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": "redis://127.0.0.1:6379/15",
     }
 }
+#: The same Redis through django-redis' cache (the stores accept either).
+DJANGO_REDIS = {"default": {**REDIS["default"], "BACKEND": "django_redis.cache.RedisCache"}}
 
 
 def one_database() -> dict[str, Any]:

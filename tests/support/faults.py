@@ -27,15 +27,15 @@ from tests.support.services import REQUIRE_SERVICES
 from tests.support.stores import REDIS_STORE, using
 
 #: Short socket timeouts, so a frozen or dead Redis fails a call in half a second.
-TIMEOUTS = {"SOCKET_CONNECT_TIMEOUT": 0.5, "SOCKET_TIMEOUT": 0.5}
+TIMEOUTS = {"socket_connect_timeout": 0.5, "socket_timeout": 0.5}
 
 
 def redis_cache(url: str) -> dict[str, Any]:
-    """A django-redis cache entry for ``url`` with short timeouts."""
+    """A cache entry (Django's own ``RedisCache``) for ``url`` with short timeouts."""
     return {
-        "BACKEND": "django_redis.cache.RedisCache",
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": url,
-        "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient", **TIMEOUTS},
+        "OPTIONS": TIMEOUTS,
     }
 
 
@@ -49,13 +49,13 @@ def dead_redis_url() -> str:
 
 
 @contextmanager
-def private_redis(*, aof: bool = False) -> Iterator[PrivateRedis]:
+def private_redis(*, aof: bool = False, extra: tuple[str, ...] = ()) -> Iterator[PrivateRedis]:
     if redis_server_binary() is None:
         reason = "needs redis-server (the binary) for a private Redis"
         if REQUIRE_SERVICES:
             pytest.fail(f"required service missing: {reason}")
         pytest.skip(reason)
-    server = PrivateRedis(aof=aof)
+    server = PrivateRedis(aof=aof, extra=extra)
     try:
         server.start()
         yield server

@@ -164,11 +164,11 @@ def _keys(client: Any, pattern: str) -> list[str]:
 
 @pytest.mark.redis
 def test_only_the_hash_is_stored_in_redis(alice: Any) -> None:
-    from django_redis import get_redis_connection
+    from idempotency.core.redis_clients import RedisConnector
 
     with override_settings(IDEMPOTENCY=tokens_using("redis")):
         token = issue_submit_token(user_or_scope=alice, purpose="checkout", ttl=30)
-        client = get_redis_connection("default")
+        client = RedisConnector(cache="default").client
         keys = _keys(client, "*:st:*")
         assert len(keys) == 1
         assert hashlib.sha256(token.encode()).hexdigest() in keys[0]

@@ -1,0 +1,250 @@
+"""redis-py clients for the Redis store, submit tokens and locks, built through redis-py's
+public API from a URL and options, or from the settings of a Django cache.
+
+A :class:`RedisConnector` is given either ``location``, a ``redis://``, ``rediss://`` or
+``unix://`` URL, or ``cache``, the alias of a ``CACHES`` entry whose backend is Django's
+own ``django.core.cache.backends.redis.RedisCache`` or django-redis'
+``django_redis.cache.RedisCache``: the connector then reads that entry's ``LOCATION``
+(its first server, the primary: every read and write goes there) and ``OPTIONS`` and
+builds a client of its own with them. Keyword options given to the connector win over
+the cache's.
+
+Options (any other keyword goes to redis-py's connection pool as it is:
+``socket_timeout``, ``socket_connect_timeout``, ``username``, ``password``, ``db``,
+``ssl_ca_certs``, ``ssl_cert_reqs``, ``client_name``, ``health_check_interval``,
+``retry``, ...):
+
+``max_connections``
+    The most connections open at once (default 100, redis-py's default), per process for
+    the sync client and per event loop for the async one. The pool is redis-py's
+    ``BlockingConnectionPool``: a caller that finds every connection busy waits for one
+    (up to ``pool_timeout``) instead of failing, and one that waited longer gets a 503.
+    A cache whose ``OPTIONS`` name a ``pool_class`` keeps that class.
+``pool_timeout``
+    Seconds a caller waits for a free connection (default 5).
+``retries``
+    How often a command that failed on a broken connection or timed out is sent again
+    (default 3, with jittered pauses of up to 0.25 s: redis-py's ``Retry``). A resent
+    claim or completion recognises itself (:mod:`~idempotency.stores.redis`). A redis-py
+    ``retry`` object may be given instead.
+``cluster``
+    True for a Redis Cluster (``location`` names any node): redis-py's
+    ``RedisCluster``, primaries only.
+
+The async client (``redis.asyncio``) is built with the same URL and options, one per
+running event loop: an asyncio connection belongs to the loop that opened it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import threading
+import weakref
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+
+DJANGO_REDIS_CACHE = "django.core.cache.backends.redis.RedisCache"
+DJANGO_REDIS_PACKAGE_CACHE = "django_redis.cache.RedisCache"
+#: django-redis' connection factory for a Redis Cluster (idempotency.redis_cluster): a
+#: cache on it makes a cluster client.
+CLUSTER_FACTORY = "idempotency.redis_cluster.ClusterConnectionFactory"
+#: The pool's cap unless ``max_connections`` says otherwise (redis-py's own default).
+MAX_CONNECTIONS = 100
+#: A command that fails on a broken connection (or times out) is sent again this many
+#: times, after pauses growing from ``RETRY_BASE`` up to ``RETRY_CAP`` seconds with jitter
+#: (redis-py's ``Retry``; the engine retries a completion for as long as its lease lasts).
+RETRIES = 3
+RETRY_BASE = 0.02
+RETRY_CAP = 0.25
+#: Seconds a caller waits for a free connection when ``max_connections`` are in use.
+POOL_TIMEOUT = 5.0
+
+#: django-redis' ``OPTIONS`` that are connection settings, by redis-py's names.
+_DJANGO_REDIS_OPTIONS = {
+    "SOCKET_TIMEOUT": "socket_timeout",
+    "SOCKET_CONNECT_TIMEOUT": "socket_connect_timeout",
+    "PASSWORD": "password",
+    "USERNAME": "username",
+}
+#: django-redis' ``CLIENT_CLASS`` values whose first ``LOCATION`` is the primary.
+_DJANGO_REDIS_CLIENTS = {
+    "django_redis.client.DefaultClient",
+    "django_redis.client.default.DefaultClient",
+    "django_redis.client.HerdClient",
+    "django_redis.client.herd.HerdClient",
+}
+#: Options of Django's own ``RedisCache`` that are the cache's, not the connection's.
+_DJANGO_CACHE_ONLY = {"serializer", "parser_class"}
+
+
+def _first_location(location: Any, alias: str) -> str:
+    servers = location.split(",") if isinstance(location, str) else list(location or ())
+    servers = [server.strip() for server in servers if server and server.strip()]
+    if not servers:
+        raise ImproperlyConfigured(f"The cache {alias!r} has no LOCATION.")
+    return servers[0]
+
+
+def cache_connection(alias: str) -> tuple[str, dict[str, Any]]:
+    """The URL of the primary of the Redis cache ``alias`` and its connection options, by
+    redis-py's names (``pool_class``: a class). ``ImproperlyConfigured`` when ``alias``
+    is not a Redis cache of Django's or django-redis."""
+    from django.conf import settings
+
+    entry = settings.CACHES.get(alias)
+    if entry is None:
+        raise ImproperlyConfigured(f"The cache {alias!r} is not in CACHES.")
+    backend = entry.get("BACKEND", "")
+    options = dict(entry.get("OPTIONS") or {})
+    if backend not in (DJANGO_REDIS_CACHE, DJANGO_REDIS_PACKAGE_CACHE):
+        raise ImproperlyConfigured(
+            f"The cache {alias!r} uses {backend!r}, not a Redis cache ({DJANGO_REDIS_CACHE} "
+            f"or {DJANGO_REDIS_PACKAGE_CACHE})."
+        )
+    url = _first_location(entry.get("LOCATION"), alias)
+    kwargs: dict[str, Any] = {}
+    if backend == DJANGO_REDIS_CACHE:
+        # Django passes the rest of OPTIONS to its pool class' from_url, as is done here
+        kwargs = {k: v for k, v in options.items() if k not in _DJANGO_CACHE_ONLY}
+    else:
+        client_class = options.get("CLIENT_CLASS", "django_redis.client.DefaultClient")
+        factory = options.get("CONNECTION_FACTORY")
+        if client_class not in _DJANGO_REDIS_CLIENTS or factory not in (None, CLUSTER_FACTORY):
+            raise ImproperlyConfigured(
+                f"The cache {alias!r} uses django-redis with {client_class!r}"
+                f"{f' and CONNECTION_FACTORY {factory!r}' if factory else ''}: give the "
+                "backend a location URL instead (cluster=True for a Redis Cluster)."
+            )
+        if factory == CLUSTER_FACTORY:
+            kwargs = {"cluster": True, **(options.get("CLUSTER_KWARGS") or {})}
+        for name, kwarg in _DJANGO_REDIS_OPTIONS.items():
+            if name in options:
+                kwargs[kwarg] = options[name]
+        kwargs.update(options.get("CONNECTION_POOL_KWARGS") or {})
+        if options.get("CONNECTION_POOL_CLASS"):
+            kwargs["pool_class"] = options["CONNECTION_POOL_CLASS"]
+    pool_class = kwargs.get("pool_class")
+    if isinstance(pool_class, str):
+        kwargs["pool_class"] = import_string(pool_class)
+    return url, kwargs
+
+
+class RedisConnector:
+    """A sync redis-py client and one ``redis.asyncio`` client per event loop, both made on
+    first use from ``location`` or ``cache`` and ``options`` (module docstring)."""
+
+    def __init__(
+        self,
+        location: str | None = None,
+        *,
+        cache: str | None = None,
+        user: str = "Redis",
+        **options: Any,
+    ) -> None:
+        if (location is None) == (cache is None):
+            raise ImproperlyConfigured(
+                f"{user} takes exactly one of location (a redis://, rediss:// or unix:// "
+                "URL) and cache (the alias of a Redis cache)."
+            )
+        if location is not None and not location.startswith(("redis://", "rediss://", "unix://")):
+            raise ImproperlyConfigured(
+                f"{user}: location {location!r} is not a redis://, rediss:// or unix:// URL."
+            )
+        self.location = location
+        self.cache = cache
+        self.user = user
+        self.options = options
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self._connection: tuple[str, dict[str, Any]] | None = None
+        self._cluster: bool | None = None
+        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def connection(self) -> tuple[str, dict[str, Any]]:
+        """The URL and the options the clients are built with (read once)."""
+        found = self._connection
+        if found is None:
+            found = self._connection = self._read_connection()
+        return found
+
+    def _read_connection(self) -> tuple[str, dict[str, Any]]:
+        if self.location is not None:
+            url, kwargs = self.location, dict[str, Any]()
+        else:
+            assert self.cache is not None
+            url, kwargs = cache_connection(self.cache)
+        kwargs.update(self.options)
+        return url, kwargs
+
+    @property
+    def client(self) -> Any:
+        """The sync client (``redis.Redis``, or ``RedisCluster`` with ``cluster``)."""
+        client = self._client
+        if client is None:
+            with self._lock:
+                if self._client is None:
+                    url, kwargs = self.connection()
+                    self._client = _build(url, kwargs, asynchronous=False)
+                client = self._client
+        return client
+
+    def async_client(self) -> Any:
+        """The running event loop's ``redis.asyncio`` client (call it on the loop)."""
+        loop = asyncio.get_running_loop()
+        client = self._async.get(loop)
+        if client is None:
+            url, kwargs = self.connection()
+            client = self._async[loop] = _build(url, kwargs, asynchronous=True)
+        return client
+
+    def is_cluster(self) -> bool:
+        cluster = self._cluster
+        if cluster is None:
+            cluster = self._cluster = bool(self.connection()[1].get("cluster"))
+        return cluster
+
+
+def _build(url: str, kwargs: dict[str, Any], *, asynchronous: bool) -> Any:
+    kwargs = dict(kwargs)
+    cluster = bool(kwargs.pop("cluster", False))
+    pool_class = kwargs.pop("pool_class", None)
+    pool_timeout = kwargs.pop("pool_timeout", POOL_TIMEOUT)
+    retries = int(kwargs.pop("retries", RETRIES))
+    # the two have the same names (Redis, RedisCluster, the pools, Retry), each for its I/O
+    redis_module: Any = importlib.import_module("redis.asyncio" if asynchronous else "redis")
+    retry_class = importlib.import_module(f"{redis_module.__name__}.retry").Retry
+    retry = kwargs.get("retry")
+    if not isinstance(retry, retry_class):
+        # none given, or the sync client's given to the async one: as many retries
+        from redis.backoff import ExponentialWithJitterBackoff
+
+        backoff = ExponentialWithJitterBackoff(cap=RETRY_CAP, base=RETRY_BASE)
+        retries = getattr(retry, "get_retries", lambda: retries)() if retry else retries
+        kwargs["retry"] = retry_class(backoff, retries)
+    if cluster:
+        for refused in ("read_from_replicas", "load_balancing_strategy"):
+            if kwargs.get(refused):
+                raise ImproperlyConfigured(
+                    f"{refused} would read idempotency records from replicas, which may "
+                    "lag behind their primary; remove it."
+                )
+        return redis_module.RedisCluster.from_url(url, **kwargs)
+    if pool_class is not None:
+        # the cache's pool class, or its redis.asyncio namesake for the async client
+        name = pool_class.__name__
+        if asynchronous or not isinstance(pool_class, type):
+            pool_class = getattr(redis_module, name, redis_module.ConnectionPool)
+    else:
+        # callers beyond the cap wait for a connection (redis-py's plain pool would fail
+        # them at once, at its default cap of 100 too)
+        pool_class = redis_module.BlockingConnectionPool
+        kwargs.setdefault("max_connections", MAX_CONNECTIONS)
+    if issubclass(pool_class, redis_module.BlockingConnectionPool):
+        kwargs.setdefault("timeout", pool_timeout)
+    pool = pool_class.from_url(url, **kwargs)
+    return redis_module.Redis(connection_pool=pool)

@@ -1,0 +1,316 @@
+"""RedisStore's redis-py clients (``idempotency.core.redis_clients``): built from a URL, from
+Django's own ``RedisCache`` or from django-redis; their pools cap the connections; a reply
+meant for another command is never taken for a record; TLS.
+
+The tests that bend a server (a proxy spoiling its replies, a pool filled to its cap, TLS)
+run against a private ``redis-server``; the others against ``REDIS_URL``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+
+from chaos.services import free_port
+from idempotency.core.redis_clients import RedisConnector, cache_connection
+from idempotency.exceptions import StoreUnavailable
+from idempotency.stores.base import ClaimStatus, StoredResponse
+from idempotency.stores.redis import RedisStore
+from tests.support.faults import private_redis
+from tests.support.redis_proxy import ReplyProxy
+from tests.support.services import redis_url
+
+SCOPE = "auth.user:1"
+ALICE = StoredResponse(201, [("Content-Type", "application/json")], b'{"card": "4242"}')
+
+
+def _claim(store: RedisStore, key: str, fingerprint: str = "fp") -> Any:
+    return store.claim(SCOPE, key, fingerprint=fingerprint, lease=30, ttl=600)
+
+
+async def _aclaim(store: RedisStore, key: str, fingerprint: str = "fp") -> Any:
+    return await store.aclaim(SCOPE, key, fingerprint=fingerprint, lease=30, ttl=600)
+
+
+# -- built from a URL, Django's RedisCache or django-redis ---------------------------------
+
+
+def _caches(url: str) -> dict[str, Any]:
+    return {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "builtin": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": url,
+            "OPTIONS": {"socket_timeout": 2},
+        },
+        "django_redis": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": url,
+            "OPTIONS": {"SOCKET_TIMEOUT": 2, "CONNECTION_POOL_KWARGS": {"max_connections": 7}},
+        },
+    }
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("source", ["url", "builtin", "django_redis"])
+def test_a_store_from_a_url_djangos_redis_cache_or_django_redis(source: str) -> None:
+    url = redis_url()
+    with override_settings(CACHES=_caches(url)):
+        store = RedisStore(url) if source == "url" else RedisStore(cache=source)
+        key = f"k-{uuid.uuid4()}"
+        first = _claim(store, key)
+        assert first.status is ClaimStatus.CLAIMED
+        assert store.complete(SCOPE, key, fence=first.fence, response=ALICE, ttl=600)
+        again = asyncio.run(_aclaim(store, key))
+        assert again.status is ClaimStatus.COMPLETED and again.response == ALICE
+        # the store's own redis-py client, on the cache's server and database
+        kwargs = store.client.connection_pool.connection_kwargs
+        assert kwargs["db"] == int(url.rsplit("/", 1)[1])
+        if source != "url":
+            assert kwargs["socket_timeout"] == 2
+
+
+def test_options_are_read_from_either_cache_backend() -> None:
+    caches = {
+        "builtin": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": ["redis://primary:6379/2", "redis://replica:6379/2"],
+            "OPTIONS": {"pool_class": "redis.BlockingConnectionPool", "serializer": "x.Y"},
+        },
+        "django_redis": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": "redis://primary:6379/3,redis://replica:6379/3",
+            "OPTIONS": {
+                "CLIENT_CLASS": "django_redis.client.DefaultClient",
+                "PASSWORD": "secret",
+                "SOCKET_CONNECT_TIMEOUT": 1,
+                "CONNECTION_POOL_KWARGS": {"max_connections": 9},
+                "SERIALIZER": "django_redis.serializers.json.JSONSerializer",
+            },
+        },
+        "locmem": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    }
+    import redis
+
+    with override_settings(CACHES=caches):
+        # the first LOCATION is the primary: never a replica
+        assert cache_connection("builtin") == (
+            "redis://primary:6379/2",
+            {"pool_class": redis.BlockingConnectionPool},
+        )
+        assert cache_connection("django_redis") == (
+            "redis://primary:6379/3",
+            {"password": "secret", "socket_connect_timeout": 1, "max_connections": 9},
+        )
+        with pytest.raises(ImproperlyConfigured, match="not a Redis cache"):
+            cache_connection("locmem")
+        with pytest.raises(ImproperlyConfigured, match="not in CACHES"):
+            cache_connection("missing")
+        with pytest.raises(ImproperlyConfigured, match="exactly one"):
+            RedisConnector("redis://x:6379/0", cache="builtin")
+        with pytest.raises(ImproperlyConfigured, match="not a redis://"):
+            RedisConnector("http://x:6379/0")
+        pool = RedisStore(cache="django_redis").client.connection_pool
+        assert isinstance(pool, redis.BlockingConnectionPool) and pool.max_connections == 9
+
+
+# -- the pool's cap ----------------------------------------------------------------------
+
+
+def _connections_received(client: Any) -> int:
+    return int(client.info("stats")["total_connections_received"])
+
+
+@pytest.mark.chaos
+@pytest.mark.parametrize("cap", [20, 200])
+def test_200_concurrent_async_requests_open_at_most_max_connections(cap: int) -> None:
+    """The server is frozen while 200 claims start, so all 200 are in flight at once; with
+    ``max_connections=20`` the server accepted 20 connections in all (the rest waited for
+    one, none failed), with a cap of 200 about one per claim. Counted by the server
+    (``total_connections_received``)."""
+    with private_redis() as server:
+        observer = server.client()
+        store = RedisStore(server.url, max_connections=cap, socket_timeout=10, pool_timeout=30)
+        keys = [f"k-{i}" for i in range(200)]
+
+        async def requests() -> list[Any]:
+            store.connector.async_client()  # made before the count starts
+            before = _connections_received(observer)
+            server.freeze()
+            try:
+                tasks = [asyncio.ensure_future(_aclaim(store, key)) for key in keys]
+                await asyncio.sleep(0.5)  # every task has sent, or waits for a connection
+            finally:
+                server.thaw()
+            claims = await asyncio.gather(*tasks)
+            finished = [
+                await store.acomplete(SCOPE, k, fence=c.fence, response=ALICE, ttl=60)
+                for k, c in zip(keys, claims, strict=True)
+            ]
+            assert all(finished)
+            opened = _connections_received(observer) - before - 1  # less the INFO's own
+            return [claims, opened]
+
+        claims, opened = asyncio.run(requests())
+    assert all(claim.status is ClaimStatus.CLAIMED for claim in claims)
+    assert 1 <= opened <= cap
+    if cap == 200:
+        assert opened > 20  # the count can see more: the cap of 20 is what held it
+
+
+# -- a duplicated reply ------------------------------------------------------------------
+
+
+@pytest.mark.chaos
+@pytest.mark.parametrize("fault", ["duplicate", "late-duplicate"])
+@pytest.mark.parametrize("side", ["sync", "async"])
+def test_a_duplicated_reply_never_answers_another_request(fault: str, side: str) -> None:
+    """Alice's replay is answered twice by a proxy (at once, or its copy held back until
+    just before the next reply). Bob's first request, next on that connection, gets his
+    own claim (a clean retry; a 503 would do too): never Alice's stored payment."""
+    with private_redis() as server:
+        proxy = ReplyProxy(server.port)
+        try:
+            store = RedisStore(proxy.url(), max_connections=1, socket_timeout=5)
+            alice, bob = f"alice-{uuid.uuid4()}", f"bob-{uuid.uuid4()}"
+            if side == "async":
+                replay, bobs = asyncio.run(_scenario_async(store, alice, bob, proxy, fault))
+            else:
+                replay, bobs = _scenario_sync(store, alice, bob, proxy, fault)
+        finally:
+            proxy.close()
+    assert proxy.applied == [fault]
+    assert replay.status is ClaimStatus.COMPLETED and replay.response == ALICE
+    # a clean retry: the claim sent once more, on a connection the pool checked
+    assert bobs is not StoreUnavailable
+    assert bobs.status is ClaimStatus.CLAIMED and bobs.response is None, bobs
+
+
+def _scenario_sync(
+    store: RedisStore, alice: str, bob: str, proxy: ReplyProxy, fault: str
+) -> tuple[Any, Any]:
+    first = _claim(store, alice)
+    assert store.complete(SCOPE, alice, fence=first.fence, response=ALICE, ttl=600)
+    proxy.arm(fault, store.record_key(SCOPE, alice).encode())
+    replay = _claim(store, alice)
+    try:
+        bobs: Any = _claim(store, bob, fingerprint="bob")
+    except StoreUnavailable:
+        bobs = StoreUnavailable
+    return replay, bobs
+
+
+async def _scenario_async(
+    store: RedisStore, alice: str, bob: str, proxy: ReplyProxy, fault: str
+) -> list[Any]:
+    first = await _aclaim(store, alice)
+    assert await store.acomplete(SCOPE, alice, fence=first.fence, response=ALICE, ttl=600)
+    proxy.arm(fault, store.record_key(SCOPE, alice).encode())
+    replay = await _aclaim(store, alice)
+    try:
+        bobs: Any = await _aclaim(store, bob, fingerprint="bob")
+    except StoreUnavailable:
+        bobs = StoreUnavailable
+    return [replay, bobs]
+
+
+# -- TLS ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tls_files(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A self-signed certificate for 127.0.0.1 (``openssl``), as a CA and a server's."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("needs openssl to make a certificate")
+    key, cert = tmp_path / "server.key", tmp_path / "server.crt"
+    subprocess.run(
+        [
+            openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+            "-addext", "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    yield {"key": str(key), "cert": str(cert)}
+
+
+@pytest.mark.chaos
+def test_rediss_against_a_private_tls_redis(tls_files: dict[str, str]) -> None:
+    """``rediss://`` to a ``redis-server --tls-port`` whose certificate is self-signed: the
+    store verifies it against that certificate (``ssl_ca_certs``), sync and async, and
+    refuses a server it cannot verify."""
+    tls_port = free_port()
+    extra = (
+        "--tls-port", str(tls_port), "--tls-cert-file", tls_files["cert"],
+        "--tls-key-file", tls_files["key"], "--tls-ca-cert-file", tls_files["cert"],
+        "--tls-auth-clients", "no",
+    )  # fmt: skip
+    with private_redis(extra=extra):
+        url = f"rediss://127.0.0.1:{tls_port}/0"
+        store = RedisStore(url, ssl_ca_certs=tls_files["cert"], socket_timeout=5)
+        key = f"k-{uuid.uuid4()}"
+        first = _claim(store, key)
+        assert first.status is ClaimStatus.CLAIMED
+        assert asyncio.run(store.acomplete(SCOPE, key, fence=first.fence, response=ALICE, ttl=60))
+        assert _claim(store, key).response == ALICE
+        assert store.client.connection_pool.connection_class.__name__ == "SSLConnection"
+        unverified = RedisStore(url, socket_timeout=5)
+        with pytest.raises(StoreUnavailable):
+            _claim(unverified, f"k-{uuid.uuid4()}")
+
+
+# -- a lost reply: the resend recognises itself --------------------------------------------
+
+
+@pytest.mark.chaos
+@pytest.mark.parametrize("side", ["sync", "async"])
+def test_a_claim_and_a_completion_whose_replies_were_lost_recognise_themselves(
+    side: str,
+) -> None:
+    """The proxy lets the claim reach the server, then drops its reply and the connection;
+    redis-py sends the claim again (the same fence) and it is answered as claimed, not in
+    progress (no self-conflict). The same for the completion: answered as stored, not
+    refused (no false stale owner). The record holds the one claim's fence and response."""
+    with private_redis() as server:
+        proxy = ReplyProxy(server.port)
+        try:
+            store = RedisStore(proxy.url(), socket_timeout=5)
+            key = f"k-{uuid.uuid4()}"
+            marker = store.record_key(SCOPE, key).encode()
+
+            # the scripts loaded first: a dropped NOSCRIPT would prove nothing
+            warm = _claim(store, "warm-up")
+            store.complete(SCOPE, "warm-up", fence=warm.fence, response=ALICE, ttl=60)
+
+            async def scenario() -> tuple[Any, bool]:
+                proxy.arm("drop", marker)
+                claim = await _aclaim(store, key)
+                proxy.arm("drop", marker)
+                done = await store.acomplete(SCOPE, key, fence=claim.fence, response=ALICE, ttl=60)
+                return claim, done
+
+            if side == "async":
+                claim, done = asyncio.run(scenario())
+            else:
+                proxy.arm("drop", marker)
+                claim = _claim(store, key)
+                proxy.arm("drop", marker)
+                done = store.complete(SCOPE, key, fence=claim.fence, response=ALICE, ttl=60)
+        finally:
+            proxy.close()
+        record = server.client().hgetall(store.record_key(SCOPE, key))  # type: ignore[attr-defined]
+    assert proxy.applied == ["drop", "drop"]
+    assert claim.status is ClaimStatus.CLAIMED and not claim.taken_over
+    assert done is True
+    assert record[b"state"] == b"c" and record[b"fence"] == str(claim.fence).encode()
+    assert record[b"body"] is not None
