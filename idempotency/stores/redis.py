@@ -227,6 +227,14 @@ def _data(value: Any) -> Any:
     return json.loads(text) if text else None
 
 
+def _no_script() -> type[Exception]:
+    """redis-py's ``NoScriptError`` (an ``except`` clause evaluates this only once an
+    exception is raised: the import costs nothing on a command that succeeds)."""
+    from redis.exceptions import NoScriptError
+
+    return NoScriptError
+
+
 def _echoed(reply: Sequence[Any], token: int) -> Sequence[Any]:
     """``reply`` less its echoed token, once that is ``token``; else the connection is out
     of step with its replies, and the redis-py ``ConnectionError`` raised (an outage:
@@ -465,7 +473,6 @@ class RedisStore(BaseStore):
         self.wait_timeout = wait_timeout
         self.key_prefix = key_prefix
         self.reconnect_window = reconnect_window
-        self._scripts: dict[str, Any] = {}
 
     @property
     def alias(self) -> str | None:
@@ -486,12 +493,6 @@ class RedisStore(BaseStore):
         return f"{self.key_prefix}:{{{record_digest(scope, '')}}}:quota:{start}", left
 
     # -- running scripts, sync
-
-    def _script(self, name: str) -> Any:
-        script = self._scripts.get(name)
-        if script is None:
-            script = self._scripts[name] = self.client.register_script(SCRIPTS[name])
-        return script
 
     def _until_back(self, call: Callable[[], T]) -> T:
         """``call()``, again after growing pauses while the server refuses connections
@@ -527,13 +528,22 @@ class RedisStore(BaseStore):
         return self._until_back(lambda: self._eval_once(name, key, args))
 
     def _eval_once(self, name: str, key: str, args: list[Any]) -> Any:
-        script = self._script(name)
-        reply = script(keys=[key], args=args)
+        reply = self._evalsha(name, key, args)
         if not _answers(name, reply, args):
             # a reply meant for another command was read: the pool drops a connection
             # with bytes left unread, so once more (a resend recognises its own token)
-            reply = script(keys=[key], args=args)
+            reply = self._evalsha(name, key, args)
         return reply
+
+    def _evalsha(self, name: str, key: str, args: list[Any]) -> Any:
+        # the client's evalsha by the script's SHA, not a registered Script: its call
+        # imports two modules and copies the arguments once more on every command
+        client = self.client
+        try:
+            return client.evalsha(SHAS[name], 1, key, *args)
+        except _no_script():  # a restarted or flushed server
+            client.script_load(SCRIPTS[name])
+            return client.evalsha(SHAS[name], 1, key, *args)
 
     def _run(self, name: str, key: str, args: list[Any]) -> tuple[Any, int | None]:
         """Script ``name`` on ``key``; with ``wait_replicas``, then ``WAIT`` on the same
@@ -556,12 +566,22 @@ class RedisStore(BaseStore):
     def _run_waiting(
         self, client: Any, name: str, key: str, args: list[Any]
     ) -> tuple[Any, int | None]:
-        # WAIT counts the writes of its own connection: one pipeline, one connection
-        with client.pipeline(transaction=False) as pipe:
-            self._script(name)(keys=[key], args=args, client=pipe)
-            pipe.execute_command("WAIT", self.wait_replicas, _ms(self.wait_timeout))
-            reply, acknowledged = pipe.execute()
-        return reply, int(acknowledged)
+        # WAIT counts the writes of its own connection: one pipeline, one connection. The
+        # script goes by its SHA: a Script queued on a pipeline makes it ask SCRIPT
+        # EXISTS first, a round trip more on every claim and completion
+        for attempt in range(2):
+            with client.pipeline(transaction=False) as pipe:
+                pipe.evalsha(SHAS[name], 1, key, *args)
+                pipe.execute_command("WAIT", self.wait_replicas, _ms(self.wait_timeout))
+                try:
+                    reply, acknowledged = pipe.execute()
+                except _no_script():
+                    if attempt:
+                        raise
+                    client.script_load(SCRIPTS[name])
+                    continue
+            return reply, int(acknowledged)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # -- running scripts, async
 
@@ -583,11 +603,9 @@ class RedisStore(BaseStore):
         return reply
 
     async def _aevalsha(self, client: Any, name: str, key: str, args: list[Any]) -> Any:
-        from redis.exceptions import NoScriptError
-
         try:
             return await client.evalsha(SHAS[name], 1, key, *args)
-        except NoScriptError:  # a restarted or flushed server
+        except _no_script():  # a restarted or flushed server
             await client.script_load(SCRIPTS[name])
             return await client.evalsha(SHAS[name], 1, key, *args)
 
@@ -610,15 +628,13 @@ class RedisStore(BaseStore):
     async def _arun_waiting(
         self, client: Any, name: str, key: str, args: list[Any]
     ) -> tuple[Any, int]:
-        from redis.exceptions import NoScriptError
-
         for attempt in range(2):
             async with client.pipeline(transaction=False) as pipe:
                 pipe.evalsha(SHAS[name], 1, key, *args)
                 pipe.execute_command("WAIT", self.wait_replicas, _ms(self.wait_timeout))
                 try:
                     reply, acknowledged = await pipe.execute()
-                except NoScriptError:
+                except _no_script():
                     if attempt:
                         raise
                     await client.script_load(SCRIPTS[name])

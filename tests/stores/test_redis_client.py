@@ -22,7 +22,7 @@ from django.test import override_settings
 
 from chaos.services import free_port
 from idempotency.core.redis_clients import RedisConnector, cache_connection
-from idempotency.exceptions import StoreUnavailable
+from idempotency.exceptions import StoreNotDurable, StoreUnavailable
 from idempotency.stores.base import ClaimStatus, StoredResponse
 from idempotency.stores.redis import RedisStore
 from tests.support.faults import private_redis
@@ -314,3 +314,51 @@ def test_a_claim_and_a_completion_whose_replies_were_lost_recognise_themselves(
     assert done is True
     assert record[b"state"] == b"c" and record[b"fence"] == str(claim.fence).encode()
     assert record[b"body"] is not None
+
+
+# -- WAIT: one round trip ----------------------------------------------------------------
+
+
+def _commands(client: Any) -> dict[str, int]:
+    """Calls per command since the last ``CONFIG RESETSTAT`` (``INFO commandstats``)."""
+    stats = client.info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(s["calls"]) for name, s in stats.items()}
+
+
+@pytest.mark.chaos
+@pytest.mark.parametrize("side", ["sync", "async"])
+def test_waiting_for_replicas_sends_the_script_and_wait_only(side: str) -> None:
+    """With ``wait_replicas`` a claim is its script and ``WAIT`` in one pipeline: no
+    ``SCRIPT EXISTS`` ahead of it (a round trip more). A server that forgot its scripts
+    (``SCRIPT FLUSH``) has the script loaded again and the completion stored. The private
+    server has no replica: the claim is refused as not durable and released, the
+    completion stored with a warning."""
+    with private_redis() as server:
+        observer: Any = server.client()
+        waiting = RedisStore(server.url, wait_replicas=1, wait_timeout=0.01)
+        plain = RedisStore(server.url)
+        key = f"k-{uuid.uuid4()}"
+        claim = _claim(plain, key)
+
+        async def scenario() -> bool:
+            with pytest.raises(StoreNotDurable):
+                await _aclaim(waiting, "refused")
+            observer.script_flush()
+            observer.config_resetstat()
+            return await waiting.acomplete(SCOPE, key, fence=claim.fence, response=ALICE, ttl=60)
+
+        if side == "async":
+            done = asyncio.run(scenario())
+        else:
+            with pytest.raises(StoreNotDurable):
+                _claim(waiting, "refused")
+            observer.script_flush()
+            observer.config_resetstat()
+            done = waiting.complete(SCOPE, key, fence=claim.fence, response=ALICE, ttl=60)
+        sent = _commands(observer)
+        refused = observer.exists(waiting.record_key(SCOPE, "refused"))
+    assert done is True
+    assert refused == 0  # released once no replica acknowledged it
+    # NOSCRIPT, the script loaded, the pipeline once more; never SCRIPT EXISTS
+    assert sent.get("evalsha") == 2 and sent.get("script|load") == 1, sent
+    assert sent.get("wait") == 2 and "script|exists" not in sent, sent
