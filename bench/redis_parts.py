@@ -17,7 +17,11 @@ client (built as the benchmark's ``RedisStore`` builds it):
   ``read_response`` on a connection held out of the pool (the socket calls and hiredis'
   parsing);
 * ``retry``: the connection's ``Retry.call_with_retry`` around a no-op;
-* ``observe``: one ``record_operation_duration`` (redis-py's observability hook, off).
+* ``observe``: one ``record_operation_duration`` (redis-py's observability hook, off);
+* ``async-replay``: ``RedisStore.aclaim`` meeting the completed record, and
+  ``async-evalsha``: ``redis.asyncio.Redis.evalsha``, each run to completion on one
+  event loop (``async-loop``, a no-op coroutine run the same way, taken off instead of
+  ``loop``).
 
 Where the store still has its own connections (before issue 44), ``channel`` is a
 command on them (``Channel.run_script``). Uses the benchmark's database and Redis as
@@ -52,6 +56,9 @@ PARTS = (
     "wire",
     "retry",
     "observe",
+    "async-loop",
+    "async-replay",
+    "async-evalsha",
 )
 
 
@@ -118,7 +125,43 @@ def parts() -> dict[str, Callable[[], object]]:
         found["observe"] = observe
     if not hasattr(pool, "ensure_connection"):
         del found["ensure"]
+    found.update(_async_parts(store, scope, key, fingerprint, record, script.sha, token))
     return found
+
+
+def _async_parts(
+    store: Any, scope: str, key: str, fingerprint: str, record: str, sha: str, token: int
+) -> dict[str, Callable[[], object]]:
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    client = loop.run_until_complete(_async_client(store))
+
+    async def nothing() -> None:
+        return None
+
+    def replay() -> object:
+        return loop.run_until_complete(
+            store.aclaim(scope, key, fingerprint=fingerprint, lease=30, ttl=3600)
+        )
+
+    found: dict[str, Callable[[], object]] = {
+        "async-loop": lambda: loop.run_until_complete(nothing()),
+        "async-replay": replay,
+    }
+    if client is not None:
+        found["async-evalsha"] = lambda: loop.run_until_complete(
+            client.evalsha(sha, 1, record, token)
+        )
+    return found
+
+
+async def _async_client(store: Any) -> Any:
+    """The running loop's redis.asyncio client of the store (None before issue 44: its
+    own async channel instead)."""
+    connector = getattr(store, "connector", None)
+    return connector.async_client() if connector is not None else None
 
 
 def _retry(connection: Any) -> Callable[[], object]:
@@ -201,16 +244,19 @@ def main(argv: list[str] | None = None) -> int:
     wanted = args.only.split(",") if args.only else available()
     if "loop" not in wanted:
         wanted.insert(0, "loop")
+    if any(part.startswith("async-") for part in wanted) and "async-loop" not in wanted:
+        wanted.append("async-loop")
     runs = [(part, n) for part in wanted for n in (FEW, MANY)]
     with ThreadPoolExecutor(max(1, args.jobs)) as workers:
         totals = dict(zip(runs, workers.map(lambda r: collected(*r), runs), strict=True))
     per = {part: (totals[(part, MANY)] - totals[(part, FEW)]) / (MANY - FEW) for part in wanted}
-    loop = per["loop"]
     print("| part | instructions per call |\n| --- | ---: |")
     for part in wanted:
-        if part != "loop":
-            print(f"| {part} | {per[part] - loop:,.0f} |")
-    print(f"\n(the loop's own {loop:,.0f} taken off)")
+        if part not in ("loop", "async-loop"):
+            base = per["async-loop" if part.startswith("async-") else "loop"]
+            print(f"| {part} | {per[part] - base:,.0f} |")
+    taken = ", ".join(f"{part} {per[part]:,.0f}" for part in ("loop", "async-loop") if part in per)
+    print(f"\n(taken off: {taken})")
     return 0
 
 
