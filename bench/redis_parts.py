@@ -1,11 +1,14 @@
 """Where one ``RedisStore`` command's instructions go: ``python -m bench.redis_parts``.
 
-Each part of the command's path runs ``FEW`` and then ``MANY`` times after a warm-up, in
-a process of its own under ``valgrind --tool=callgrind`` (as :mod:`bench.instructions`
-counts whole requests); the difference over ``MANY - FEW`` is one call's user-space
-instructions, inclusive of everything it calls. The loop's own cost (``loop``) is taken
-off every part. The parts, each through redis-py's public methods on the store's own
-client (built as the benchmark's ``RedisStore`` builds it):
+Every item runs in one process under ``valgrind --tool=callgrind``: warmed up, then
+``--count`` calls between two calls of a C function nothing else calls (``MARK``), on
+whose entry callgrind dumps its counts (``--dump-before``). A dump is the user-space
+instructions of those calls, inclusive of everything they call, with no start-up to
+cancel (:mod:`bench.instructions` runs a process per path and count and takes the
+difference; this counts a dozen items in the time of one of its processes, which on a
+loaded machine is the difference between minutes and an hour). The loop's own cost
+(``loop``) is taken off every part. The parts, each through redis-py's public methods on
+the store's own client (built as the benchmark's ``RedisStore`` builds it):
 
 * ``store-replay``: ``RedisStore.claim`` meeting a completed record (a replay's one
   store call); ``store-lookup``: ``RedisStore.lookup`` of it;
@@ -24,9 +27,13 @@ client (built as the benchmark's ``RedisStore`` builds it):
   ``loop``).
 
 Where the store still has its own connections (before issue 44), ``channel`` is a
-command on them (``Channel.run_script``). Uses the benchmark's database and Redis as
-:mod:`bench.instructions` left them (it creates and migrates the database; this does
-not, nor does it flush Redis: it writes one record of its own).
+command on them (``Channel.run_script``). ``--requests`` adds whole requests as
+:mod:`bench.instructions` makes them (``request:<variant>:<path>``, through Django's WSGI
+handler), ``--asgi`` async ones through Django's ``ASGIHandler`` on one event loop
+(``asgi:<variant>:<path>``, in a second process of ``bench.settings_asgi``). Uses the
+benchmark's database and Redis as :mod:`bench.instructions` left them (it creates and
+migrates the database; this does not, nor does it flush Redis: it writes records of its
+own).
 """
 
 from __future__ import annotations
@@ -37,12 +44,14 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
-FEW, MANY = 200, 1000
+#: Calls counted per item.
+COUNT = 200
 PARTS = (
     "loop",
     "store-replay",
@@ -71,7 +80,7 @@ def parts() -> dict[str, Callable[[], object]]:
     from idempotency.stores.redis import RedisStore
 
     store = RedisStore(cache="default")
-    scope, key, fingerprint = "bench-parts", "replayed", "f" * 64
+    scope, key, fingerprint = f"bench-parts-{os.getpid()}", "replayed", "f" * 64
     store.delete(scope, key)
     claimed = store.claim(scope, key, fingerprint=fingerprint, lease=30, ttl=3600)
     response = StoredResponse.from_parts(201, "{}", b'{"id": 1}')
@@ -93,7 +102,7 @@ def parts() -> dict[str, Callable[[], object]]:
         "evalsha": lambda: client.evalsha(script.sha, 1, record, token),
     }
     try:
-        from idempotency.stores.redis_channel import channel_for
+        from idempotency.stores.redis_channel import channel_for  # type: ignore[import-not-found]
     except ImportError:
         pass
     else:
@@ -186,35 +195,202 @@ def _observe(connection: Any) -> Callable[[], object] | None:
     )
 
 
-def run(part: str, count: int) -> None:
-    """The measured process: warm up, then ``count`` calls of ``part``."""
-    call = parts()[part]
-    for _ in range(50):
-        call()
-    gc.collect()
-    gc.freeze()
-    for _ in range(count):
-        call()
+#: A C function nothing else calls: callgrind dumps its counts each time it is entered
+#: (``--dump-before``), so one process counts every item between two of its calls.
+MARK = "os_sched_get_priority_max"
+#: Request paths (variant, path) that can be counted beside the parts, as
+#: :mod:`bench.instructions` counts them (one request through Django's WSGI handler).
+REQUESTS = (
+    ("bare", "first"),
+    ("redis", "first"),
+    ("db-atomic", "first"),
+    ("noop", "replay"),
+    ("redis", "replay"),
+    ("db-atomic", "replay"),
+)
 
 
-def collected(part: str, count: int) -> int:
-    command = [
-        "valgrind",
-        "--tool=callgrind",
-        "--callgrind-out-file=/dev/null",
-        sys.executable,
-        "-m",
-        "bench.redis_parts",
-        "--run",
-        part,
-        str(count),
-    ]
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
-    match = re.search(r"Collected : (\d+)", done.stderr)
-    if done.returncode != 0 or match is None:
-        raise RuntimeError(f"{part} failed under callgrind:\n{done.stderr[-3000:]}")
-    return int(match.group(1))
+#: Async request paths (variant, path): one request through Django's ``ASGIHandler`` on
+#: one event loop, in a process of the ASGI server's settings (``bench.settings_asgi``).
+ASGI_REQUESTS = (
+    ("async-bare", "first"),
+    ("async-redis", "first"),
+    ("async-redis", "replay"),
+)
+
+
+def mark() -> None:
+    os.sched_get_priority_max(os.SCHED_OTHER)
+
+
+def request_blocks() -> dict[str, Callable[[int], Callable[[], None]]]:
+    """``request:<variant>:<path>``: given a count, a warmed-up block of that many
+    requests (their keys drawn beforehand), checked to answer as it should."""
+    from bench.instructions import _check_answers, settings_and_url
+    from bench.profile import caller, keys, setup
+
+    app, token = setup()
+
+    def block(variant: str, path: str) -> Callable[[int], Callable[[], None]]:
+        def prepare(count: int) -> Callable[[], None]:
+            call = caller(app, token, settings_and_url(variant)[1])
+            _check_answers(variant, call, keys(path), path)
+            next_key = keys(path)
+            for _ in range(30):
+                call(next_key())
+            block = [next_key() for _ in range(count)]
+
+            def run() -> None:
+                for key in block:
+                    call(key)
+
+            return run
+
+        return prepare
+
+    return {f"request:{v}:{p}": block(v, p) for v, p in REQUESTS}
+
+
+def asgi_blocks() -> dict[str, Callable[[int], Callable[[], None]]]:
+    """``asgi:<variant>:<path>``, as :func:`request_blocks` (``bench.settings_asgi``)."""
+    import asyncio
+
+    from bench.profile import BODY, keys, setup
+    from bench.variants import ASGI_VARIANTS
+
+    _app, token = setup("bench.settings_asgi")
+    from django.core.handlers.asgi import ASGIHandler
+
+    handler = ASGIHandler()
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+
+    async def request(path: str, key: str) -> int:
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": [
+                (b"host", b"127.0.0.1"),
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(BODY)).encode()),
+                (b"authorization", f"Token {token}".encode()),
+                (b"idempotency-key", key.encode()),
+            ],
+            "client": ("127.0.0.1", 50000),
+            "server": ("127.0.0.1", 8000),
+        }
+        received = False
+        status: list[int] = []
+
+        async def receive() -> dict[str, Any]:
+            nonlocal received
+            if not received:
+                received = True
+                return {"type": "http.request", "body": BODY, "more_body": False}
+            await asyncio.Future()  # no disconnect: Django cancels this wait
+            raise AssertionError("unreachable")
+
+        async def send(message: Mapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+
+        await handler(scope, receive, send)
+        return status[0]
+
+    def block(variant: str, path: str) -> Callable[[int], Callable[[], None]]:
+        url = next(v.path for v in ASGI_VARIANTS if v.name == variant)
+        expected = next(v.expected_status(path) for v in ASGI_VARIANTS if v.name == variant)
+
+        def call(key: str) -> int:
+            return loop.run_until_complete(request(url, key))
+
+        def prepare(count: int) -> Callable[[], None]:
+            next_key = keys(path)
+            answers = {call(next_key()) for _ in range(30)}
+            if path == "replay":
+                answers = {call(next_key()) for _ in range(3)}
+            if answers != {expected}:
+                raise RuntimeError(f"{variant} {path}: answered {answers}, expected {expected}")
+            block = [next_key() for _ in range(count)]
+
+            def run() -> None:
+                for key in block:
+                    call(key)
+
+            return run
+
+        return prepare
+
+    return {f"asgi:{v}:{p}": block(v, p) for v, p in ASGI_REQUESTS}
+
+
+def run(names: list[str], count: int) -> None:
+    """The measured process: each item warmed up, then ``count`` calls between two marks."""
+    if any(n.startswith("asgi:") for n in names):
+        # a process of the ASGI server's settings: its items only
+        table: dict[str, Callable[[], object]] = {}
+        blocks = asgi_blocks()
+    else:
+        table = parts()
+        blocks = request_blocks() if any(n.startswith("request:") for n in names) else {}
+    for name in names:
+        if name in blocks:
+            runner = blocks[name](count)
+        else:
+            call = table[name]
+            for _ in range(50):
+                call()
+
+            def runner(call: Callable[[], object] = call) -> None:
+                for _ in range(count):
+                    call()
+
+        # what the warm-up left alive is frozen: a full collection lands in no count
+        gc.collect()
+        gc.freeze()
+        mark()
+        runner()
+        mark()
+
+
+def collected(names: list[str], count: int) -> dict[str, float]:
+    """Instructions per call of each item, counted in one process under callgrind."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "callgrind.out"
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            f"--dump-before={MARK}",
+            "--dump-instr=no",
+            "--dump-line=no",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            "-m",
+            "bench.redis_parts",
+            "--run",
+            str(count),
+            ",".join(names),
+        ]
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            raise RuntimeError(f"failed under callgrind:\n{done.stderr[-3000:]}")
+        dumps = sorted(
+            Path(folder).glob("callgrind.out.*"), key=lambda f: int(f.name.rsplit(".", 1)[1])
+        )
+        totals = [int(re.search(r"^summary: (\d+)", f.read_text(), re.M).group(1)) for f in dumps]  # type: ignore[union-attr]
+    # dump 1: start-up and the first warm-up; then each item's calls, each next warm-up
+    measured = totals[1::2]
+    if len(measured) < len(names):
+        raise RuntimeError(f"{len(totals)} dumps for {len(names)} items")
+    return {name: n / count for name, n in zip(names, measured, strict=False)}
 
 
 def available() -> list[str]:
@@ -232,31 +408,56 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.redis_parts", description=__doc__)
     parser.add_argument("--run", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--list", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="processes at once")
-    parser.add_argument("--only", help="comma-separated parts (default: all this checkout has)")
+    parser.add_argument("--count", type=int, default=COUNT, help="calls counted per item")
+    parser.add_argument(
+        "--only",
+        help="comma-separated items (default: every part this checkout has); "
+        "request:<variant>:<path> for a request path ("
+        + ", ".join(f"{v}:{p}" for v, p in REQUESTS)
+        + ")",
+    )
+    parser.add_argument("--requests", action="store_true", help="the request paths too")
+    parser.add_argument(
+        "--asgi",
+        action="store_true",
+        help="the async request paths too (in a process of bench.settings_asgi): "
+        + ", ".join(f"asgi:{v}:{p}" for v, p in ASGI_REQUESTS),
+    )
     args = parser.parse_args(argv)
     if args.run:
-        run(args.run[0], int(args.run[1]))
+        run(args.run[1].split(","), int(args.run[0]))
         return 0
     if args.list:
         print(" ".join(part for part in PARTS if part in parts()))
         return 0
     wanted = args.only.split(",") if args.only else available()
-    if "loop" not in wanted:
-        wanted.insert(0, "loop")
-    if any(part.startswith("async-") for part in wanted) and "async-loop" not in wanted:
-        wanted.append("async-loop")
-    runs = [(part, n) for part in wanted for n in (FEW, MANY)]
-    with ThreadPoolExecutor(max(1, args.jobs)) as workers:
-        totals = dict(zip(runs, workers.map(lambda r: collected(*r), runs), strict=True))
-    per = {part: (totals[(part, MANY)] - totals[(part, FEW)]) / (MANY - FEW) for part in wanted}
-    print("| part | instructions per call |\n| --- | ---: |")
-    for part in wanted:
-        if part not in ("loop", "async-loop"):
-            base = per["async-loop" if part.startswith("async-") else "loop"]
-            print(f"| {part} | {per[part] - base:,.0f} |")
+    if args.requests:
+        wanted += [f"request:{v}:{p}" for v, p in REQUESTS if f"request:{v}:{p}" not in wanted]
+    if args.asgi:
+        wanted += [f"asgi:{v}:{p}" for v, p in ASGI_REQUESTS if f"asgi:{v}:{p}" not in wanted]
+    # the ASGI paths in a process of their own settings; the rest in one process
+    on_asgi = [name for name in wanted if name.startswith("asgi:")]
+    others = [name for name in wanted if name not in on_asgi]
+    if any(not name.startswith("request:") for name in others) and "loop" not in others:
+        others.insert(0, "loop")
+    if any(name.startswith("async-") for name in others) and "async-loop" not in others:
+        others.append("async-loop")
+    per = collected(others, args.count) if others else {}
+    if on_asgi:
+        per.update(collected(on_asgi, args.count))
+    wanted = others + on_asgi
+    print("| item | instructions per call |\n| --- | ---: |")
+    for name in wanted:
+        if name in ("loop", "async-loop"):
+            continue
+        base = (
+            0.0
+            if name.startswith(("request:", "asgi:"))
+            else per["async-loop" if name.startswith("async-") else "loop"]
+        )
+        print(f"| {name} | {per[name] - base:,.0f} |")
     taken = ", ".join(f"{part} {per[part]:,.0f}" for part in ("loop", "async-loop") if part in per)
-    print(f"\n(taken off: {taken})")
+    print(f"\n(taken off the parts: {taken})")
     return 0
 
 
