@@ -6,8 +6,9 @@ The store's client is built from a ``redis://``, ``rediss://`` or ``unix://`` UR
 ``RedisCache`` or django-redis'), by :class:`~idempotency.core.redis_clients.RedisConnector`:
 a ``redis.Redis`` (``RedisCluster`` with ``cluster=True``) and a ``redis.asyncio.Redis``
 per running event loop, whose pools cap the connections (``max_connections``). Scripts
-run as redis-py's registered scripts (``EVALSHA``, loaded again after ``NOSCRIPT``), and a
-command that fails on a broken connection is resent by the client's own retry policy.
+are sent by their SHA (the client's ``evalsha``; loaded with ``script_load`` after
+``NOSCRIPT``), and a command that fails on a broken connection is resent by the client's
+own retry policy.
 
 A record lives under ``<prefix>:{<digest>}:rec``; the digest sits in a hash tag so the
 record and anything kept beside it land on one Redis Cluster slot. Expiry is Redis's own
