@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import threading
 import weakref
 from typing import Any
@@ -247,5 +248,47 @@ def _build(url: str, kwargs: dict[str, Any], *, asynchronous: bool) -> Any:
         kwargs.setdefault("max_connections", MAX_CONNECTIONS)
     if issubclass(pool_class, redis_module.BlockingConnectionPool):
         kwargs.setdefault("timeout", pool_timeout)
+    if not asynchronous and _packs_as_hiredis(url, kwargs):
+        kwargs["command_packer"] = HiredisPacker()
     pool = pool_class.from_url(url, **kwargs)
     return redis_module.Redis(connection_pool=pool)
+
+
+class HiredisPacker:
+    """The sync connections' ``command_packer`` (a parameter of redis-py's ``Connection``):
+    hiredis' ``pack_command`` on a command's arguments as they are. redis-py's own packer
+    passes every argument through its encoder, in a generator, before calling that same
+    function: a third of a store command's instructions, more the more arguments
+    (bench/RESULTS_BREAKDOWN.md). The bytes are the same (UTF-8, strict: used only where
+    those are the connection's encoding); a command whose name has a space (``SCRIPT
+    LOAD``) or an argument hiredis refuses (``None``, ``bool``, ``bytearray``) is packed
+    by a plain redis-py ``Connection``, as it would be without this."""
+
+    def __init__(self) -> None:
+        from hiredis import pack_command
+
+        self._pack = pack_command
+        # a connection never connected: its packer only
+        self._theirs: Any = importlib.import_module("redis").Connection().pack_command
+
+    def pack(self, *args: Any) -> list[bytes]:
+        name = args[0]
+        if (" " not in name) if isinstance(name, str) else (b" " not in name):
+            try:
+                return [self._pack(args)]
+            except TypeError:
+                pass
+        packed: list[bytes] = self._theirs(*args)
+        return packed
+
+
+def _packs_as_hiredis(url: str, kwargs: dict[str, Any]) -> bool:
+    """Whether the sync connections of ``url`` and ``kwargs`` take :class:`HiredisPacker`:
+    hiredis installed, no packer or connection class of the caller's, and the encoding
+    redis-py's default (UTF-8, strict), in the options and in the URL's query."""
+    if importlib.util.find_spec("hiredis") is None:
+        return False
+    if "command_packer" in kwargs or "connection_class" in kwargs or "encoding" in url:
+        return False
+    encoding = str(kwargs.get("encoding", "utf-8")).lower().replace("_", "-")
+    return encoding in ("utf-8", "utf8") and kwargs.get("encoding_errors", "strict") == "strict"

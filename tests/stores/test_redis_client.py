@@ -362,3 +362,55 @@ def test_waiting_for_replicas_sends_the_script_and_wait_only(side: str) -> None:
     # NOSCRIPT, the script loaded, the pipeline once more; never SCRIPT EXISTS
     assert sent.get("evalsha") == 2 and sent.get("script|load") == 1, sent
     assert sent.get("wait") == 2 and "script|exists" not in sent, sent
+
+
+# -- packing -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("EVALSHA", "0" * 40, 1, "p:{k}:rec", "f" * 64, 2**62, 30_000, "POST", "/r\u00e9sum\u00e9"),
+        ("HSET", b"k", b"\x00body\xff", memoryview(b"view"), -5, 2**70, 1.5, 0.1),
+        ("SCRIPT LOAD", "return 1"),
+        (b"CLIENT SETNAME", b"name"),
+        ("SET", "k", bytearray(b"bytes")),
+    ],
+)
+def test_the_sync_client_packs_commands_as_redis_py_does(args: tuple[Any, ...]) -> None:
+    """The store's sync connections pack with hiredis directly: the same bytes as a
+    redis-py ``Connection`` of the same encoding, whatever the arguments."""
+    import redis
+
+    store = RedisStore(redis_url(), max_connections=2)
+    connection = store.client.connection_pool.get_connection()
+    try:
+        ours = b"".join(connection.pack_command(*args))
+    finally:
+        store.client.connection_pool.release(connection)
+    assert ours == b"".join(redis.Connection().pack_command(*args))
+
+
+@pytest.mark.parametrize("value", [True, None])
+def test_an_argument_redis_py_refuses_is_refused_as_before(value: Any) -> None:
+    import redis
+
+    store = RedisStore(redis_url())
+    with pytest.raises(redis.DataError):
+        store.client.set(f"k-{uuid.uuid4()}", value)
+
+
+def test_a_cache_with_another_encoding_keeps_redis_pys_packer() -> None:
+    """A Latin-1 connection (the cache's ``OPTIONS``) sends Latin-1, as redis-py does."""
+    caches = {
+        "latin": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": redis_url(),
+            "OPTIONS": {"encoding": "latin-1"},
+        }
+    }
+    with override_settings(CACHES=caches):
+        store = RedisStore(cache="latin")
+        key = f"k-{uuid.uuid4()}"
+        store.client.set(key, "r\u00e9sum\u00e9")
+        assert store.client.get(key) == b"r\xe9sum\xe9"
