@@ -379,16 +379,20 @@ def test_waiting_for_replicas_sends_the_script_and_wait_only(side: str) -> None:
 )
 def test_the_sync_client_packs_commands_as_redis_py_does(args: tuple[Any, ...]) -> None:
     """The store's sync connections pack with hiredis directly: the same bytes as a
-    redis-py ``Connection`` of the same encoding, whatever the arguments."""
+    redis-py ``Connection`` of the same encoding, whatever the arguments (or the same
+    refusal: redis-py 5.0 with hiredis cannot pack a ``bytearray``)."""
     import redis
 
-    store = RedisStore(redis_url(), max_connections=2)
-    connection = store.client.connection_pool.get_connection()
+    pool = RedisStore(redis_url()).client.connection_pool
+    ours = pool.connection_class(**pool.connection_kwargs)  # as the pool makes them
+    assert _packed(ours, args) == _packed(redis.Connection(), args)
+
+
+def _packed(connection: Any, args: tuple[Any, ...]) -> bytes | str:
     try:
-        ours = b"".join(connection.pack_command(*args))
-    finally:
-        store.client.connection_pool.release(connection)
-    assert ours == b"".join(redis.Connection().pack_command(*args))
+        return b"".join(connection.pack_command(*args))
+    except Exception as refused:  # noqa: BLE001 - the refusal is what is compared
+        return type(refused).__name__
 
 
 @pytest.mark.parametrize("value", [True, None])
