@@ -230,10 +230,18 @@ def _data(value: Any) -> Any:
 
 def _no_script() -> type[Exception]:
     """redis-py's ``NoScriptError`` (an ``except`` clause evaluates this only once an
-    exception is raised: the import costs nothing on a command that succeeds)."""
+    exception is raised: the import costs nothing on a command that succeeds, where an
+    import statement runs the import machinery on every call)."""
     from redis.exceptions import NoScriptError
 
     return NoScriptError
+
+
+def _refused() -> type[Exception]:
+    """redis-py's ``ConnectionError``, as :func:`_no_script`."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    return RedisConnectionError
 
 
 def _echoed(reply: Sequence[Any], token: int) -> Sequence[Any]:
@@ -500,26 +508,22 @@ class RedisStore(BaseStore):
         (restarting, loading its AOF), for up to ``reconnect_window`` seconds: the same
         command with the same token, which a resend recognises. A timeout is not retried
         here (redis-py's ``retries`` are)."""
-        from redis.exceptions import ConnectionError as RedisConnectionError
-
         backoff: Backoff | None = None
         while True:
             try:
                 return call()
-            except RedisConnectionError:
+            except _refused():
                 backoff = backoff or Backoff(self.reconnect_window, cap=0.25, jitter=True)
                 if not backoff.pause():
                     raise
 
     async def _auntil_back(self, call: Callable[[], Awaitable[T]]) -> T:
         """:meth:`_until_back`, awaited."""
-        from redis.exceptions import ConnectionError as RedisConnectionError
-
         backoff: Backoff | None = None
         while True:
             try:
                 return await call()
-            except RedisConnectionError:
+            except _refused():
                 backoff = backoff or Backoff(self.reconnect_window, cap=0.25, jitter=True)
                 if not await backoff.apause():
                     raise
