@@ -29,8 +29,7 @@ from idempotency.http.options import Policy
 from idempotency.problems import problem_response
 from idempotency.scopes import SharedScope
 from idempotency.stores import record_digest
-from idempotency.stores.atomic import AtomicStore
-from idempotency.stores.base import BaseStore
+from idempotency.stores.base import AtomicStore, BaseStore
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from idempotency.stores.redis import RedisStore
 
 __all__ = [
+    "configured_database",
+    "database_aliases",
     "database_store",
     "get_store",
     "record_digest",
@@ -52,6 +54,31 @@ def get_store(store: str | BaseStore | None = None) -> BaseStore:
         TypeError: ``store`` is neither an alias nor a store.
     """
     return stores.get(store)
+
+
+def database_aliases() -> list[str]:
+    """The aliases of ``STORES`` whose backend is a database store, ``"default"`` first."""
+    from idempotency.stores.database import DatabaseStore
+
+    aliases = sorted(stores.entries, key=lambda alias: alias != "default")
+    found = []
+    for alias in aliases:
+        cls = stores.backend_class(alias)
+        if cls is not None and issubclass(cls, DatabaseStore):
+            found.append(alias)
+    return found
+
+
+def configured_database() -> str:
+    """The database of the first configured database store (``"default"`` first), else
+    ``"default"``: where the purge, the metrics and the scope renaming look by default."""
+    from idempotency.stores.database import DatabaseStore
+
+    for alias in database_aliases():
+        store = stores[alias]
+        if isinstance(store, DatabaseStore):
+            return store.using
+    return "default"
 
 
 def record_digest(scope: str, key: str) -> str:
