@@ -9,7 +9,6 @@ change; :func:`get_store` takes an alias or a store instance.
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING, Any
 
 from idempotency.core.backends import BackendHandler
@@ -25,7 +24,6 @@ __all__ = [
     "database_aliases",
     "database_store",
     "get_store",
-    "record_digest",
     "stores",
     "DatabaseStore",
     "RedisStore",
@@ -57,14 +55,15 @@ def get_store(store: str | BaseStore | None = None) -> BaseStore:
 
 
 def database_aliases() -> list[str]:
-    """The aliases of ``STORES`` whose backend is a database store, ``"default"`` first."""
-    from idempotency.stores.database import DatabaseStore
+    """The aliases of ``STORES`` whose store keeps its records in a Django database (an
+    :class:`~idempotency.stores.base.AtomicStore`: the database store), ``"default"`` first."""
+    from idempotency.stores.base import AtomicStore
 
     aliases = sorted(stores.entries, key=lambda alias: alias != "default")
     found = []
     for alias in aliases:
         cls = stores.backend_class(alias)
-        if cls is not None and issubclass(cls, DatabaseStore):
+        if cls is not None and issubclass(cls, AtomicStore):
             found.append(alias)
     return found
 
@@ -72,18 +71,13 @@ def database_aliases() -> list[str]:
 def configured_database() -> str:
     """The database of the first configured database store (``"default"`` first), else
     ``"default"``: where the purge, the metrics and the scope renaming look by default."""
-    from idempotency.stores.database import DatabaseStore
+    from idempotency.stores.base import AtomicStore
 
     for alias in database_aliases():
         store = stores[alias]
-        if isinstance(store, DatabaseStore):
+        if isinstance(store, AtomicStore):
             return store.using
     return "default"
-
-
-def record_digest(scope: str, key: str) -> str:
-    """A short fixed-length name for ``(scope, key)`` in caches and Redis."""
-    return hashlib.sha256(f"{scope}\x00{key}".encode()).hexdigest()[:40]
 
 
 def __getattr__(name: str) -> Any:

@@ -764,7 +764,6 @@ def database_store(database: str | None = None) -> DatabaseStore:
 
     for alias in database_aliases():
         store = stores[alias]
-        assert isinstance(store, DatabaseStore)  # noqa: S101 - its class is one
-        if database is None or store.using == database:
+        if isinstance(store, DatabaseStore) and database in (None, store.using):
             return store
     return DatabaseStore(database=database or "default")

@@ -51,7 +51,7 @@ from idempotency.core.keyed_hashes import log_ref
 from idempotency.core.outages import outage_raises_unavailable
 from idempotency.core.redis_clients import RedisConnector
 from idempotency.exceptions import StoreNotDurable
-from idempotency.stores import authentication, record_digest
+from idempotency.stores import authentication
 from idempotency.stores.base import BaseStore
 from idempotency.stores.errors import store_operation
 from idempotency.stores.records import (
@@ -61,6 +61,7 @@ from idempotency.stores.records import (
     new_fence,
     now_ms,
     quota_window,
+    record_digest,
 )
 from idempotency.stores.redis_client import (
     CLIENT_OPTIONS,

@@ -26,9 +26,9 @@ from idempotency import signals
 from idempotency.codecs import UndecodableBody, unseal
 from idempotency.core.outages import bursts
 from idempotency.exceptions import RecordForged
-from idempotency.stores import authentication, record_digest
+from idempotency.stores import authentication
 from idempotency.stores.raw_cache import RawCache
-from idempotency.stores.records import ClaimStatus, KeyState, StoredResponse
+from idempotency.stores.records import ClaimStatus, KeyState, StoredResponse, record_digest
 
 
 class ResponseCache:

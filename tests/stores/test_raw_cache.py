@@ -24,11 +24,11 @@ from django.test import Client, override_settings
 
 from idempotency.core.backends import KEY_PREFIX
 from idempotency.exceptions import StoreCorrupted
-from idempotency.stores import record_digest
 from idempotency.stores.base import ClaimStatus, StoredResponse, quota_window
 from idempotency.stores.cache import CacheStore
 from idempotency.stores.database import DatabaseStore
 from idempotency.stores.raw_cache import RawCache, raw_kind
+from idempotency.stores.records import record_digest
 from tests.support.counting import unique
 from tests.support.stores import CACHE_STORE, using
 from tests.testapp.executions import executions
