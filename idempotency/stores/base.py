@@ -68,9 +68,9 @@ class BaseStore(Configurable):
     sync methods, and be safe to call from several event loops in turn (one client per
     running loop, never a connection shared between two loops).
 
-    A store is configured as an alias of ``IDEMPOTENCY["STORES"]``; the ``OPTIONS`` it
-    takes are its class attribute ``options`` (:class:`~idempotency.core.backends.
-    Configurable`), passed to its constructor as keyword arguments.
+    A store is configured as an alias of ``IDEMPOTENCY["STORES"]``: its class attribute
+    ``options`` lists the ``OPTIONS`` it takes, passed to its constructor as keyword
+    arguments.
     """
 
     #: Whether the store can claim inside the view's own database transaction (an
