@@ -221,9 +221,10 @@ def _build(url: str, kwargs: dict[str, Any], *, asynchronous: bool) -> Any:
     retry = kwargs.get("retry")
     if not isinstance(retry, retry_class):
         # none given, or the sync client's given to the async one: as many retries
-        from redis.backoff import ExponentialWithJitterBackoff
+        # FullJitterBackoff: redis-py 5.0 has it (ExponentialWithJitterBackoff came later)
+        from redis.backoff import FullJitterBackoff
 
-        backoff = ExponentialWithJitterBackoff(cap=RETRY_CAP, base=RETRY_BASE)
+        backoff = FullJitterBackoff(cap=RETRY_CAP, base=RETRY_BASE)
         retries = getattr(retry, "get_retries", lambda: retries)() if retry else retries
         kwargs["retry"] = retry_class(backoff, retries)
     if cluster:
