@@ -73,9 +73,6 @@ class BaseStore(Configurable):
     arguments.
     """
 
-    #: Whether the store can claim inside the view's own database transaction (an
-    #: :class:`AtomicStore`).
-    supports_atomic: ClassVar[bool] = False
     #: Whether lease mode should look a key up before claiming it. Where a claim that
     #: meets a completed record costs a second statement to read it (the database), a
     #: replay is then one statement; where the claim answers with the record (Redis),
@@ -295,7 +292,6 @@ class AtomicStore(BaseStore):
     :class:`~idempotency.stores.DatabaseStore` is the one.
     """
 
-    supports_atomic: ClassVar[bool] = True
 
     # -- methods subclasses must implement (beyond BaseStore's) ----------------------------
 

@@ -56,7 +56,6 @@ class CacheStore(BaseStore):
     development; ``"OPTIONS": {"cache": "records"}`` picks another cache.
     """
 
-    supports_atomic: ClassVar[bool] = False
     #: ``OPTIONS`` of a cache store (:mod:`idempotency.core.backends`).
     options: ClassVar[Mapping[str, Setting]] = {
         "cache": Setting("default", "Cache alias whose backend keeps the records.", "cache"),

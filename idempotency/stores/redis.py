@@ -433,7 +433,6 @@ class RedisStore(RedisBackend, BaseStore):
     again (system check W007).
     """
 
-    supports_atomic: ClassVar[bool] = False
     #: ``OPTIONS`` of a Redis store (:mod:`idempotency.core.backends`).
     options: ClassVar[Mapping[str, Setting]] = {
         "cache": REDIS_CACHE,
