@@ -292,7 +292,6 @@ class AtomicStore(BaseStore):
     :class:`~idempotency.stores.DatabaseStore` is the one.
     """
 
-
     # -- methods subclasses must implement (beyond BaseStore's) ----------------------------
 
     @property
