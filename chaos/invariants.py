@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.client import Outcome
-from idempotency.stores import record_digest
+from idempotency.stores.records import record_digest
 
 FUNDING = "chaos-funding"
 

@@ -176,7 +176,7 @@ def rename_legacy_scopes(
     from django.db import IntegrityError, transaction
 
     from idempotency.models import IdempotencyRecord
-    from idempotency.stores.database_table import configured_database
+    from idempotency.stores import configured_database
 
     label = get_user_model()._meta.label_lower
     alias = using or configured_database()

@@ -71,11 +71,12 @@ def no_cache(what: str, alias: Any) -> checks.CheckMessage:
 def check_response_cache(uses: list[Any]) -> list[checks.CheckMessage]:
     """E008, W003, E020 and E050 for the response cache of each database store in use: a cache
     that exists, is shared and never unpickles what it reads."""
-    from idempotency.stores.response_cache import ResponseCache
+    from idempotency.stores.database import DatabaseStore
 
     errors = []
     for what, store, instance, _mode in uses:
-        alias = instance._response_cache if issubclass(store, ResponseCache) else None
+        cache = instance.response_cache if issubclass(store, DatabaseStore) else None
+        alias = cache.alias if cache is not None else None
         if not isinstance(alias, str):
             continue
         where = f"The response cache of {what}"

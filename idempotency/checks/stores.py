@@ -13,7 +13,7 @@ from django.utils.module_loading import import_string
 from idempotency.checks.caches import DUMMY, LOCMEM, backend_is, cache_backend, no_cache, unreadable
 from idempotency.checks.messages import cap, message
 from idempotency.conf import SETTINGS
-from idempotency.stores.atomic import AtomicStore
+from idempotency.stores.base import AtomicStore
 
 #: A store in use: ``(what, class, instance or None, mode)``, ``what`` naming it in messages.
 Use = tuple[str, type, Any, Any]

@@ -1,4 +1,4 @@
-"""Atomic mode (an :class:`~idempotency.stores.atomic.AtomicStore`, sync only): the key
+"""Atomic mode (an :class:`~idempotency.stores.base.AtomicStore`, sync only): the key
 is claimed inside one transaction with the work's own writes, and the outcome is stored
 in it, so they commit together; a released outcome rolls back claim and writes alike.
 With ``optimistic`` the work runs first and the completed record is inserted last."""
@@ -30,8 +30,7 @@ from idempotency.core.steps import (
 )
 from idempotency.exceptions import StoreUnavailable
 from idempotency.observability.tracing import spanned
-from idempotency.stores.atomic import AtomicStore, ClaimLocked
-from idempotency.stores.base import Claim, ClaimStatus
+from idempotency.stores.base import AtomicStore, Claim, ClaimLocked, ClaimStatus
 
 #: Attempts of an atomic-mode claim chosen as a deadlock's victim. On MySQL/MariaDB the
 #: duplicates waiting on a claim whose transaction rolls back meet on the freed gap of

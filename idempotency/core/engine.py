@@ -11,7 +11,7 @@ comes from the :class:`~idempotency.core.job.Adapter`.
 or wait for its owner; run the work while a keep-alive renews the lease; complete the
 record with the outcome, or release it, proven by the token.
 
-**Atomic mode** (an :class:`~idempotency.stores.atomic.AtomicStore`, sync only): claim
+**Atomic mode** (an :class:`~idempotency.stores.base.AtomicStore`, sync only): claim
 the key inside a transaction with the work's own writes and store the outcome in it, so
 they commit together; a released outcome rolls back claim and writes alike. With
 ``optimistic``, the work runs first and the completed record is inserted last.
@@ -31,8 +31,7 @@ from idempotency.core.job import Adapter, Job
 from idempotency.core.lease import give_back, lease_flow
 from idempotency.core.steps import ADAPT, LOOK, STORE, WORK, Flow, Step, first_step
 from idempotency.observability.tracing import spanned
-from idempotency.stores.atomic import AtomicStore
-from idempotency.stores.base import Claim, ClaimStatus
+from idempotency.stores.base import AtomicStore, Claim, ClaimStatus
 
 COMPLETED = ClaimStatus.COMPLETED
 

@@ -18,8 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from idempotency.conf import MODES, idempotency_settings
 from idempotency.stores import get_store, stores
-from idempotency.stores.atomic import AtomicStore
-from idempotency.stores.base import BaseStore, Claim, ClaimStatus
+from idempotency.stores.base import AtomicStore, BaseStore, Claim, ClaimStatus
 
 P = TypeVar("P", bound="CallPolicy")
 

@@ -40,8 +40,7 @@ from idempotency.functions.arguments import (
     qualified_name,
 )
 from idempotency.functions.results import ResultCodec, UnreadableResult, storable_error
-from idempotency.stores.atomic import AtomicStore
-from idempotency.stores.base import Claim, ClaimStatus, unreadable_record
+from idempotency.stores.base import AtomicStore, Claim, ClaimStatus, unreadable_record
 
 __all__ = [
     "ArgumentsMismatch",

@@ -28,9 +28,8 @@ from idempotency.http.keys import header_value, parse_key
 from idempotency.http.options import Policy
 from idempotency.problems import problem_response
 from idempotency.scopes import SharedScope
-from idempotency.stores import record_digest
-from idempotency.stores.atomic import AtomicStore
-from idempotency.stores.base import BaseStore
+from idempotency.stores.base import AtomicStore, BaseStore
+from idempotency.stores.records import record_digest
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 

@@ -9,7 +9,6 @@ change; :func:`get_store` takes an alias or a store instance.
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING, Any
 
 from idempotency.core.backends import BackendHandler
@@ -21,9 +20,10 @@ if TYPE_CHECKING:
     from idempotency.stores.redis import RedisStore
 
 __all__ = [
+    "configured_database",
+    "database_aliases",
     "database_store",
     "get_store",
-    "record_digest",
     "stores",
     "DatabaseStore",
     "RedisStore",
@@ -54,9 +54,30 @@ def get_store(store: str | BaseStore | None = None) -> BaseStore:
     return stores.get(store)
 
 
-def record_digest(scope: str, key: str) -> str:
-    """A short fixed-length name for ``(scope, key)`` in caches and Redis."""
-    return hashlib.sha256(f"{scope}\x00{key}".encode()).hexdigest()[:40]
+def database_aliases() -> list[str]:
+    """The aliases of ``STORES`` whose store keeps its records in a Django database (an
+    :class:`~idempotency.stores.base.AtomicStore`: the database store), ``"default"`` first."""
+    from idempotency.stores.base import AtomicStore
+
+    aliases = sorted(stores.entries, key=lambda alias: alias != "default")
+    found = []
+    for alias in aliases:
+        cls = stores.backend_class(alias)
+        if cls is not None and issubclass(cls, AtomicStore):
+            found.append(alias)
+    return found
+
+
+def configured_database() -> str:
+    """The database of the first configured database store (``"default"`` first), else
+    ``"default"``: where the purge, the metrics and the scope renaming look by default."""
+    from idempotency.stores.base import AtomicStore
+
+    for alias in database_aliases():
+        store = stores[alias]
+        if isinstance(store, AtomicStore):
+            return store.using
+    return "default"
 
 
 def __getattr__(name: str) -> Any:

@@ -7,7 +7,7 @@ it did not store for that request. So every completed record, in every store and
 ``BODY_CODEC`` mode, carries a *tag*: ``<expires_ms>:<mac>``, where ``mac`` is an
 HMAC-SHA256, under a key derived from ``SECRET_KEY``
 (:func:`idempotency.core.keyed_hashes.record_macs`), of the record's name (the SHA-256
-of its scope and key, :func:`~idempotency.stores.record_digest`, the name Redis and
+of its scope and key, :func:`~idempotency.stores.records.record_digest`, the name Redis and
 caches file it under), its fingerprint, its fencing token, its status, headers and
 stored body bytes (after the codec), and ``expires_ms``, the expiry the application
 gave it. Rotation is ``SECRET_KEY_FALLBACKS``': a tag made under a fallback still
@@ -29,8 +29,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from idempotency.core.keyed_hashes import log_ref, record_macs
-from idempotency.stores import record_digest
-from idempotency.stores.records import StoredResponse, now_ms
+from idempotency.stores.records import StoredResponse, now_ms, record_digest
 
 logger = logging.getLogger("idempotency")
 
@@ -147,7 +146,7 @@ def resign(
     name: str, *, tag: Any, fingerprint: str, fence: Any, old: StoredResponse,
     new: StoredResponse,
 ) -> str | None:  # fmt: skip
-    """The tag of the record filed under ``name`` (:func:`~idempotency.stores.
+    """The tag of the record filed under ``name`` (:func:`~idempotency.stores.records.
     record_digest` of its scope and key) whose stored form changes from ``old`` to
     ``new`` (the re-encryption of its body), keeping its authenticated expiry; None
     when ``old`` does not verify: a forged record is never signed anew."""

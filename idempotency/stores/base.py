@@ -1,13 +1,14 @@
-"""The contract every store keeps.
+"""The contract every store keeps: :class:`BaseStore`, and :class:`AtomicStore` for the
+stores that can run atomic mode.
 
-A record is identified by ``(scope, key)``. ``claim`` decides atomically which
-caller owns a new key; only the owner, proven by its fencing token, may
-``complete`` or ``release`` it. A record whose TTL has passed is treated as
-absent even before it is purged.
+A record is identified by ``(scope, key)``. ``claim`` decides atomically which caller
+owns a new key; only the owner, proven by its fencing token, may ``complete`` or
+``release`` it. A record whose TTL has passed is treated as absent even before it is
+purged.
 
 The records a store answers with live in :mod:`~idempotency.stores.records`, the
 mapping of its failures to the library's errors in :mod:`~idempotency.stores.errors`;
-both are importable from here too, as they always were.
+both are importable from here too.
 """
 
 from __future__ import annotations
@@ -19,12 +20,7 @@ from typing import Any, ClassVar, ParamSpec, TypeVar
 from asgiref.sync import sync_to_async
 
 from idempotency.core.backends import Configurable
-from idempotency.stores.errors import (
-    corrupted,
-    guarded,
-    store_operation,
-    unreadable_record,
-)
+from idempotency.stores.errors import corrupted, store_operation, unreadable_record
 from idempotency.stores.records import (
     Claim,
     ClaimStatus,
@@ -36,13 +32,14 @@ from idempotency.stores.records import (
 )
 
 __all__ = [
+    "AtomicStore",
     "BaseStore",
     "Claim",
+    "ClaimLocked",
     "ClaimStatus",
     "KeyState",
     "StoredResponse",
     "corrupted",
-    "guarded",
     "new_fence",
     "now_ms",
     "quota_window",
@@ -55,32 +52,34 @@ R = TypeVar("R")
 
 
 class BaseStore(Configurable):
-    """Interface of a store; see the module docstring for the contract.
+    """A store of idempotency records, as the engine (:mod:`idempotency.core.engine`) uses
+    it; see the module docstring for the contract.
 
-    Every operation has an ``async`` twin named ``a<operation>`` (:meth:`aclaim`,
-    :meth:`alookup`, :meth:`apeek`, :meth:`acomplete`, :meth:`arelease`, :meth:`aextend`,
-    :meth:`asave_recovery_point`, :meth:`adelete`, :meth:`acount_new_record`) with the
-    same arguments, answers and errors, as Django's ``BaseCache`` has ``aget`` beside
-    ``get``. By default a twin runs its sync method in a thread of the event loop's
-    default executor (:meth:`run_in_thread`), never in the one thread
-    ``thread_sensitive=True`` would funnel every request of the process through. A store
-    with a native async client overrides the twins (:class:`~idempotency.stores.RedisStore`
-    does); they must keep the contract of their sync methods, and be safe to call from
-    several event loops in turn (one client per running loop, never a connection
-    shared between two loops).
+    A subclass implements the methods of the first section; the engine calls nothing else
+    without a default here. Every operation has an ``async`` twin named
+    ``a<operation>`` (:meth:`aclaim`, :meth:`alookup`, :meth:`apeek`, :meth:`acomplete`,
+    :meth:`arelease`, :meth:`aextend`, :meth:`asave_recovery_point`, :meth:`adelete`,
+    :meth:`acount_new_record`) with the same arguments, answers and errors, as Django's
+    ``BaseCache`` has ``aget`` beside ``get``. By default a twin runs its sync method in a
+    thread of the event loop's default executor (:meth:`run_in_thread`), never in the one
+    thread ``thread_sensitive=True`` would funnel every request of the process through. A
+    store with a native async client overrides the twins
+    (:class:`~idempotency.stores.RedisStore` does); they must keep the contract of their
+    sync methods, and be safe to call from several event loops in turn (one client per
+    running loop, never a connection shared between two loops).
+
+    A store is configured as an alias of ``IDEMPOTENCY["STORES"]``: its class attribute
+    ``options`` lists the ``OPTIONS`` it takes, passed to its constructor as keyword
+    arguments.
     """
 
-    #: Whether the store can claim inside the view's own database transaction.
-    supports_atomic: ClassVar[bool] = False
     #: Whether lease mode should look a key up before claiming it. Where a claim that
     #: meets a completed record costs a second statement to read it (the database), a
     #: replay is then one statement; where the claim answers with the record (Redis),
     #: the claim alone is cheapest.
     lookup_before_claim: ClassVar[bool] = False
 
-    def atomic(self) -> AbstractContextManager[Any]:
-        """The transaction atomic mode runs in (only where ``supports_atomic``)."""
-        raise NotImplementedError(f"{type(self).__name__} does not support atomic mode")
+    # -- methods subclasses must implement -------------------------------------------------
 
     def claim(
         self,
@@ -112,18 +111,9 @@ class BaseStore(Configurable):
         raise NotImplementedError
 
     def lookup(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
-        """The live record's state as a :class:`KeyState` (never CLAIMED), or None when absent."""
+        """The live record's state as a :class:`KeyState` (never CLAIMED), or None when
+        absent: what a waiting duplicate polls, and what a replay reads."""
         raise NotImplementedError
-
-    def peek(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
-        """The cheapest look before a claim that itself handles every state of the key.
-
-        Like :meth:`lookup`, except that None may also mean "not known here": the
-        caller goes on to claim, and the claim answers for a record that exists. A
-        store with a faster, partial source of answers (a response cache) consults only
-        that one; the others look up.
-        """
-        return self.lookup(scope, key, fingerprint=fingerprint)
 
     def complete(
         self,
@@ -135,35 +125,54 @@ class BaseStore(Configurable):
         ttl: float,
         fingerprint: str = "",
     ) -> bool:
-        """Store the response if ``fence`` still owns the key; False for a stale owner."""
+        """Store the response if ``fence`` still owns the key, to be replayed for ``ttl``
+        seconds; False for a stale owner (whose lease ran out and whose key was taken
+        over: it must never overwrite the new owner's record). ``fingerprint`` is the
+        claim's, where the caller has it (the stored record is authenticated over it)."""
         raise NotImplementedError
 
     def release(self, scope: str, key: str, *, fence: int) -> bool:
-        """Free the key if ``fence`` still owns it (a recorded recovery point is kept)."""
+        """Free the key if ``fence`` still owns it, so a retry runs again (an outcome that
+        is not kept: a 5xx, an exception). A recorded recovery point is kept, its lease
+        ended, so the retry resumes from it. False for a stale owner."""
         raise NotImplementedError
 
     def extend(self, scope: str, key: str, *, fence: int, lease: float) -> bool:
         """Keep-alive: renew the lease of a running owner to ``lease`` seconds from now (and
         the record's expiry to at least that) if ``fence`` still owns the live, in-progress
-        record; False for a stale owner, a completed, released or expired record. Stores
-        that do not implement it have no keep-alive: a body must then end within its
+        record; False for a stale owner, a completed, released or expired record. A store
+        that leaves it unimplemented has no keep-alive: a body must then end within its
         lease."""
         raise NotImplementedError
+
+    def save_recovery_point(
+        self, scope: str, key: str, *, fence: int, name: str, data: Any = None
+    ) -> bool:
+        """Record a committed phase of multi-step work (``name`` and JSON ``data``), which a
+        retry that takes the key over gets with its claim; False for a stale owner."""
+        raise NotImplementedError
+
+    def delete(self, scope: str, key: str) -> bool:
+        """Remove a record whoever owns it (operators: the admin's release action); False
+        when there was none."""
+        raise NotImplementedError
+
+    # -- methods subclasses may override ---------------------------------------------------
+
+    def peek(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
+        """The cheapest look before a claim that itself handles every state of the key.
+
+        Like :meth:`lookup`, except that None may also mean "not known here": the
+        caller goes on to claim, and the claim answers for a record that exists. A
+        store with a faster, partial source of answers (a response cache) consults only
+        that one; the others look up.
+        """
+        return self.lookup(scope, key, fingerprint=fingerprint)
 
     def renewable(self) -> bool:
         """Whether a claim made now can be renewed from another thread (False where it is
         part of an open transaction, invisible to others until its commit)."""
         return True
-
-    def save_recovery_point(
-        self, scope: str, key: str, *, fence: int, name: str, data: Any = None
-    ) -> bool:
-        """Record a committed phase of multi-step work; False for a stale owner."""
-        raise NotImplementedError
-
-    def delete(self, scope: str, key: str) -> bool:
-        """Remove a record whoever owns it (operators: the admin's release action)."""
-        raise NotImplementedError
 
     def count_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
         """Count one new record of ``scope`` in the current fixed window of ``window``
@@ -171,6 +180,10 @@ class BaseStore(Configurable):
         this one, and the seconds left of the window. Needed only with ``MAX_NEW_RECORDS``
         (a store without it cannot enforce that limit)."""
         raise NotImplementedError(f"{type(self).__name__} cannot count new records")
+
+    def atomic(self) -> AbstractContextManager[Any]:
+        """The transaction atomic mode runs in (only an :class:`AtomicStore` has one)."""
+        raise NotImplementedError(f"{type(self).__name__} does not support atomic mode")
 
     # -- async twins: the sync method in a thread unless the store has native async I/O
 
@@ -258,3 +271,87 @@ class BaseStore(Configurable):
     async def acount_new_record(self, scope: str, *, window: float) -> tuple[int, float]:
         """:meth:`count_new_record`, awaitable."""
         return await self.run_in_thread(self.count_new_record, scope, window=window)
+
+
+class ClaimLocked(Exception):
+    """A claim's lock wait on a concurrent duplicate's claim ended without the lock:
+    ``LOCK_TIMEOUT`` (or the server's own bound) ran out, or (``deadlock``) the server
+    chose it as a deadlock's victim. Nothing ran; the caller answers "in progress"."""
+
+    def __init__(self, *, deadlock: bool = False) -> None:
+        super().__init__()
+        self.deadlock = deadlock
+
+
+class AtomicStore(BaseStore):
+    """A store whose records live in a Django database, so the claim, the work's own writes
+    and the stored outcome can commit in one transaction: atomic mode.
+
+    The engine (:mod:`idempotency.core.atomic`) runs atomic mode on a store that is an
+    instance of this class, and lease mode on any other.
+    :class:`~idempotency.stores.DatabaseStore` is the one.
+    """
+
+    # -- methods subclasses must implement (beyond BaseStore's) ----------------------------
+
+    @property
+    def using(self) -> str:
+        """The database alias of the records."""
+        raise NotImplementedError
+
+    def atomic(self) -> AbstractContextManager[Any]:
+        """A transaction on the records' database."""
+        raise NotImplementedError
+
+    def transaction(self, aliases: list[str]) -> AbstractContextManager[None]:
+        """One transaction over ``aliases`` (the records' database first, then every alias
+        the work writes to), so a rollback leaves nothing behind in any of them."""
+        raise NotImplementedError
+
+    def roll_back(self, aliases: list[str]) -> None:
+        """Mark the open transaction over ``aliases`` for rollback (a released outcome:
+        nothing of the attempt may stay, or a retry would double it)."""
+        raise NotImplementedError
+
+    def outermost(self) -> bool:
+        """Whether a transaction opened now is the outermost one on the records' database
+        (under ``ATOMIC_REQUESTS`` it is nested in the request's): only then may a
+        deadlock's victim start again."""
+        raise NotImplementedError
+
+    def claim_in_transaction(
+        self,
+        scope: str,
+        key: str,
+        *,
+        fingerprint: str,
+        lease: float,
+        ttl: float,
+        method: str = "",
+        route: str = "",
+    ) -> Claim:
+        """:meth:`claim` inside the open transaction, its wait on a concurrent duplicate's
+        claim bounded by ``LOCK_TIMEOUT``; a lock wait that ends without the lock raises
+        :class:`ClaimLocked`."""
+        raise NotImplementedError
+
+    def bound_lock_waits(self) -> None:
+        """Cap lock waits in the open transaction at ``LOCK_TIMEOUT`` (for the optimistic
+        claim's insert, :meth:`insert_completed`)."""
+        raise NotImplementedError
+
+    def insert_completed(
+        self,
+        scope: str,
+        key: str,
+        *,
+        fingerprint: str,
+        response: StoredResponse,
+        ttl: float,
+        method: str = "",
+        route: str = "",
+    ) -> bool:
+        """Insert a completed record in the open transaction (the optimistic claim, after
+        the work ran); False when a live record already holds the key (a concurrent
+        duplicate committed first)."""
+        raise NotImplementedError

@@ -32,7 +32,7 @@ from idempotency.codecs import seal, unseal
 from idempotency.conf import Setting
 from idempotency.core.backends import KEY_PREFIX
 from idempotency.core.outages import outage_raises_unavailable
-from idempotency.stores import authentication, record_digest
+from idempotency.stores import authentication
 from idempotency.stores.base import (
     BaseStore,
     Claim,
@@ -44,6 +44,7 @@ from idempotency.stores.base import (
 )
 from idempotency.stores.errors import unreadable_record
 from idempotency.stores.raw_cache import RawCache
+from idempotency.stores.records import record_digest
 
 
 class CacheStore(BaseStore):
@@ -55,7 +56,6 @@ class CacheStore(BaseStore):
     development; ``"OPTIONS": {"cache": "records"}`` picks another cache.
     """
 
-    supports_atomic: ClassVar[bool] = False
     #: ``OPTIONS`` of a cache store (:mod:`idempotency.core.backends`).
     options: ClassVar[Mapping[str, Setting]] = {
         "cache": Setting("default", "Cache alias whose backend keeps the records.", "cache"),

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from idempotency.core.outages import is_outage, unavailable, wrap_errors
-
-if TYPE_CHECKING:
-    from idempotency.stores.base import BaseStore
 
 logger = logging.getLogger("idempotency")
 
 P = ParamSpec("P")
 R = TypeVar("R")
-S = TypeVar("S", bound="BaseStore")
+S = TypeVar("S")  # the store
 
 
 def _unreadable(exc: BaseException) -> bool:
@@ -95,7 +92,3 @@ def store_operation(
         return wrap_errors(method, problem)
 
     return decorate
-
-
-#: The name :func:`store_operation` had before (``idempotency.stores.base.guarded``).
-guarded = store_operation

@@ -3,12 +3,14 @@
 :class:`StoredResponse` (what replay needs), :class:`KeyState` (a store's answer about a
 key; :class:`Claim` is the same class under the name of what :meth:`~idempotency.stores.
 base.BaseStore.claim` returns), :class:`ClaimStatus`, and the values every store draws:
-fencing tokens, the clock in milliseconds and the record quota's windows.
+fencing tokens, the names of records in caches and Redis, the clock in milliseconds and
+the record quota's windows.
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
 import os
 import random
 import time
@@ -98,6 +100,11 @@ if hasattr(os, "register_at_fork"):
 def new_fence() -> int:
     """A fencing token unique per claim (63 random bits: fits a signed BIGINT)."""
     return _fences.getrandbits(63) or 1
+
+
+def record_digest(scope: str, key: str) -> str:
+    """A short fixed-length name for ``(scope, key)`` in caches and Redis."""
+    return hashlib.sha256(f"{scope}\x00{key}".encode()).hexdigest()[:40]
 
 
 def now_ms() -> int:

@@ -53,7 +53,7 @@ from idempotency.core.keyed_hashes import log_ref
 from idempotency.core.outages import outage_raises_unavailable
 from idempotency.core.redis_clients import CLIENT_OPTIONS, REDIS_CACHE, RedisBackend
 from idempotency.exceptions import StoreNotDurable
-from idempotency.stores import authentication, record_digest
+from idempotency.stores import authentication
 from idempotency.stores.base import BaseStore
 from idempotency.stores.errors import store_operation
 from idempotency.stores.records import (
@@ -63,6 +63,7 @@ from idempotency.stores.records import (
     new_fence,
     now_ms,
     quota_window,
+    record_digest,
 )
 
 __all__ = ["RedisStore"]
@@ -432,7 +433,6 @@ class RedisStore(RedisBackend, BaseStore):
     again (system check W007).
     """
 
-    supports_atomic: ClassVar[bool] = False
     #: ``OPTIONS`` of a Redis store (:mod:`idempotency.core.backends`).
     options: ClassVar[Mapping[str, Setting]] = {
         "cache": REDIS_CACHE,

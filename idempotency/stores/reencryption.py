@@ -30,9 +30,9 @@ from django.utils import timezone
 
 from idempotency.codecs import RotatingCodec, UndecodableBody, body_codec
 from idempotency.conf import idempotency_settings
-from idempotency.stores import authentication, get_store, record_digest
+from idempotency.stores import authentication, get_store
 from idempotency.stores.base import BaseStore
-from idempotency.stores.records import StoredResponse
+from idempotency.stores.records import StoredResponse, record_digest
 from idempotency.stores.redis import as_text
 
 __all__ = ["ReencryptionResult", "reencrypt_records"]

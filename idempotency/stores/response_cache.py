@@ -1,9 +1,9 @@
 """The read-through cache of completed responses in front of ``DatabaseStore``.
 
-With the store's ``response_cache`` option set to a cache alias (Redis recommended),
-completed responses are read from that cache first, and written to
-it by the first replay that reads them from the database: every later replay costs no
-SQL, and a first request pays no cache write. The cache is never the source of truth:
+With a :class:`~idempotency.stores.DatabaseStore`'s ``response_cache`` option set to a
+cache alias (Redis recommended), completed responses are read from that cache first, and
+written to it by the first replay that reads them from the database: every later replay
+costs no SQL, and a first request pays no cache write. The cache is never the source of truth:
 any cache error falls back to the database.
 
 A cached response is bytes the library encodes itself (a JSON line of status,
@@ -20,66 +20,63 @@ from __future__ import annotations
 import json
 import time
 
-from django.core.cache import BaseCache, caches
+from django.core.cache import caches
 
 from idempotency import signals
 from idempotency.codecs import UndecodableBody, unseal
 from idempotency.core.outages import bursts
 from idempotency.exceptions import RecordForged
-from idempotency.stores import authentication, record_digest
-from idempotency.stores.atomic import AtomicStore
-from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
+from idempotency.stores import authentication
 from idempotency.stores.raw_cache import RawCache
+from idempotency.stores.records import ClaimStatus, KeyState, StoredResponse, record_digest
 
 
-class ResponseCache(AtomicStore):
-    """The response-cache half of :class:`~idempotency.stores.database.DatabaseStore`: an
-    :class:`~idempotency.stores.atomic.AtomicStore`, whose database alias (``using``)
-    its keys name."""
+class ResponseCache:
+    """The response cache of one :class:`~idempotency.stores.DatabaseStore`: the cache
+    alias ``alias``, under keys that name the store's ``database`` (and ``key_prefix``).
+    ``owner`` is the store's class: what its logs name and its signals are sent by."""
 
-    _response_cache: str | None
-    key_prefix: str
+    __slots__ = ("alias", "database", "key_prefix", "owner")
 
-    @property
-    def response_cache(self) -> BaseCache | None:
-        alias = self._response_cache
-        return caches[alias] if alias else None
+    def __init__(self, alias: str, *, database: str, key_prefix: str, owner: type) -> None:
+        self.alias = alias
+        self.database = database
+        self.key_prefix = key_prefix
+        self.owner = owner
 
-    def _raw_response_cache(self) -> RawCache | None:
-        alias = self._response_cache
-        return RawCache(caches[alias], alias) if alias else None
+    def raw(self) -> RawCache:
+        """The cache, read and written as bytes that are never unpickled."""
+        return RawCache(caches[self.alias], self.alias)
 
-    def _cache_key(self, scope: str, key: str) -> str:
+    def key(self, scope: str, key: str) -> str:
+        """The cache key of the record ``(scope, key)``."""
         # the database alias too: two stores on two databases may share one cache
-        digest = record_digest(f"{self.using}\x00{scope}", key)
+        digest = record_digest(f"{self.database}\x00{scope}", key)
         return f"{self.key_prefix}:resp:{digest}"
 
-    def forget_cached(self, scope: str, key: str) -> None:
-        cache = self._raw_response_cache()
-        if cache is not None:
-            try:
-                cache.delete(self._cache_key(scope, key))
-            except Exception as exc:  # noqa: BLE001 - the cache only accelerates replays
-                _cache_failed(self, "delete", exc)
-
-    def _cached_response(self, scope: str, key: str, fingerprint: str) -> Claim | None:
-        """The completed record as the response cache holds it, or None (absent, or the
-        cache failed: the database answers then; a cache is never the source of truth)."""
-        cache = self._raw_response_cache()
-        if cache is None:
-            return None
+    def forget(self, scope: str, key: str) -> None:
+        """Drop the cached response of ``(scope, key)``, if any."""
         try:
-            cached = cache.get(self._cache_key(scope, key))
+            self.raw().delete(self.key(scope, key))
+        except Exception as exc:  # noqa: BLE001 - the cache only accelerates replays
+            _cache_failed(self.owner, "delete", exc)
+
+    def get(self, scope: str, key: str, fingerprint: str) -> KeyState | None:
+        """The completed record as the cache holds it, or None (absent, or the cache
+        failed: the database answers then; a cache is never the source of truth)."""
+        cache = self.raw()
+        try:
+            cached = cache.get(self.key(scope, key))
             if cached is None:
                 return None
             stored, fence, tag, response = _loads(cached)
         except Exception as exc:  # noqa: BLE001 - any cache error: fall back to the database
             # a value that is not ours (a foreign or forged one) too: never unpickled
-            _cache_failed(self, "get", exc)
+            _cache_failed(self.owner, "get", exc)
             return None
         try:  # the database record's own tag: a cached copy is authenticated as it is
             expires = authentication.verify(
-                f"{type(self).__name__} response cache", scope, key, tag=tag,
+                f"{self.owner.__name__} response cache", scope, key, tag=tag,
                 fingerprint=stored, fence=fence, stored=response,
             )  # fmt: skip
         except RecordForged:
@@ -87,16 +84,16 @@ class ResponseCache(AtomicStore):
         if expires <= time.time():
             return None
         if stored != fingerprint:
-            return Claim(ClaimStatus.MISMATCH, fingerprint=stored)
+            return KeyState(ClaimStatus.MISMATCH, fingerprint=stored)
         try:  # the cache keeps the body as the database does (BODY_CODEC)
             body = unseal(response.body)
         except UndecodableBody:
             return None  # not readable here: the database answers
-        return Claim(
+        return KeyState(
             ClaimStatus.COMPLETED, response=response._replace(body=body), expires_at=expires
         )
 
-    def _cache_response(
+    def put(
         self,
         scope: str,
         key: str,
@@ -107,15 +104,17 @@ class ResponseCache(AtomicStore):
         fence: int,
         tag: str,
     ) -> None:
-        cache = self._raw_response_cache()
-        if cache is None or int(ttl) <= 0:
+        """Keep the completed record ``response`` (its body as the database keeps it, and
+        its ``tag``) for ``ttl`` seconds; a cache that fails loses nothing."""
+        cache = self.raw()
+        if int(ttl) <= 0:
             return
         try:
             value = _dumps(fingerprint, response, fence, tag)
-            cache.set(self._cache_key(scope, key), value, int(ttl))
+            cache.set(self.key(scope, key), value, int(ttl))
         except Exception as exc:  # noqa: BLE001 - the cache only accelerates replays
             # after the commit: the record is in the database, so nothing is lost
-            _cache_failed(self, "set", exc)
+            _cache_failed(self.owner, "set", exc)
 
 
 def _dumps(fingerprint: str, response: StoredResponse, fence: int, tag: str) -> bytes:
@@ -140,10 +139,10 @@ def _loads(value: object) -> tuple[str, int, str, StoredResponse]:
     return fingerprint, fence, str(tag), StoredResponse.from_parts(status, headers, body)
 
 
-def _cache_failed(store: ResponseCache, operation: str, error: BaseException) -> None:
+def _cache_failed(owner: type, operation: str, error: BaseException) -> None:
     """Count a response-cache failure and log it once per burst."""
     signals.response_cache_failed.send(
-        sender=type(store),
+        sender=owner,
         request=None,
         scope=None,
         key=None,

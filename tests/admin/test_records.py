@@ -216,21 +216,23 @@ def test_release_action_forgets_the_cached_response(
     admin_client: Client, make_record: MakeRecord
 ) -> None:
     obj = make_record(key="cached-key")
-    store = DatabaseStore(response_cache="default")
-    cache_key = store._cache_key(obj.scope, obj.key)
+    responses = DatabaseStore(response_cache="default").response_cache
+    assert responses is not None
+    cache_key = responses.key(obj.scope, obj.key)
     cached = StoredResponse(201, [], b"{}")
     tag = authentication.sign(
         obj.scope, obj.key, fingerprint=obj.fingerprint, fence=obj.fence, stored=cached, ttl=60
     )
-    store._cache_response(obj.scope, obj.key, obj.fingerprint, cached, 60, fence=obj.fence, tag=tag)
-    assert store._raw_response_cache().get(cache_key) is not None  # type: ignore[union-attr]
+    responses.put(obj.scope, obj.key, obj.fingerprint, cached, 60, fence=obj.fence, tag=tag)
+    assert responses.raw().get(cache_key) is not None
+    store = DatabaseStore(response_cache="default")
     assert store.lookup(obj.scope, obj.key, fingerprint=obj.fingerprint) is not None
 
     admin_client.post(
         CHANGELIST, {"action": "release_records", "_selected_action": [obj.pk], "index": "0"}
     )
 
-    assert store._raw_response_cache().get(cache_key) is None  # type: ignore[union-attr]
+    assert responses.raw().get(cache_key) is None
     assert store.lookup(obj.scope, obj.key, fingerprint=obj.fingerprint) is None
 
 

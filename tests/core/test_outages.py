@@ -21,7 +21,8 @@ from django.db import connection
 from django.test import Client, override_settings
 
 from idempotency import signals
-from idempotency.stores import get_store, record_digest
+from idempotency.stores import get_store
+from idempotency.stores.records import record_digest
 from tests.support.clocks import age
 from tests.support.counting import received
 from tests.support.faults import (

@@ -99,8 +99,8 @@ def test_response_cache_makes_replays_sql_free(
         first = run(client_a, key)
         scope = IdempotencyRecord.objects.get(key=key).scope
         store: Any = get_store()
-        cache_key = store._cache_key(scope, key)
-        cache = store._raw_response_cache()
+        cache_key = store.response_cache.key(scope, key)
+        cache = store.response_cache.raw()
         cached_after_first = cache.get(cache_key)
         warming = run(client_a, key)
         cached_after_warming = cache.get(cache_key)

@@ -101,7 +101,7 @@ def test_response_cache_on_the_cluster_replays_without_sql(
     assert again is not None and again.response == response
     store.delete("user:1", "cached")
     assert store.response_cache is not None
-    assert store.response_cache.get(store._cache_key("user:1", "cached")) is None
+    assert store.response_cache.raw().get(store.response_cache.key("user:1", "cached")) is None
 
 
 @pytest.mark.django_db(transaction=True)

@@ -24,11 +24,11 @@ from django.test import Client, override_settings
 
 from idempotency.core.backends import KEY_PREFIX
 from idempotency.exceptions import StoreCorrupted
-from idempotency.stores import record_digest
 from idempotency.stores.base import ClaimStatus, StoredResponse, quota_window
 from idempotency.stores.cache import CacheStore
 from idempotency.stores.database import DatabaseStore
 from idempotency.stores.raw_cache import RawCache, raw_kind
+from idempotency.stores.records import record_digest
 from tests.support.counting import unique
 from tests.support.stores import CACHE_STORE, using
 from tests.testapp.executions import executions
@@ -106,15 +106,15 @@ def test_a_pickle_under_a_response_cache_key_is_never_loaded(alias: str, tmp_pat
         scope, key = "user:1", unique("key")
         claim = store.claim(scope, key, fingerprint="f", lease=5, ttl=60)
         assert store.complete(scope, key, fence=claim.fence, response=response, ttl=60)
-        _write_raw(alias, store._cache_key(scope, key), pickle.dumps(Payload(marker)))
+        assert store.response_cache is not None
+        cache_key = store.response_cache.key(scope, key)
+        _write_raw(alias, cache_key, pickle.dumps(Payload(marker)))
         # the database answers instead (the cache is never the source of truth)
         seen = store.lookup(scope, key, fingerprint="f")
         assert seen is not None and seen.status is ClaimStatus.COMPLETED
         assert seen.response == response
         # ... and its own bytes replace the foreign value: the next replay reads them
-        assert RawCache(caches[alias]).get(store._cache_key(scope, key)) != pickle.dumps(
-            Payload(marker)
-        )
+        assert RawCache(caches[alias]).get(cache_key) != pickle.dumps(Payload(marker))
         again = store.lookup(scope, key, fingerprint="f")
         assert again is not None and again.response == response
     assert not marker.exists()
@@ -190,7 +190,8 @@ def test_two_databases_sharing_one_response_cache_never_answer_each_others_recor
         alias: DatabaseStore(database=alias, response_cache="default")
         for alias in ("default", "ledger")
     }
-    assert stores["default"]._cache_key(scope, key) != stores["ledger"]._cache_key(scope, key)
+    keys = {alias: store.response_cache.key(scope, key) for alias, store in stores.items()}  # type: ignore[union-attr]
+    assert keys["default"] != keys["ledger"]
     bodies = {"default": b'{"db": "default"}', "ledger": b'{"db": "ledger"}'}
     for alias, store in stores.items():
         claim = store.claim(scope, key, fingerprint="f", lease=5, ttl=60)

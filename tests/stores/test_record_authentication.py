@@ -246,16 +246,17 @@ def test_a_forged_response_cache_entry_is_ignored_and_the_database_answers(
     completed(store, MALLORY, mallorys, "fp-m", MALLORYS)
     for scope, key, fp in ((ALICE, alices, "fp-a"), (MALLORY, mallorys, "fp-m")):
         replayed(store, scope, key, fp)  # the first replay fills the cache
-    raw = store._raw_response_cache()
-    assert raw is not None
-    alices_entry = raw.get(store._cache_key(ALICE, alices))
+    responses = store.response_cache
+    assert responses is not None
+    raw = responses.raw()
+    alices_entry = raw.get(responses.key(ALICE, alices))
     assert isinstance(alices_entry, bytes) and PAN in alices_entry
     # alice's entry under mallory's name: mallory's own record answers, from the database
-    raw.set(store._cache_key(MALLORY, mallorys), alices_entry, 600)
+    raw.set(responses.key(MALLORY, mallorys), alices_entry, 600)
     assert store.peek(MALLORY, mallorys, fingerprint="fp-a") is None
     assert replayed(store, MALLORY, mallorys, "fp-m") == MALLORYS
     # an altered body in alice's own entry: the database's authenticated one answers
-    raw.set(store._cache_key(ALICE, alices), alices_entry.replace(PAN, b"4000000000000002"), 600)
+    raw.set(responses.key(ALICE, alices), alices_entry.replace(PAN, b"4000000000000002"), 600)
     assert replayed(store, ALICE, alices, "fp-a") == RESPONSE
     assert len(forgeries) >= 2 and all("response cache" in s["store"] for s in forgeries)
 
