@@ -123,7 +123,7 @@ def count_round_trips(call: Callable[[str], int], next_key: Callable[[], str]) -
         counts["sql"] += 1
         return execute(*args)
 
-    # every command and pipeline is sent here, packed by redis-py or by RedisStore's channel
+    # every command and pipeline is sent here, packed by redis-py (RedisStore's too)
     send = redis.connection.Connection.send_packed_command
     commit, rollback = connection._commit, connection._rollback
 

@@ -85,6 +85,13 @@ def busy(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], 
     :class:`StoreUnavailable` (503 with ``Retry-After``: nothing ran, retry later).
     Inside one (atomic mode) the error goes to the transaction's owner, which answers it:
     the server may have rolled the whole transaction back, so only it can start again.
+
+    Any other failure outside a transaction drops a connection the server closed (a
+    restart, a killed session: ``close_if_unusable_or_obsolete``) before it is raised, so
+    the next call opens a new one: a completion retried while its lease lasts
+    (``idempotency.core.lease``) reaches a server that came back, instead of failing
+    on the dead connection until the request ends (Django checks it only between
+    requests), as the ``a*`` twins do.
     """
 
     @functools.wraps(method)
@@ -92,8 +99,13 @@ def busy(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], 
         for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
             try:
                 return method(self, *args, **kwargs)
-            except OperationalError as exc:
-                if not is_lock_error(exc) or connections[self.using].in_atomic_block:
+            except Exception as exc:
+                connection = connections[self.using]
+                if connection.in_atomic_block:
+                    raise
+                if not isinstance(exc, OperationalError) or not is_lock_error(exc):
+                    # an outage arrives as StoreUnavailable (outage_raises_unavailable)
+                    connection.close_if_unusable_or_obsolete()
                     raise
                 if not is_deadlock(exc) or attempt == DEADLOCK_ATTEMPTS:
                     raise StoreUnavailable(

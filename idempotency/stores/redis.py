@@ -561,11 +561,28 @@ class RedisStore(RedisBackend, BaseStore):
         return self._until_back(lambda: self._run_once(name, key, args))
 
     def _run_once(self, name: str, key: str, args: list[Any]) -> tuple[Any, int | None]:
+        if not self.connector.is_cluster():
+            return self._run_on(self.client, name, key, args)
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import MovedError
+
+        try:
+            return self._run_on(self._primary_of(key), name, key, args)
+        except (MovedError, RedisConnectionError):
+            # the slot moved or its primary is gone (a failover): a keyed command through
+            # the cluster client follows the redirection or reads the cluster's slots
+            # again, as redis-py does for its own commands; then once more on the
+            # primary it names now (a resend recognises its own token)
+            self.client.pttl(key)
+            return self._run_on(self._primary_of(key), name, key, args)
+
+    def _primary_of(self, key: str) -> Any:
+        """RedisCluster: a cluster pipeline runs no scripts, so the script and its WAIT go
+        to the primary of key's slot as one pipeline of that node's client."""
         client = self.client
-        if self.connector.is_cluster():
-            # RedisCluster: a cluster pipeline runs no scripts, so the script and its WAIT
-            # go to the primary of key's slot as one pipeline of that node's client
-            client = client.get_redis_connection(client.get_node_from_key(key))
+        return client.get_redis_connection(client.get_node_from_key(key))
+
+    def _run_on(self, client: Any, name: str, key: str, args: list[Any]) -> tuple[Any, int | None]:
         found = self._run_waiting(client, name, key, args)
         if not _answers(name, found[0], args):
             found = self._run_waiting(client, name, key, args)  # as in _eval

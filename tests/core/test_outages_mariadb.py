@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,9 +22,11 @@ from django.db import close_old_connections, connections
 from django.test import Client, override_settings
 
 from chaos.services import PrivateMariaDB
+from idempotency import signals
 from tests.support.faults import assert_unavailable, database_alias_at, private_mariadb
 from tests.support.stores import DB_STORE, using
 from tests.testapp.models import Effect
+from tests.testapp.views import Gate
 
 ALIAS = "outage"  # tests/settings.py: a mirror of "default" until pointed at the server
 
@@ -128,33 +129,54 @@ def test_a_stopped_mariadb_answers_503_runs_nothing_and_recovers(mode: str) -> N
 
 
 @pytest.mark.parametrize("mode", ["atomic", "lease"])
-def test_mariadb_stopped_under_a_running_request(mode: str) -> None:
-    """The server stops while the view runs (its effect written, before the completion):
-    never a 500, and the key never runs twice."""
+def test_mariadb_stopped_under_a_running_request(mode: str, gate: Gate) -> None:
+    """The server stops while the view runs (its effect written, before the completion)
+    and starts again once the store has failed: never a 500, and the key never runs
+    twice. Lease mode keeps sending the completion while the lease lasts
+    (``idempotency.core.lease``): the server back within it, the outcome is stored and
+    a retry replays it."""
     with store_on_private_mariadb(mode) as server:
         key = f"inflight-{uuid.uuid4().hex}"
         answered: list[Any] = []
+        failed = threading.Event()
+
+        def unavailable(**kwargs: Any) -> None:
+            failed.set()
 
         def send() -> None:
             try:
-                answered.append(post(Client(raise_request_exception=False), key, "?sleep=1.5"))
+                answered.append(post(Client(raise_request_exception=False), key, "?hold=1"))
             finally:
                 connections.close_all()
 
         thread = threading.Thread(target=send)
-        thread.start()
-        time.sleep(0.5)  # the view sleeps inside its transaction
-        server.stop()
-        thread.join(timeout=60)
+        signals.store_unavailable.connect(unavailable)
+        try:
+            thread.start()
+            assert gate.entered.wait(30), "the view did not start"  # inside its transaction
+            server.stop()
+            gate.release.set()
+            assert failed.wait(60), "the stopped server failed no store call"
+            server.start()
+            thread.join(timeout=90)
+        finally:
+            signals.store_unavailable.disconnect(unavailable)
+        assert not thread.is_alive(), "the request did not end once the server was back"
         [response] = answered
 
-        server.start()
         client = Client(raise_request_exception=False)
-        retry = post(client, key, "?sleep=1.5")  # the same request again
-        # atomic: rolled back with the claim, the retry runs it once; lease: the view's
-        # effect committed, and its claim (the completion lost) holds the key: 409
-        assert retry.status_code in {201, 409}, retry.content
+        retry = post(client, key, "?hold=1")  # the same request again
         assert runs(key) == 1  # never twice, whatever the first answer was
         assert response.status_code in {201, 503}, response.content  # never a 500
         if response.status_code == 503:
             assert_unavailable(response)
+        if mode == "lease":
+            # the view's effect committed, and its completion landed once the server was back
+            assert response.status_code == 201, response.content
+            assert retry.status_code == 201, retry.content
+            assert retry["Idempotent-Replayed"] == "true"
+            assert json.loads(retry.content) == json.loads(response.content)
+        else:
+            # atomic: rolled back with the claim (503), or committed (201); the retry
+            # then runs it once, or replays it
+            assert retry.status_code == 201, retry.content
