@@ -1,4 +1,4 @@
 """The engine every interface shares: one keyed run (:mod:`~idempotency.core.job`), its
-flows (:mod:`~idempotency.core.lease`, :mod:`~idempotency.core.atomic`, with the steps
-they share in :mod:`~idempotency.core.steps`) and the drivers that carry them out, sync
-and async (:mod:`~idempotency.core.engine`)."""
+entry points (:mod:`~idempotency.core.engine`), its two modes (:mod:`~idempotency.core.lease`,
+:mod:`~idempotency.core.atomic`) and the steps they share (:mod:`~idempotency.core.steps`),
+each a direct call of the store's typed method."""

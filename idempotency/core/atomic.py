@@ -5,6 +5,7 @@ With ``optimistic`` the work runs first and the completed record is inserted las
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.db import DatabaseError, IntegrityError, OperationalError
@@ -12,26 +13,14 @@ from django.db import DatabaseError, IntegrityError, OperationalError
 from idempotency import signals
 from idempotency.core.job import Adapter, Job, Outcome
 from idempotency.core.outages import is_lock_error, is_outage, unavailable
-from idempotency.core.steps import (
-    ADAPT,
-    BUSY,
-    LOOK,
-    WORK,
-    Flow,
-    Step,
-    answer,
-    claim_step,
-    complete_step,
-    first_step,
-    lookup_step,
-    over_quota,
-    settle,
-    store_step,
-)
+from idempotency.core.steps import BUSY, answer, complete, look, over_quota, settle, step
 from idempotency.exceptions import StoreUnavailable
 from idempotency.observability.tracing import spanned
 from idempotency.stores.atomic import AtomicStore, ClaimLocked
 from idempotency.stores.base import Claim, ClaimStatus
+
+IN_PROGRESS = ClaimStatus.IN_PROGRESS
+MISMATCH = ClaimStatus.MISMATCH
 
 #: Attempts of an atomic-mode claim chosen as a deadlock's victim. On MySQL/MariaDB the
 #: duplicates waiting on a claim whose transaction rolls back meet on the freed gap of
@@ -76,98 +65,114 @@ class _LostRace(Exception):
     """Atomic mode, optimistic: a concurrent duplicate committed the key first."""
 
 
-def atomic_flow(job: Job, adapter: Adapter, first: Any = LOOK) -> Flow:
-    """Answer from the key's record, or claim it in the work's transaction (or insert the
-    completed record last); ``first``: what the first look found, where the driver took
-    it (else it is the first step)."""
+def run_atomic(job: Job, adapter: Adapter, work: Callable[[], Any], state: Claim | None) -> Any:
+    """Answer from the key's record (``state``: what the first look found), or claim it
+    in the work's transaction, run the work and store its outcome there (or, with
+    ``optimistic``, run the work and insert the completed record last)."""
     store = job.store
     assert isinstance(store, AtomicStore)
-    # claim first answers for any record a peek misses; insert-last must see them all
-    looked_partly = not job.optimistic
-    state = (yield first_step(job)) if first is LOOK else first
-    if state is not None and (
-        state.status is ClaimStatus.IN_PROGRESS or state.status is ClaimStatus.MISMATCH
-    ):  # only these wait or adopt: the other states need no generator of settle's
-        state = yield from settle(job, adapter, state, claims=False)
+    if state is not None and (state.status is IN_PROGRESS or state.status is MISMATCH):
+        state = settle(job, adapter, state, claims=False)  # only these wait or adopt
     if state is None and job.quota is not None:
-        if looked_partly:  # a peek may read only a cache: a replay it missed is no new record
-            state = yield from settle(job, adapter, (yield lookup_step(job)), claims=False)
+        # claim first answers for any record a peek misses; insert-last must see them all
+        if not job.optimistic:  # a peek may read only a cache: a replay it missed is no new record
+            state = settle(job, adapter, look(job), claims=False)
         if state is None:  # a new record: counted before its transaction opens
-            refused = yield from over_quota(job, adapter)
+            refused = over_quota(job, adapter)
             if refused is not None:
                 return refused
     if state is not None:
-        if state.status is ClaimStatus.COMPLETED:
-            return (yield (ADAPT, "replay", (job, state)))
-        return (yield from answer(job, adapter, state))
+        return answer(job, adapter, state)
     if job.optimistic:
-        return (yield from _optimistic(job, adapter, store))
+        return _optimistic(job, adapter, store, work)
     # a deadlock's victim starts again only where its transaction is the outermost one
     # (under ATOMIC_REQUESTS the server rolled the request's own transaction back too)
     outermost = store.outermost()
     for attempt in range(1, CLAIM_ATTEMPTS + 1):
         try:
             with store.transaction(job.databases):
-                claim = yield claim_step(job, in_transaction=True)
-                while claim.status is ClaimStatus.MISMATCH and adapter.adopts(job, claim):
-                    claim = yield claim_step(job, in_transaction=True)
+                claim = _claim_in_transaction(job, store)
+                while claim.status is MISMATCH and adapter.adopts(job, claim):
+                    claim = _claim_in_transaction(job, store)
                 if not claim.owned:
                     raise _NotOwner(claim)  # nothing written: the transaction ends empty
                 adapter.bind(job, claim)
-                result = yield (WORK,)
+                job.started = True
+                result = work()
                 outcome = _kept(job, adapter, result)
                 if outcome.stored is None:
                     store.roll_back(job.databases)
-                elif not (yield complete_step(job, claim, outcome)):  # pragma: no cover
+                elif not complete(job, claim, outcome):  # pragma: no cover
                     # the claim is ours until this transaction ends
                     raise _LostRace
         except _NotOwner as lost:
-            state = yield from settle(job, adapter, lost.claim, claims=False)
-            return (yield from answer(job, adapter, state or lost.claim))
+            state = settle(job, adapter, lost.claim, claims=False)
+            return answer(job, adapter, state or lost.claim)
         except _Unkept as unkept:
             rolled_back(job, exception=unkept.error)
             raise unkept.error from unkept.error.__cause__
         except ClaimLocked as locked:
             if locked.deadlock and outermost and attempt < CLAIM_ATTEMPTS:
                 continue  # the work never ran and the server rolled everything back
-            return (yield from answer(job, adapter, BUSY))
+            return answer(job, adapter, BUSY)
         except Exception as exc:
-            return (yield from _atomic_failure(job, adapter, store, exc, claimed_first=True))
+            return _atomic_failure(job, adapter, store, exc, claimed_first=True)
         return _committed(job, outcome)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _optimistic(job: Job, adapter: Adapter, store: AtomicStore) -> Flow:
-    """Atomic mode, optimistic: run the work, insert the completed record last."""
+def _claim_in_transaction(job: Job, store: AtomicStore) -> Claim:
+    """Claim the key inside the open transaction (its lock wait bounded by ``LOCK_TIMEOUT``)."""
+    with step(job, "claim", "claim_in_transaction") as done:
+        return done(
+            store.claim_in_transaction(
+                job.scope,
+                job.key,
+                fingerprint=job.fingerprint,
+                lease=job.lease,
+                ttl=job.ttl,
+                method=job.method,
+                route=job.route,
+            )
+        )
+
+
+def _optimistic(job: Job, adapter: Adapter, store: AtomicStore, work: Callable[[], Any]) -> Any:
+    """Optimistic: run the work, insert the completed record last."""
     adapter.bind(job, None)
     try:
         with store.transaction(job.databases):
             store.bound_lock_waits()
-            result = yield (WORK,)
+            job.started = True
+            result = work()
             outcome = _kept(job, adapter, result)
             if outcome.stored is None:
                 store.roll_back(job.databases)
-            elif not (yield _insert_completed(job, outcome)):
+            elif not _insert_completed(job, store, outcome):
                 raise _LostRace
     except _Unkept as unkept:
         rolled_back(job, exception=unkept.error)
         raise unkept.error from unkept.error.__cause__
     except Exception as exc:
-        return (yield from _atomic_failure(job, adapter, store, exc, claimed_first=False))
+        return _atomic_failure(job, adapter, store, exc, claimed_first=False)
     return _committed(job, outcome)
 
 
-def _insert_completed(job: Job, outcome: Outcome) -> Step:
-    return store_step(
-        job,
-        "complete",
-        "insert_completed",
-        fingerprint=job.fingerprint,
-        response=outcome.stored,
-        ttl=outcome.ttl,
-        method=job.method,
-        route=job.route,
-    )
+def _insert_completed(job: Job, store: AtomicStore, outcome: Outcome) -> bool:
+    """Insert the completed record in the open transaction; False where a live record
+    holds the key (a concurrent duplicate committed first)."""
+    with step(job, "complete", "insert_completed") as done:
+        return done(
+            store.insert_completed(
+                job.scope,
+                job.key,
+                fingerprint=job.fingerprint,
+                response=outcome.stored,
+                ttl=outcome.ttl,
+                method=job.method,
+                route=job.route,
+            )
+        )
 
 
 def _committed(job: Job, outcome: Outcome) -> Any:
@@ -181,8 +186,8 @@ def _committed(job: Job, outcome: Outcome) -> Any:
 
 def _atomic_failure(
     job: Job, adapter: Adapter, store: AtomicStore, exc: Exception, *, claimed_first: bool
-) -> Flow:
-    """Atomic mode: the transaction rolled back; answer for the winner, or for the error.
+) -> Any:
+    """The transaction rolled back; answer for the winner, or for the error.
 
     With the claim taken first no duplicate can have run, so an ``IntegrityError`` or a
     lock error is the work's own failure, never a lost race. The error's outcome, where
@@ -204,11 +209,11 @@ def _atomic_failure(
         locked = isinstance(exc, OperationalError) and is_lock_error(exc)
         if lost or locked:
             # a committed duplicate won the key (our insert, or the work's own unique insert)
-            winner = yield lookup_step(job)
+            winner = look(job)
             if winner is not None:
-                return (yield from answer(job, adapter, winner))
+                return answer(job, adapter, winner)
             if not isinstance(exc, IntegrityError):
-                return (yield from answer(job, adapter, BUSY))
+                return answer(job, adapter, BUSY)
     outcome = adapter.failure(job, exc)
     if outcome is None or outcome.stored is None:
         rolled_back(job, exception=exc)
@@ -216,13 +221,13 @@ def _atomic_failure(
             raise exc
         return outcome.answer
     with store.atomic():
-        inserted = yield _insert_completed(job, outcome)
+        inserted = _insert_completed(job, store, outcome)
     if inserted:
         job.send(signals.stored, status=outcome.status)
     else:
-        winner = yield lookup_step(job)
+        winner = look(job)
         if winner is not None:
-            return (yield from answer(job, adapter, winner))
+            return answer(job, adapter, winner)
     if outcome.answer is exc:
         raise exc
     return outcome.answer

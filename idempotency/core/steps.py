@@ -1,82 +1,88 @@
-"""The steps the engine's flows yield, and what lease and atomic mode share: the first
-look, the wait for a running owner, and the answer to a caller that does not own its key.
+"""The steps lease and atomic mode share: the first look at a key, the wait for its
+running owner, the answer to a caller that does not own it, the count of a new record.
 
-A step is a tuple the driver (:mod:`idempotency.core.engine`) carries out and answers:
-``(STORE, span, operation, args, kwargs)`` calls the store (``store.<operation>``, or
-``store.a<operation>`` for async callers), ``(WORK,)`` runs the work, ``(PAUSE, seconds)``
-waits, ``(ADAPT, method, args)`` asks the adapter (its async twin ``a<method>`` where it
-has one).
+Each step calls the store's own method (``store.claim(...)``, ``await
+store.aclaim(...)``) inside :class:`step`, which puts it in its span when tracing is on
+and adds the seconds of the calls that decide who owns the key to ``job.claim_seconds``.
+The sync steps and their async twins (``a``-prefixed) are written once each; what they
+decide between store calls (is the key free, what a non-owner is told) is a plain
+function both call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any
+from time import perf_counter
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from idempotency import signals
+from idempotency.conf import idempotency_settings
 from idempotency.core.backoff import Backoff
-from idempotency.core.job import Adapter, Job, Outcome
 from idempotency.core.options import lease_over
+from idempotency.observability.tracing import spanned
 from idempotency.stores.base import Claim, ClaimStatus
 
-STORE, WORK, PAUSE, ADAPT = range(4)
-Step = tuple[Any, ...]
-Flow = Generator[Step, Any, Any]
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
 
-#: A flow's ``first`` when its driver did not take the first look: the flow yields it.
-LOOK: Any = object()
+    from idempotency.core.job import Adapter, Job, Outcome
+
+T = TypeVar("T")
+
+COMPLETED = ClaimStatus.COMPLETED
+IN_PROGRESS = ClaimStatus.IN_PROGRESS
+MISMATCH = ClaimStatus.MISMATCH
 
 #: What a caller waiting on a lock it did not get is told: in progress, retry soon.
-BUSY = Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0)
+BUSY = Claim(IN_PROGRESS, retry_after=1.0)
 
 
-def store_step(job: Job, span: str | None, operation: str, /, *args: Any, **kwargs: Any) -> Step:
-    return (STORE, span, operation, (job.scope, job.key, *args), kwargs)
+class Recorder(Protocol):
+    """What ``with step(...) as done`` gives: ``done(result)`` records the step's outcome
+    on its span (tracing on) and returns ``result``."""
+
+    def __call__(self, result: T, /) -> T: ...
 
 
-def claim_step(job: Job, *, in_transaction: bool = False) -> Step:
-    # the step's tuple built here, not through store_step: every request claims
-    return (
-        STORE,
-        "claim",
-        "claim_in_transaction" if in_transaction else "claim",
-        (job.scope, job.key),
-        {
-            "fingerprint": job.fingerprint,
-            "lease": job.lease,
-            "ttl": job.ttl,
-            "method": job.method,
-            "route": job.route,
-        },
-    )
+def _as_is(result: T) -> T:
+    return result
 
 
-def complete_step(job: Job, claim: Claim, outcome: Outcome) -> Step:
-    """Complete the claimed record with ``outcome`` (fenced by the claim's token)."""
-    return (
-        STORE,
-        "complete",
-        "complete",
-        (job.scope, job.key),
-        {
-            "fence": claim.fence,
-            "response": outcome.stored,
-            "ttl": outcome.ttl,
-            "fingerprint": job.fingerprint,
-        },
-    )
+class step:  # noqa: N801 (a context manager, used like a function)
+    """``with step(job, "claim", "peek") as done: state = done(store.peek(...))``: one
+    store call (or a replay) in the span ``idempotency.<name>`` (``operation``: which
+    call) when tracing is on; a ``claim`` step's seconds added to ``job.claim_seconds``."""
+
+    # one is made for every store call of every request: a class, no generator
+    __slots__ = ("job", "claims", "started", "span")
+
+    def __init__(self, job: Job, name: str, operation: str) -> None:
+        self.job = job
+        self.claims = claims = name == "claim"
+        self.started = perf_counter() if claims else 0.0
+        self.span: AbstractContextManager[Recorder] | None = (
+            spanned(name, job, operation) if idempotency_settings.OPENTELEMETRY else None
+        )
+
+    def __enter__(self) -> Recorder:
+        return _as_is if self.span is None else self.span.__enter__()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        try:
+            if self.span is not None:
+                self.span.__exit__(kind, exc, traceback)
+        finally:
+            if self.claims:
+                job = self.job
+                job.claim_seconds = (job.claim_seconds or 0.0) + perf_counter() - self.started
 
 
-def lookup_step(job: Job, method: str = "lookup") -> Step:
-    return (STORE, "claim", method, (job.scope, job.key), {"fingerprint": job.fingerprint})
-
-
-def first_step(job: Job) -> Step:
-    """A run's first look: atomic mode peeks (looks up, where the work runs first); lease
-    mode claims, or peeks first where its store reads a cache before claiming."""
-    if job.mode == "atomic":
-        return lookup_step(job, "lookup" if job.optimistic else "peek")
-    return lookup_step(job, "peek") if job.store.lookup_before_claim else claim_step(job)
+# -- what a state means: plain decisions, sync and async alike -------------------------
 
 
 def is_free(state: Claim | None) -> bool:
@@ -84,48 +90,224 @@ def is_free(state: Claim | None) -> bool:
     return state is None or lease_over(state)
 
 
-def settle(job: Job, adapter: Adapter, state: Claim | None, *, claims: bool) -> Flow:
-    """From a first look (or claim) ``state``, the state to act on: CLAIMED (lease mode:
-    ``claims``), COMPLETED, IN_PROGRESS once ``job.wait`` ran out, or a MISMATCH that is
-    not the caller's; None where atomic mode (not ``claims``) should claim in its
-    transaction. A running owner is waited for (growing pauses, up to ``job.wait``)."""
-    if is_free(state):
-        state = (yield claim_step(job)) if claims else None
-    backoff: Backoff | None = None
-    while state is not None:
-        if state.status is ClaimStatus.MISMATCH:
-            if not adapter.adopts(job, state):
-                return state
-            state = yield (claim_step(job) if claims else lookup_step(job))
-            continue
-        if state.status is not ClaimStatus.IN_PROGRESS:
-            return state
-        backoff = backoff or Backoff(job.wait)
-        pause = backoff.next_pause()
-        if pause is None:
-            return state
-        yield (PAUSE, pause)
-        state = yield lookup_step(job)
-        if is_free(state):
-            state = (yield claim_step(job)) if claims else None
-    return None
+def unsettled(state: Claim | None) -> bool:
+    """Whether a first look (or claim) needs :func:`settle` before the run acts on it:
+    nothing found (lease mode claims), an owner to wait for, or a mismatch to adopt."""
+    return state is None or state.status is IN_PROGRESS or state.status is MISMATCH
 
 
-def answer(job: Job, adapter: Adapter, state: Claim) -> Flow:
-    """The answer to a caller that does not own the key."""
-    if state.status is ClaimStatus.COMPLETED:
-        return (yield (ADAPT, "replay", (job, state)))
-    if state.status is ClaimStatus.MISMATCH:
+def replay(job: Job, adapter: Adapter, state: Claim) -> Any:
+    """The answer from a completed record, in its span (tracing on)."""
+    with step(job, "replay", "replay") as done:
+        return done(adapter.replay(job, state))
+
+
+def answer(job: Job, adapter: Adapter, state: Claim) -> Any:
+    """The answer to a caller that does not own the key: the completed record replayed,
+    or a refusal (a mismatch, or an owner still running once the wait ran out)."""
+    if state.status is COMPLETED:
+        return replay(job, adapter, state)
+    if state.status is MISMATCH:
         job.send(signals.mismatch)
     else:
         job.send(signals.conflict)
     return adapter.refuse(job, state)
 
 
-def over_quota(job: Job, adapter: Adapter) -> Flow:
-    """Count a new record of the caller's scope: None within ``MAX_NEW_RECORDS``, else
-    the answer (the window's remaining seconds as its retry time)."""
+def refused_by_quota(job: Job, adapter: Adapter, counted: tuple[int, float]) -> Any:
+    """None where the new record's count (and the window's seconds left) is within
+    ``MAX_NEW_RECORDS``, else the answer (the seconds left as its retry time)."""
     assert job.quota is not None
-    limit, window = job.quota
-    count, left = yield (STORE, None, "count_new_record", (job.scope,), {"window": window})
-    return None if count <= limit else adapter.over_quota(job, left)
+    count, left = counted
+    return None if count <= job.quota[0] else adapter.over_quota(job, left)
+
+
+# -- sync --------------------------------------------------------------------------------
+
+
+def claim(job: Job) -> Claim:
+    """Claim the key (lease mode): CLAIMED, or the state of the record that holds it."""
+    with step(job, "claim", "claim") as done:
+        return done(
+            job.store.claim(
+                job.scope,
+                job.key,
+                fingerprint=job.fingerprint,
+                lease=job.lease,
+                ttl=job.ttl,
+                method=job.method,
+                route=job.route,
+            )
+        )
+
+
+def look(job: Job) -> Claim | None:
+    """The key's live record (never CLAIMED), or None."""
+    with step(job, "claim", "lookup") as done:
+        return done(job.store.lookup(job.scope, job.key, fingerprint=job.fingerprint))
+
+
+def peek(job: Job) -> Claim | None:
+    """:func:`look`, where None may also mean "not known here" (a response cache missed)."""
+    with step(job, "claim", "peek") as done:
+        return done(job.store.peek(job.scope, job.key, fingerprint=job.fingerprint))
+
+
+def first_look(job: Job) -> Claim | None:
+    """A run's first look: atomic mode peeks (looks up, where the work runs first); lease
+    mode claims, or peeks first where its store reads a cache before claiming."""
+    if job.mode == "atomic":
+        return look(job) if job.optimistic else peek(job)
+    return peek(job) if job.store.lookup_before_claim else claim(job)
+
+
+def settle(job: Job, adapter: Adapter, state: Claim | None, *, claims: bool) -> Claim | None:
+    """From a first look (or claim) ``state``, the state to act on: CLAIMED (lease mode:
+    ``claims``), COMPLETED, IN_PROGRESS once ``job.wait`` ran out, or a MISMATCH that is
+    not the caller's; None where atomic mode (not ``claims``) should claim in its
+    transaction. A running owner is waited for (growing pauses, up to ``job.wait``)."""
+    if is_free(state):
+        state = claim(job) if claims else None
+    backoff: Backoff | None = None
+    while state is not None:
+        if state.status is MISMATCH:
+            if not adapter.adopts(job, state):
+                return state
+            state = claim(job) if claims else look(job)
+            continue
+        if state.status is not IN_PROGRESS:
+            return state
+        backoff = backoff or Backoff(job.wait)
+        if not backoff.pause():
+            return state
+        state = look(job)
+        if is_free(state):
+            state = claim(job) if claims else None
+    return None
+
+
+def complete(job: Job, claim: Claim, outcome: Outcome) -> bool:
+    """Complete the claimed record with ``outcome`` (fenced by the claim's token)."""
+    with step(job, "complete", "complete") as done:
+        return done(
+            job.store.complete(
+                job.scope,
+                job.key,
+                fence=claim.fence,
+                response=outcome.stored,
+                ttl=outcome.ttl,
+                fingerprint=job.fingerprint,
+            )
+        )
+
+
+def over_quota(job: Job, adapter: Adapter) -> Any:
+    """Count a new record of the caller's scope: None within ``MAX_NEW_RECORDS``, else
+    the answer."""
+    assert job.quota is not None
+    counted = job.store.count_new_record(job.scope, window=job.quota[1])
+    return refused_by_quota(job, adapter, counted)
+
+
+# -- async (lease mode): the same steps, the store's async twins awaited ----------------
+
+
+async def aclaim(job: Job) -> Claim:
+    """:func:`claim`, awaiting ``store.aclaim``."""
+    with step(job, "claim", "claim") as done:
+        return done(
+            await job.store.aclaim(
+                job.scope,
+                job.key,
+                fingerprint=job.fingerprint,
+                lease=job.lease,
+                ttl=job.ttl,
+                method=job.method,
+                route=job.route,
+            )
+        )
+
+
+async def alook(job: Job) -> Claim | None:
+    """:func:`look`, awaiting ``store.alookup``."""
+    with step(job, "claim", "lookup") as done:
+        return done(await job.store.alookup(job.scope, job.key, fingerprint=job.fingerprint))
+
+
+async def apeek(job: Job) -> Claim | None:
+    """:func:`peek`, awaiting ``store.apeek``."""
+    with step(job, "claim", "peek") as done:
+        return done(await job.store.apeek(job.scope, job.key, fingerprint=job.fingerprint))
+
+
+async def afirst_look(job: Job) -> Claim | None:
+    """:func:`first_look` of an async run (lease mode)."""
+    return await (apeek(job) if job.store.lookup_before_claim else aclaim(job))
+
+
+async def asettle(job: Job, adapter: Adapter, state: Claim | None) -> Claim:
+    """:func:`settle` of an async run (lease mode: it claims), pausing on the loop."""
+    if is_free(state):
+        state = await aclaim(job)
+    backoff: Backoff | None = None
+    while True:
+        assert state is not None
+        if state.status is MISMATCH:
+            if not adapter.adopts(job, state):
+                return state
+            state = await aclaim(job)
+            continue
+        if state.status is not IN_PROGRESS:
+            return state
+        backoff = backoff or Backoff(job.wait)
+        if not await backoff.apause():
+            return state
+        state = await alook(job)
+        if is_free(state):
+            state = await aclaim(job)
+
+
+async def acomplete(job: Job, claim: Claim, outcome: Outcome) -> bool:
+    """:func:`complete`, awaiting ``store.acomplete``."""
+    with step(job, "complete", "complete") as done:
+        return done(
+            await job.store.acomplete(
+                job.scope,
+                job.key,
+                fence=claim.fence,
+                response=outcome.stored,
+                ttl=outcome.ttl,
+                fingerprint=job.fingerprint,
+            )
+        )
+
+
+async def aover_quota(job: Job, adapter: Adapter) -> Any:
+    """:func:`over_quota`, awaiting ``store.acount_new_record``."""
+    assert job.quota is not None
+    counted = await job.store.acount_new_record(job.scope, window=job.quota[1])
+    return refused_by_quota(job, adapter, counted)
+
+
+__all__ = [
+    "BUSY",
+    "aclaim",
+    "acomplete",
+    "afirst_look",
+    "alook",
+    "answer",
+    "aover_quota",
+    "apeek",
+    "asettle",
+    "claim",
+    "complete",
+    "first_look",
+    "is_free",
+    "look",
+    "over_quota",
+    "refused_by_quota",
+    "replay",
+    "settle",
+    "step",
+    "unsettled",
+]
