@@ -1,4 +1,4 @@
-"""The engine every interface shares: one keyed run (:mod:`~idempotency.core.job`), its
-entry points (:mod:`~idempotency.core.engine`), its two modes (:mod:`~idempotency.core.lease`,
-:mod:`~idempotency.core.atomic`) and the steps they share (:mod:`~idempotency.core.steps`),
-each a direct call of the store's typed method."""
+"""The engine every interface shares: one keyed run (:mod:`~idempotency.core.job`) and
+the engine that runs it in direct calls of the store's methods, lease and atomic mode,
+sync and async (:mod:`~idempotency.core.engine`); what it stands on (keep-alive,
+backoff, outages, hashing, canonical JSON, plugin loading)."""
