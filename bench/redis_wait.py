@@ -29,19 +29,21 @@ RESULTS = ROOT / "bench" / "RESULTS_WAIT.md"
 
 
 def _configure(url: str) -> None:
+    """Two stores on the cluster ``url`` names, configured as a project would
+    (``IDEMPOTENCY["STORES"]``): without ``WAIT`` and with ``WAIT 1``."""
     import django
     from django.conf import settings
 
+    redis = {"BACKEND": "idempotency.stores.RedisStore", "LOCATION": url}
     settings.configure(
         INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "idempotency"],
         DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
-        CACHES={
-            "default": {
-                "BACKEND": "django_redis.cache.RedisCache",
-                "LOCATION": url,
-                "OPTIONS": {
-                    "CONNECTION_FACTORY": "idempotency.redis_cluster.ClusterConnectionFactory"
-                },
+        # the records' tags (idempotency.stores.authentication) are keyed by it
+        SECRET_KEY="bench-only-not-a-secret",
+        IDEMPOTENCY={
+            "STORES": {
+                "no WAIT": {**redis, "OPTIONS": {"cluster": True}},
+                "WAIT 1": {**redis, "OPTIONS": {"cluster": True, "wait_replicas": 1}},
             }
         },
         USE_TZ=True,
@@ -50,22 +52,31 @@ def _configure(url: str) -> None:
 
 
 def _cycles(store: Any, seconds: float, threads: int) -> list[float]:
-    """Latencies (s) of claim + complete cycles run by ``threads`` threads for ``seconds``."""
+    """Latencies (s) of claim + complete cycles run by ``threads`` threads for ``seconds``;
+    raises when a cycle failed (a claim not owned, a completion not stored, an error)."""
     from idempotency.stores.base import StoredResponse
 
     response = StoredResponse(201, [("Content-Type", "application/json")], b'{"id": 1}')
     latencies: list[float] = []
+    errors: list[BaseException] = []
     guard = threading.Lock()
     deadline = time.perf_counter() + seconds
 
     def run() -> None:
         mine: list[float] = []
-        while time.perf_counter() < deadline:
-            key = uuid.uuid4().hex
-            started = time.perf_counter()
-            claim = store.claim("bench", key, fingerprint="f", lease=30, ttl=60)
-            store.complete("bench", key, fence=claim.fence, response=response, ttl=60)
-            mine.append(time.perf_counter() - started)
+        try:
+            while time.perf_counter() < deadline:
+                key = uuid.uuid4().hex
+                started = time.perf_counter()
+                claim = store.claim("bench", key, fingerprint="f", lease=30, ttl=60)
+                if not claim.owned:
+                    raise RuntimeError(f"a new key's claim was not owned: {claim}")
+                if not store.complete("bench", key, fence=claim.fence, response=response, ttl=60):
+                    raise RuntimeError("a claimed key's completion was not stored")
+                mine.append(time.perf_counter() - started)
+        except BaseException as exc:
+            with guard:
+                errors.append(exc)
         with guard:
             latencies.extend(mine)
 
@@ -74,6 +85,10 @@ def _cycles(store: Any, seconds: float, threads: int) -> list[float]:
         worker.start()
     for worker in workers:
         worker.join()
+    if errors:
+        raise RuntimeError(f"{len(errors)} of {threads} threads failed") from errors[0]
+    if not latencies:
+        raise RuntimeError(f"no cycle finished in {seconds} s")
     return latencies
 
 
@@ -97,9 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     cluster = RedisClusterServer().start()
     try:
         _configure(cluster.url)
-        from idempotency.stores.redis import RedisStore
+        from idempotency.stores import stores
 
-        variants = {"no WAIT": RedisStore(wait_replicas=0), "WAIT 1": RedisStore(wait_replicas=1)}
+        variants = {name: stores[name] for name in ("no WAIT", "WAIT 1")}
         results: dict[tuple[str, int], list[list[float]]] = {}
         for _round in range(rounds):
             for threads in (1, 4):

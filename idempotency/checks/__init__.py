@@ -38,7 +38,7 @@ from idempotency.checks.databases import (
     check_tenant_scope,
 )
 from idempotency.checks.messages import MESSAGES, message
-from idempotency.checks.redis import check_persistence, check_redis, redis_persists, redis_users
+from idempotency.checks.redis import check_persistence, check_redis, redis_forgets, redis_users
 from idempotency.checks.stores import check_purge, check_stores, stores_in_use
 from idempotency.checks.values import (
     check_codec,
@@ -103,5 +103,5 @@ __all__ = [
     "check_problem_documentation",
     "check_redis_persistence",
     "check_settings",
-    "redis_persists",
+    "redis_forgets",
 ]

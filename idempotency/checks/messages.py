@@ -224,11 +224,12 @@ MESSAGES: dict[str, _Message] = {
         "silence this warning if no protected view writes there.",
     ),
     "W007": _Message(
-        "The Redis behind {what} ({alias}) persists nothing (appendonly no, "
-        'save ""): a restart forgets every record, so retries of completed requests '
-        "run again.",
-        "Turn on AOF (appendonly yes, appendfsync everysec) or RDB snapshots on that Redis, "
-        "or use DatabaseStore. See 'Redis durability' in the docs (explanation/reliability).",
+        "The Redis behind {what} ({alias}) {forgets}, so retries of the requests it had "
+        "completed run again.",
+        "Turn on AOF on that Redis (appendonly yes) with appendfsync everysec (a machine "
+        "crash then loses about the last second of records; a process crash nothing) or "
+        "always (nothing), or use DatabaseStore. See 'Redis durability' in the docs "
+        "(explanation/reliability).",
     ),
     "W008": _Message(
         "{what} is {alias!r}, which the DATABASE_ROUTERS treat as "

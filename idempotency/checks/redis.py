@@ -1,5 +1,6 @@
 """The Redis behind the stores, tokens and locks: a client to it (E007) and, under
-``check --deploy``, whether it keeps anything across a restart (W007)."""
+``check --deploy``, whether it keeps what it acknowledged across a restart (W007): AOF,
+fsynced every second or on every write."""
 
 from __future__ import annotations
 
@@ -96,22 +97,40 @@ def check_redis(users: RedisUsers) -> list[checks.CheckMessage]:
     return errors
 
 
-def redis_persists(client: Any) -> bool | None:
-    """Whether a Redis server keeps data across a restart (AOF or RDB), or None when it
-    cannot tell (CONFIG forbidden or renamed, as on managed services, or no answer)."""
+def redis_forgets(client: Any) -> str | None:
+    """What a Redis server forgets of the records it acknowledged, in words ("": no more
+    than AOF's ``appendfsync everysec`` does, the last second on a machine crash), or None
+    when it cannot tell (CONFIG forbidden or renamed, as on managed services, or no
+    answer)."""
     try:
-        appendonly = client.config_get("appendonly").get("appendonly")
-        save = client.config_get("save").get("save")
+        found = [
+            client.config_get(name).get(name) for name in ("appendonly", "appendfsync", "save")
+        ]
     except Exception:  # noqa: BLE001 - an unanswerable server is not a finding
         return None
-    if appendonly is None and save is None:
+    if all(value is None for value in found):
         return None
-    text = [v.decode() if isinstance(v, bytes) else str(v or "") for v in (appendonly, save)]
-    return text[0].strip().lower() == "yes" or bool(text[1].strip())
+    aof, fsync, save = [
+        (v.decode() if isinstance(v, bytes) else str(v or "")).strip().lower() for v in found
+    ]
+    if aof == "yes":
+        if fsync == "no":
+            return (
+                "leaves the fsync of its append-only file to the kernel (appendfsync no): a "
+                "machine crash forgets the records of the last 30 seconds or so"
+            )
+        return ""
+    if save:
+        return (
+            f'keeps no append-only file, only RDB snapshots (appendonly no, save "{save}"): '
+            "a restart forgets every record written since the last snapshot"
+        )
+    return 'persists nothing (appendonly no, save ""): a restart forgets every record'
 
 
 def check_persistence(users: RedisUsers) -> list[checks.CheckMessage]:
-    """W007 for each reachable Redis of ``users`` that persists nothing."""
+    """W007 for each reachable Redis of ``users`` that forgets more than AOF with
+    ``appendfsync everysec`` would."""
     warnings = []
     for where, (backend, who) in users.items():
         if redis_unavailable(backend):
@@ -120,6 +139,6 @@ def check_persistence(users: RedisUsers) -> list[checks.CheckMessage]:
             client = backend.client
         except Exception:  # noqa: BLE001 - E007 covers a missing or wrong cache
             continue
-        if redis_persists(client) is False:
-            warnings.append(message("W007", what=users_text(who), alias=where))
+        if forgets := redis_forgets(client):
+            warnings.append(message("W007", what=users_text(who), alias=where, forgets=forgets))
     return warnings

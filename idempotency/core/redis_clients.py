@@ -33,6 +33,10 @@ Options (any other keyword goes to redis-py's connection pool as it is:
 
 The async client (``redis.asyncio``) is built with the same URL and options, one per
 running event loop: an asyncio connection belongs to the loop that opened it.
+
+:class:`RedisBackend` is the constructor the Redis backends share (the store, submit
+tokens, locks): their ``LOCATION``, the ``cache`` option and the client options above, as
+keyword arguments, made into one :class:`RedisConnector`.
 """
 
 from __future__ import annotations
@@ -41,10 +45,14 @@ import asyncio
 import importlib
 import threading
 import weakref
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
+
+from idempotency.conf.setting import Setting
+from idempotency.core.backends import KEY_PREFIX
 
 DJANGO_REDIS_CACHE = "django.core.cache.backends.redis.RedisCache"
 DJANGO_REDIS_PACKAGE_CACHE = "django_redis.cache.RedisCache"
@@ -52,7 +60,7 @@ DJANGO_REDIS_PACKAGE_CACHE = "django_redis.cache.RedisCache"
 #: cache on it makes a cluster client.
 CLUSTER_FACTORY = "idempotency.redis_cluster.ClusterConnectionFactory"
 #: The pool's cap unless ``max_connections`` says otherwise (redis-py's own default).
-MAX_CONNECTIONS = 100
+DEFAULT_MAX_CONNECTIONS = 100
 #: A command that fails on a broken connection (or times out) is sent again this many
 #: times, after pauses growing from ``RETRY_BASE`` up to ``RETRY_CAP`` seconds with jitter
 #: (redis-py's ``Retry``; the engine retries a completion for as long as its lease lasts).
@@ -61,6 +69,59 @@ RETRY_BASE = 0.02
 RETRY_CAP = 0.25
 #: Seconds a caller waits for a free connection when ``max_connections`` are in use.
 POOL_TIMEOUT = 5.0
+
+#: The URL schemes of a Redis ``LOCATION``.
+LOCATION_SCHEMES = ("redis", "rediss", "unix")
+
+#: The ``cache`` option of the Redis backends: a ``CACHES`` alias whose Redis they use.
+REDIS_CACHE = Setting(
+    None,
+    "Instead of LOCATION: the CACHES alias of a Redis cache (Django's RedisCache or "
+    'django-redis) whose connection settings it uses. Neither: the cache "default".',
+    "cache",
+    nullable=True,
+)
+
+#: Options of the redis-py client every Redis backend takes; None leaves a cache's own
+#: setting (or redis-py's default) in place.
+CLIENT_OPTIONS = {
+    "max_connections": Setting(
+        None,
+        "The most connections its pool opens (per process, and per event loop); callers "
+        "beyond it wait up to pool_timeout for one. None: 100.",
+        "integer",
+        nullable=True,
+    ),
+    "pool_timeout": Setting(
+        None, "Seconds a caller waits for a free connection. None: 5.", "seconds", nullable=True
+    ),
+    "retries": Setting(
+        None,
+        "Times a command that failed on a broken connection or timed out is sent again. None: 3.",
+        "integer",
+        inclusive=True,
+        nullable=True,
+    ),
+    "socket_timeout": Setting(
+        None,
+        "Seconds a command may wait for its reply. None: the cache's, or 5.",
+        "seconds",
+        nullable=True,
+    ),
+    "socket_connect_timeout": Setting(
+        None,
+        "Seconds a connection may take to open. None: the cache's, or 5.",
+        "seconds",
+        nullable=True,
+    ),
+    "ssl_ca_certs": Setting(
+        None,
+        "rediss://: the CA file its certificate is checked against.",
+        "text",
+        nullable=True,
+    ),
+    "cluster": Setting(False, "True for a Redis Cluster (redis-py's RedisCluster).", "bool"),
+}
 
 #: django-redis' ``OPTIONS`` that are connection settings, by redis-py's names.
 _DJANGO_REDIS_OPTIONS = {
@@ -209,6 +270,76 @@ class RedisConnector:
         return cluster
 
 
+class RedisBackend:
+    """The constructor every Redis backend shares: a backend class lists it first among its
+    bases (``class RedisTokens(RedisBackend, TokenBackend)``) and adds only what it does
+    with :attr:`client`.
+
+    Args:
+        location: A ``redis://``, ``rediss://`` or ``unix://`` URL (of any node, with
+            ``cluster=True``).
+        cache: Instead: the alias of a Redis ``CACHES`` entry (Django's own
+            ``RedisCache`` or django-redis'), whose connection settings are used.
+            Neither: the cache ``"default"``.
+        key_prefix: Prefix of the backend's keys.
+
+    and the client options of :data:`CLIENT_OPTIONS` (module docstring), None leaving the
+    cache's or redis-py's own.
+    """
+
+    #: The URL schemes of a Redis ``LOCATION``.
+    location_schemes: ClassVar[tuple[str, ...]] = LOCATION_SCHEMES
+    #: The ``OPTIONS`` of a Redis backend (:mod:`idempotency.core.backends`).
+    options: ClassVar[Mapping[str, Setting]] = {
+        "cache": REDIS_CACHE,
+        **CLIENT_OPTIONS,
+        "key_prefix": KEY_PREFIX,
+    }
+
+    def __init__(
+        self,
+        location: str | None = None,
+        *,
+        cache: str | None = None,
+        max_connections: int | None = None,
+        pool_timeout: float | None = None,
+        retries: int | None = None,
+        socket_timeout: float | None = None,
+        socket_connect_timeout: float | None = None,
+        ssl_ca_certs: str | None = None,
+        cluster: bool = False,
+        key_prefix: str = KEY_PREFIX.default,
+    ) -> None:
+        self.location = location
+        self.cache = cache
+        self.key_prefix = key_prefix
+        given = {
+            "max_connections": max_connections,
+            "pool_timeout": pool_timeout,
+            "retries": retries,
+            "socket_timeout": socket_timeout,
+            "socket_connect_timeout": socket_connect_timeout,
+            "ssl_ca_certs": ssl_ca_certs,
+            "cluster": cluster,
+        }
+        self.connector = RedisConnector(
+            location,
+            cache=cache or ("default" if location is None else None),
+            user=type(self).__name__,
+            # None and a False cluster leave the cache's setting or redis-py's default
+            **{
+                name: value
+                for name, value in given.items()
+                if value is not None and value is not False
+            },
+        )
+
+    @property
+    def client(self) -> Any:
+        """The sync redis-py client (``redis.Redis``, or ``RedisCluster``)."""
+        return self.connector.client
+
+
 def _build(url: str, kwargs: dict[str, Any], *, asynchronous: bool) -> Any:
     kwargs = dict(kwargs)
     cluster = bool(kwargs.pop("cluster", False))
@@ -221,9 +352,10 @@ def _build(url: str, kwargs: dict[str, Any], *, asynchronous: bool) -> Any:
     retry = kwargs.get("retry")
     if not isinstance(retry, retry_class):
         # none given, or the sync client's given to the async one: as many retries
-        from redis.backoff import ExponentialWithJitterBackoff
+        # FullJitterBackoff: redis-py 5.0 has it (ExponentialWithJitterBackoff came later)
+        from redis.backoff import FullJitterBackoff
 
-        backoff = ExponentialWithJitterBackoff(cap=RETRY_CAP, base=RETRY_BASE)
+        backoff = FullJitterBackoff(cap=RETRY_CAP, base=RETRY_BASE)
         retries = getattr(retry, "get_retries", lambda: retries)() if retry else retries
         kwargs["retry"] = retry_class(backoff, retries)
     if cluster:
@@ -243,7 +375,7 @@ def _build(url: str, kwargs: dict[str, Any], *, asynchronous: bool) -> Any:
         # callers beyond the cap wait for a connection (redis-py's plain pool would fail
         # them at once, at its default cap of 100 too)
         pool_class = redis_module.BlockingConnectionPool
-        kwargs.setdefault("max_connections", MAX_CONNECTIONS)
+        kwargs.setdefault("max_connections", DEFAULT_MAX_CONNECTIONS)
     if issubclass(pool_class, redis_module.BlockingConnectionPool):
         kwargs.setdefault("timeout", pool_timeout)
     pool = pool_class.from_url(url, **kwargs)

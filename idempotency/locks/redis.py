@@ -4,20 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
-from idempotency.conf import Setting
-from idempotency.core.backends import KEY_PREFIX
 from idempotency.core.outages import outage_raises_unavailable
-from idempotency.core.redis_clients import RedisConnector
+from idempotency.core.redis_clients import RedisBackend
 from idempotency.locks.base import Holding, LockBackend
-from idempotency.stores.redis_client import (
-    CLIENT_OPTIONS,
-    LOCATION_SCHEMES,
-    REDIS_CACHE,
-    client_kwargs,
-)
 
 REDIS_RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -72,55 +63,9 @@ class RedisHolding(Holding):
         return bool(value == self.token)
 
 
-class RedisLockBackend(LockBackend):
+class RedisLockBackend(RedisBackend, LockBackend):
     """Locks as Redis keys at its ``LOCATION`` (``redis://``, ``rediss://``, ``unix://``),
     or on the connection of the django-redis cache its ``cache`` option names."""
-
-    location_schemes: ClassVar[tuple[str, ...]] = LOCATION_SCHEMES
-    #: ``OPTIONS`` of Redis locks (:mod:`idempotency.core.backends`).
-    options: ClassVar[Mapping[str, Setting]] = {
-        "cache": REDIS_CACHE,
-        **CLIENT_OPTIONS,
-        "key_prefix": KEY_PREFIX,
-    }
-
-    def __init__(
-        self,
-        location: str | None = None,
-        *,
-        cache: str | None = None,
-        max_connections: int | None = None,
-        pool_timeout: float | None = None,
-        retries: int | None = None,
-        socket_timeout: float | None = None,
-        socket_connect_timeout: float | None = None,
-        ssl_ca_certs: str | None = None,
-        cluster: bool = False,
-        key_prefix: str = KEY_PREFIX.default,
-    ) -> None:
-        self.location = location
-        self.cache = cache
-        self.key_prefix = key_prefix
-        # neither: the cache "default"
-        self.connector = RedisConnector(
-            location,
-            cache=cache or ("default" if location is None else None),
-            user="RedisLockBackend",
-            **client_kwargs(
-                max_connections=max_connections,
-                pool_timeout=pool_timeout,
-                retries=retries,
-                socket_timeout=socket_timeout,
-                socket_connect_timeout=socket_connect_timeout,
-                ssl_ca_certs=ssl_ca_certs,
-                cluster=cluster,
-            ),
-        )
-
-    @property
-    def client(self) -> Any:
-        """The sync redis-py client (:class:`~idempotency.core.redis_clients.RedisConnector`)."""
-        return self.connector.client
 
     def key(self, name: str) -> str:
         digest = hashlib.sha256(name.encode()).hexdigest()[:40]

@@ -16,14 +16,16 @@ leases by the Redis server's clock (``TIME``); only the ``Retry-After`` estimate
 :meth:`RedisStore.lookup` reads the application's clock.
 
 **A resend recognises itself.** The fencing token of a claim is drawn before the claim is
-first sent, and every script is sent with it: a claim or a completion whose reply was
-lost (a dropped connection, a restarted server) and that the client sends again finds
-its own token in the record and answers as the first send did (claimed; completed), never
-"in progress" or "not the owner". The claim's and the lookup's replies carry the token
-(the lookup a fresh one; every fenced script its fence) back, and a reply carrying
-another is refused as an outage (503):
-a reply meant for another command (a proxy or a server that sent one twice) is never
-taken for the record.
+first sent, and every script is sent with it: a claim, a completion or a release whose
+reply was lost (a dropped connection, a restarted server) and that the client sends again
+finds its own token in the record (a release: in the tombstone it left) and answers as the
+first send did (claimed; completed; released), never "in progress" or "not the owner". A
+renewal or a recovery point sent again writes the same fields once more. A new record's
+count (``MAX_NEW_RECORDS``) is not fenced: sent again, it counts twice. The claim's and
+the lookup's replies carry the token (the lookup a fresh one; every fenced script its
+fence) back, and a reply carrying another is refused as an outage (503): a reply meant
+for another command (a proxy or a server that sent one twice) is never taken for the
+record.
 
 **Replication** is asynchronous: a primary that acknowledged a claim and died before its
 replicas received it loses the claim at failover, and a retry may then run the work a
@@ -49,7 +51,7 @@ from idempotency.core.backends import KEY_PREFIX
 from idempotency.core.backoff import Backoff
 from idempotency.core.keyed_hashes import log_ref
 from idempotency.core.outages import outage_raises_unavailable
-from idempotency.core.redis_clients import RedisConnector
+from idempotency.core.redis_clients import CLIENT_OPTIONS, REDIS_CACHE, RedisBackend
 from idempotency.exceptions import StoreNotDurable
 from idempotency.stores import authentication, record_digest
 from idempotency.stores.base import BaseStore
@@ -62,12 +64,6 @@ from idempotency.stores.records import (
     now_ms,
     quota_window,
 )
-from idempotency.stores.redis_client import (
-    CLIENT_OPTIONS,
-    LOCATION_SCHEMES,
-    REDIS_CACHE,
-    client_kwargs,
-)
 
 __all__ = ["RedisStore"]
 
@@ -77,12 +73,24 @@ T = TypeVar("T")
 #: Seconds a store command keeps being sent again while Redis refuses connections.
 RECONNECT_WINDOW = 3.0
 
-# -- the scripts. A record is a hash: ``state`` (``p`` in progress, ``c`` completed),
-# ``fp`` (the request fingerprint), ``fence``, ``lease`` (ms, server clock), ``to`` (``1``:
-# taken over), the stored ``status``, ``headers`` and ``body``, the recovery point ``rp``
-# and its data ``rd``, a completed record's tag ``mac``
-# (:mod:`~idempotency.stores.authentication`), and for the admin ``method``, ``route`` and
-# ``created``.
+#: Seconds a released key's tombstone is kept: longer than a release can be sent again
+#: after its reply was lost (redis-py's retries, each after a socket timeout of 5 s by
+#: default, then the reconnect window), so the resend still finds its own fence.
+RELEASE_REMEMBERED = 60.0
+
+# -- the scripts. A record is a hash: ``state`` (``p`` in progress, ``c`` completed, ``r``
+# released: a tombstone), ``fp`` (the request fingerprint), ``fence``, ``lease`` (ms,
+# server clock), ``to`` (``1``: taken over), the stored ``status``, ``headers`` and
+# ``body``, the recovery point ``rp`` and its data ``rd``, a completed record's tag ``mac``
+# (:mod:`~idempotency.stores.authentication`), ``rf`` (the fence of the last owner that
+# released the key), and for the admin ``method``, ``route`` and ``created``.
+#
+# A release leaves a tombstone ``{state: r, rf: fence}`` for ``RELEASE_REMEMBERED``
+# seconds instead of deleting the record, so that the release, sent again after its reply
+# was lost, finds its own fence and answers 1 (not "not the owner", a false stale owner).
+# Every script treats a tombstone as absent: a claim deletes it and starts a fresh hash
+# (keeping only ``rf``, for that same resend), a lookup answers None, and the fenced
+# scripts find no owner in it.
 
 _NOW = """
 local t = redis.call('TIME')
@@ -97,7 +105,14 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 CLAIM = (
     """
 local rec = redis.call('HMGET', KEYS[1], 'state', 'fp', 'lease', 'status', 'headers', 'body',
-  'rp', 'rd', 'fence', 'to', 'mac')
+  'rp', 'rd', 'fence', 'to', 'mac', 'rf')
+local released = false
+if rec[1] == 'r' then
+  -- a released key's tombstone: absent; only its fence goes on into the new record
+  released = rec[12]
+  redis.call('DEL', KEYS[1])
+  rec[1] = false
+end
 if rec[1] then
   if rec[1] == 'c' then
     return {'completed', rec[4], rec[5], rec[6], redis.call('PTTL', KEYS[1]), rec[2] or '',
@@ -124,6 +139,7 @@ end
 redis.call('HSET', KEYS[1], 'state', 'p', 'fp', ARGV[1], 'fence', ARGV[2],
   'lease', tostring(now + tonumber(ARGV[3])), 'method', ARGV[5], 'route', ARGV[6],
   'created', tostring(now))
+if released then redis.call('HSET', KEYS[1], 'rf', released) end
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return {'claimed', '', '', '', ARGV[2]}
 """
@@ -153,15 +169,23 @@ redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return {1, ARGV[1]}
 """
 
+#: ARGV: fence, the tombstone's ms. A record with a recovery point stays (its lease ended)
+#: for the next claimant to resume from; any other becomes a tombstone. Either keeps the
+#: fence in ``rf``: the same release sent again after its reply was lost answers 1, even
+#: once another claimant has taken the key (a claim carries a tombstone's ``rf`` over).
 RELEASE = (
     _NOW
     + """
-local r = redis.call('HMGET', KEYS[1], 'state', 'fence', 'rp')
-if r[1] ~= 'p' or r[2] ~= ARGV[1] then return {0, ARGV[1]} end
+local r = redis.call('HMGET', KEYS[1], 'state', 'fence', 'rp', 'rf')
+if r[1] ~= 'p' or r[2] ~= ARGV[1] then
+  return {r[4] == ARGV[1] and 1 or 0, ARGV[1]}
+end
 if r[3] and r[3] ~= '' then
-  redis.call('HSET', KEYS[1], 'lease', tostring(now))
+  redis.call('HSET', KEYS[1], 'lease', tostring(now), 'rf', ARGV[1])
 else
   redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[1], 'state', 'r', 'rf', ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return {1, ARGV[1]}
 """
@@ -188,10 +212,20 @@ return {1, ARGV[1]}
 """
 
 #: Count one new record of a scope in its window: the counter expires with the window.
+#: Not fenced: a count whose reply was lost and that redis-py sends again counts twice, so
+#: the scope reaches ``MAX_NEW_RECORDS`` one record early (never late).
 COUNT_NEW_RECORD = """
 local n = redis.call('INCR', KEYS[1])
 if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return n
+"""
+
+#: An operator's delete: 1 when a record was there (a tombstone is absent).
+DELETE = """
+local state = redis.call('HGET', KEYS[1], 'state')
+redis.call('DEL', KEYS[1])
+if state and state ~= 'r' then return 1 end
+return 0
 """
 
 SCRIPTS = {
@@ -202,6 +236,7 @@ SCRIPTS = {
     "extend": EXTEND,
     "recovery": SAVE_RECOVERY_POINT,
     "quota": COUNT_NEW_RECORD,
+    "delete": DELETE,
 }
 #: The SHA1 Redis names each script by (``EVALSHA``), for the async client.
 SHAS = {name: hashlib.sha1(source.encode()).hexdigest() for name, source in SCRIPTS.items()}  # noqa: S324
@@ -320,7 +355,7 @@ def key_state_from_lookup(
     """The :class:`KeyState` of a ``LOOKUP`` script's reply (None: absent)."""
     echoed = _echoed(reply, token)
     state, fp, lease, status, headers, body, point, data, fence, tag, remaining = echoed
-    if state is None:
+    if state is None or as_text(state) == "r":  # absent, or a released key's tombstone
         return None
     if as_text(state) == "c":
         found = [fp, fence, tag, status, headers, body]
@@ -360,7 +395,7 @@ def recovery_args(fence: int, name: str, data: Any) -> list[Any]:
     return [fence, name, json.dumps(data) if data is not None else ""]
 
 
-class RedisStore(BaseStore):
+class RedisStore(RedisBackend, BaseStore):
     """Records in Redis through redis-py's public API (lease mode only).
 
     Needs the ``redis`` extra (redis-py and hiredis). Give it exactly one of:
@@ -398,8 +433,6 @@ class RedisStore(BaseStore):
     """
 
     supports_atomic: ClassVar[bool] = False
-    #: The URL schemes of a Redis ``LOCATION``.
-    location_schemes: ClassVar[tuple[str, ...]] = LOCATION_SCHEMES
     #: ``OPTIONS`` of a Redis store (:mod:`idempotency.core.backends`).
     options: ClassVar[Mapping[str, Setting]] = {
         "cache": REDIS_CACHE,
@@ -430,40 +463,15 @@ class RedisStore(BaseStore):
         self,
         location: str | None = None,
         *,
-        cache: str | None = None,
         wait_replicas: int = 0,
         wait_timeout: float = 0.5,
         reconnect_window: float = RECONNECT_WINDOW,
-        max_connections: int | None = None,
-        pool_timeout: float | None = None,
-        retries: int | None = None,
-        socket_timeout: float | None = None,
-        socket_connect_timeout: float | None = None,
-        ssl_ca_certs: str | None = None,
-        cluster: bool = False,
-        key_prefix: str = KEY_PREFIX.default,
+        **connection: Any,
     ) -> None:
-        self.location = location
-        self.cache = cache
-        self.max_connections = max_connections
-        # neither: the cache "default"
-        self.connector = RedisConnector(
-            location,
-            cache=cache or ("default" if location is None else None),
-            user="RedisStore",
-            **client_kwargs(
-                max_connections=max_connections,
-                pool_timeout=pool_timeout,
-                retries=retries,
-                socket_timeout=socket_timeout,
-                socket_connect_timeout=socket_connect_timeout,
-                ssl_ca_certs=ssl_ca_certs,
-                cluster=cluster,
-            ),
-        )
+        # location, cache, the client options and key_prefix: RedisBackend's
+        super().__init__(location, **connection)
         self.wait_replicas = wait_replicas
         self.wait_timeout = wait_timeout
-        self.key_prefix = key_prefix
         self.reconnect_window = reconnect_window
         self._scripts: dict[str, Any] = {}
 
@@ -471,11 +479,6 @@ class RedisStore(BaseStore):
     def alias(self) -> str | None:
         """The cache whose connection settings the store uses (None: a URL)."""
         return self.connector.cache
-
-    @property
-    def client(self) -> Any:
-        """The sync redis-py client."""
-        return self.connector.client
 
     def record_key(self, scope: str, key: str) -> str:
         return f"{self.key_prefix}:{{{record_digest(scope, key)}}}:rec"
@@ -755,14 +758,16 @@ class RedisStore(BaseStore):
 
     @store_operation("redis")
     def release(self, scope: str, key: str, *, fence: int) -> bool:
-        return _fenced(self._eval("release", self.record_key(scope, key), [fence]), fence)
+        args = [fence, _ms(RELEASE_REMEMBERED)]
+        return _fenced(self._eval("release", self.record_key(scope, key), args), fence)
 
     @store_operation("redis")
     async def arelease(self, scope: str, key: str, *, fence: int) -> bool:
         client = self._async_client()
         if client is None:
             return await super().arelease(scope, key, fence=fence)
-        reply = await self._aeval(client, "release", self.record_key(scope, key), [fence])
+        args = [fence, _ms(RELEASE_REMEMBERED)]
+        reply = await self._aeval(client, "release", self.record_key(scope, key), args)
         return _fenced(reply, fence)
 
     @store_operation("redis")
@@ -821,11 +826,11 @@ class RedisStore(BaseStore):
 
     @outage_raises_unavailable("redis")
     def delete(self, scope: str, key: str) -> bool:
-        return bool(self.client.delete(self.record_key(scope, key)))
+        return bool(self._eval("delete", self.record_key(scope, key), []))
 
     @outage_raises_unavailable("redis")
     async def adelete(self, scope: str, key: str) -> bool:
         client = self._async_client()
         if client is None:
             return await super().adelete(scope, key)
-        return bool(await client.delete(self.record_key(scope, key)))
+        return bool(await self._aeval(client, "delete", self.record_key(scope, key), []))

@@ -3,22 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
 
 from django.utils import timezone
 
-from idempotency.conf import Setting
-from idempotency.core.backends import KEY_PREFIX
 from idempotency.core.outages import outage_raises_unavailable
-from idempotency.core.redis_clients import RedisConnector
-from idempotency.stores.redis_client import (
-    CLIENT_OPTIONS,
-    LOCATION_SCHEMES,
-    REDIS_CACHE,
-    client_kwargs,
-)
+from idempotency.core.redis_clients import RedisBackend
 from idempotency.tokens.base import TOMBSTONE_SECONDS, TokenBackend
 
 REDIS_CONSUME = """
@@ -36,57 +26,11 @@ return 'invalid'
 """
 
 
-class RedisTokens(TokenBackend):
+class RedisTokens(RedisBackend, TokenBackend):
     """Tokens as Redis strings; consumption is one compare-delete-and-tombstone script.
 
     Connects to its ``LOCATION`` (``redis://``, ``rediss://``, ``unix://``), or uses the
     connection of the django-redis cache its ``cache`` option names."""
-
-    location_schemes: ClassVar[tuple[str, ...]] = LOCATION_SCHEMES
-    #: ``OPTIONS`` of Redis tokens (:mod:`idempotency.core.backends`).
-    options: ClassVar[Mapping[str, Setting]] = {
-        "cache": REDIS_CACHE,
-        **CLIENT_OPTIONS,
-        "key_prefix": KEY_PREFIX,
-    }
-
-    def __init__(
-        self,
-        location: str | None = None,
-        *,
-        cache: str | None = None,
-        max_connections: int | None = None,
-        pool_timeout: float | None = None,
-        retries: int | None = None,
-        socket_timeout: float | None = None,
-        socket_connect_timeout: float | None = None,
-        ssl_ca_certs: str | None = None,
-        cluster: bool = False,
-        key_prefix: str = KEY_PREFIX.default,
-    ) -> None:
-        self.location = location
-        self.cache = cache
-        self.key_prefix = key_prefix
-        # neither: the cache "default"
-        self.connector = RedisConnector(
-            location,
-            cache=cache or ("default" if location is None else None),
-            user="RedisTokens",
-            **client_kwargs(
-                max_connections=max_connections,
-                pool_timeout=pool_timeout,
-                retries=retries,
-                socket_timeout=socket_timeout,
-                socket_connect_timeout=socket_connect_timeout,
-                ssl_ca_certs=ssl_ca_certs,
-                cluster=cluster,
-            ),
-        )
-
-    @property
-    def client(self) -> Any:
-        """The sync redis-py client (:class:`~idempotency.core.redis_clients.RedisConnector`)."""
-        return self.connector.client
 
     def keys(self, token_hash: str) -> tuple[str, str]:
         # one hash tag: the token and its tombstone live on one Redis Cluster slot

@@ -95,12 +95,30 @@ def test_w007_redis_without_persistence_behind_the_store() -> None:
         assert _persistence_ids(server.url) == []  # nothing keeps records in that Redis
 
 
-def test_w007_silent_with_aof_or_rdb() -> None:
+def _w007(server_url: str) -> list[str]:
+    with override_settings(
+        CACHES=caches_with("private", server_url),
+        IDEMPOTENCY=using(REDIS_STORE, cache="private"),
+    ):
+        return [message.msg for message in check_redis_persistence()]
+
+
+def test_w007_silent_with_aof_fsynced_every_second_or_every_write() -> None:
+    """What the docs recommend (Redis durability): AOF with appendfsync everysec (a
+    machine crash loses about the last second) or always; RDB snapshots alone, or an AOF
+    whose fsync is left to the kernel, are warned about."""
     with private_redis(aof=True) as server:
-        assert _persistence_ids(server.url, **using(REDIS_STORE, cache="private")) == []
+        admin = server.client()
+        assert _w007(server.url) == []  # appendfsync always
+        admin.config_set("appendfsync", "everysec")  # type: ignore[attr-defined]
+        assert _w007(server.url) == []
+        admin.config_set("appendfsync", "no")  # type: ignore[attr-defined]
+        (fsync_no,) = _w007(server.url)
     with private_redis(aof=False) as server:
         server.client().config_set("save", "3600 1")  # type: ignore[attr-defined]
-        assert _persistence_ids(server.url, **using(REDIS_STORE, cache="private")) == []
+        (rdb_only,) = _w007(server.url)
+    assert "(appendfsync no): a machine crash forgets" in fsync_no
+    assert 'only RDB snapshots (appendonly no, save "3600 1")' in rdb_only
 
 
 def test_w007_tolerates_a_server_that_forbids_config() -> None:

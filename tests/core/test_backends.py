@@ -78,7 +78,8 @@ def test_each_alias_is_made_from_its_entry() -> None:
     assert type(default) is DatabaseStore and default.using == "default"
     assert type(redis) is RedisStore
     assert redis.location == "redis://127.0.0.1:6379/0" and redis.cache is None
-    assert (redis.max_connections, redis.wait_replicas, redis.wait_timeout) == (50, 1, 0.5)
+    assert redis.connector.options["max_connections"] == 50
+    assert (redis.wait_replicas, redis.wait_timeout) == (1, 0.5)
     assert type(records) is CacheStore
     assert (records.alias, records.key_prefix) == ("default", "rec")
 
@@ -197,8 +198,21 @@ BACKENDS = [
 @pytest.mark.parametrize("cls", BACKENDS, ids=lambda cls: cls.__name__)
 def test_each_backend_declares_its_constructors_keywords(cls: type) -> None:
     """Each declared option is a keyword-only argument with the declared default, and
-    each keyword argument is declared (``location`` where the backend takes one)."""
-    parameters = dict(inspect.signature(cls).parameters)
+    each keyword argument is declared (``location`` where the backend takes one). A
+    constructor that passes ``**keywords`` on to its base's (RedisStore to RedisBackend)
+    takes the base's keywords too."""
+    parameters: dict[str, inspect.Parameter] = {}
+    for owner in cls.__mro__:
+        if "__init__" not in vars(owner):
+            continue
+        passed_on = False
+        for name, parameter in inspect.signature(owner.__init__).parameters.items():
+            if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+                passed_on = True
+            elif name != "self":
+                parameters.setdefault(name, parameter)
+        if not passed_on:
+            break
     location = parameters.pop("location", None)
     assert (location is not None) == bool(cls.location_schemes)  # type: ignore[attr-defined]
     assert location is None or location.default is None

@@ -18,9 +18,9 @@ The invariants, named as the model names them:
   its effect died or released before completing (A2);
 * P2: no two completions are accepted for one record;
 * P3: a stale owner's completion, release and renewal are refused, a current owner's
-  accepted (checked on every answer); RedisStore answers a completion sent again by the
-  owner that completed the record as it answered the first (a resend after a lost reply),
-  storing nothing new;
+  accepted (checked on every answer); RedisStore answers a completion or a release sent
+  again by the owner whose first one it accepted as it answered the first (a resend after
+  a lost reply), changing nothing;
 * P4 and P5: every read of a completed record returns the response of its one accepted
   completion, and a claim of it replays that response;
 * reads agree with the model: one live owner at a time (a claim never owns a key whose
@@ -120,6 +120,9 @@ class StoreProtocol(RuleBasedStateMachine):
         self.lives: dict[Attempt, Life] = {}
         self.all_lives: list[Life] = []
         self.serial = 0
+        #: each key's last accepted release (owner, token), while the record it left
+        #: lives (RedisStore's tombstone, or the record of a claim made over it)
+        self.last_release: dict[str, tuple[int, int]] = {}
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -249,12 +252,19 @@ class StoreProtocol(RuleBasedStateMachine):
         owner, key = data.draw(st.sampled_from(sorted(self.fences)))
         fence, record, current = self._current(owner, key)
         released = self.store.release(self.scope, key, fence=fence)
+        if isinstance(self.store, RedisStore) and self.last_release.get(key) == (owner, fence):
+            # the owner's release sent again (its reply lost): RedisStore finds its token
+            # where the first send left it and answers as that one did, changing nothing
+            assert released, (record, fence)
+            self._end((owner, key), completed=False)
+            return
         if record is None and released:
             assert isinstance(self.store, DatabaseStore)  # as for complete
             current = True
         assert released == current, (record, fence)  # P3
         if released:
             self.model[key] = None
+            self.last_release[key] = (owner, fence)
         self._end((owner, key), completed=False)
 
     @precondition(lambda self: self.fences)
@@ -281,10 +291,12 @@ class StoreProtocol(RuleBasedStateMachine):
             record.ttl_high = round(record.ttl_high - seconds, 3)
             if record.ttl_high <= 0:
                 self.model[key] = None
+                self.last_release.pop(key, None)
             elif record.ttl_low <= 0:
                 # the store renewed the expiry on takeover, or did not: ask it
                 if self.store.lookup(self.scope, key, fingerprint="fp") is None:
                     self.model[key] = None
+                    self.last_release.pop(key, None)
                 else:
                     record.ttl_low = record.ttl_high
 

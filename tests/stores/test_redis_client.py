@@ -314,3 +314,121 @@ def test_a_claim_and_a_completion_whose_replies_were_lost_recognise_themselves(
     assert done is True
     assert record[b"state"] == b"c" and record[b"fence"] == str(claim.fence).encode()
     assert record[b"body"] is not None
+
+
+class Refused(Exception):
+    """The work's failure: the engine releases the key."""
+
+
+@pytest.mark.chaos
+@pytest.mark.parametrize("side", ["sync", "async"])
+def test_a_release_whose_reply_was_lost_recognises_itself(side: str) -> None:
+    """The proxy lets a release reach the server, then drops its reply and the connection;
+    redis-py sends the release again, which finds the tombstone its first send left and
+    answers True (not "not the owner"). Through the engine (a function whose work fails)
+    no ``stale_owner`` signal is sent, and another request then claims the key at once
+    and gets a clean record: no fields of the released one, no takeover."""
+    stale: list[Any] = []
+
+    def on_stale(**kwargs: Any) -> None:
+        stale.append(kwargs.get("fence"))
+
+    from idempotency import idempotent_function, signals
+
+    with private_redis() as server:
+        proxy = ReplyProxy(server.port)
+        signals.stale_owner.connect(on_stale, weak=False)
+        try:
+            store = RedisStore(proxy.url(), socket_timeout=5)
+            key, engine_key = f"k-{uuid.uuid4()}", f"e-{uuid.uuid4()}"
+            marker = store.record_key(SCOPE, key).encode()
+            warm = _claim(store, "warm-up")  # the scripts loaded first, as above
+            store.release(SCOPE, "warm-up", fence=warm.fence)
+            store.delete(SCOPE, "warm-up")
+
+            def work(name: str) -> str:
+                proxy.arm("drop", store.record_key("functions", name).encode())
+                raise Refused(name)  # the next command on the record: the release
+
+            async def awork(name: str) -> str:
+                return work(name)
+
+            fails = idempotent_function(key="{name}", store=store, lease=30)(
+                awork if side == "async" else work
+            )
+            runs = idempotent_function(key="{name}", store=store, lease=30)(lambda name: name)
+
+            async def scenario() -> tuple[Any, bool, Any]:
+                first = await _aclaim(store, key)
+                proxy.arm("drop", marker)
+                released = await store.arelease(SCOPE, key, fence=first.fence)
+                with pytest.raises(Refused):
+                    await fails(engine_key)
+                return first, released, await _aclaim(store, key, fingerprint="other")
+
+            if side == "async":
+                first, released, second = asyncio.run(scenario())
+            else:
+                first = _claim(store, key)
+                proxy.arm("drop", marker)
+                released = store.release(SCOPE, key, fence=first.fence)
+                with pytest.raises(Refused):
+                    fails(engine_key)
+                second = _claim(store, key, fingerprint="other")
+            assert runs(engine_key) == engine_key  # the released key ran again at once
+        finally:
+            signals.stale_owner.disconnect(on_stale)
+            proxy.close()
+        record = server.client().hgetall(store.record_key(SCOPE, key))  # type: ignore[attr-defined]
+    assert proxy.applied == ["drop", "drop"]
+    assert released is True
+    assert stale == []
+    assert second.status is ClaimStatus.CLAIMED and second.fence != first.fence
+    assert not second.taken_over and not second.recovery_point and second.recovery_data is None
+    # a fresh hash: the new claim's fields, and the released fence for a late resend
+    assert record[b"state"] == b"p" and record[b"fp"] == b"other"
+    assert record[b"fence"] == str(second.fence).encode()
+    assert record[b"rf"] == str(first.fence).encode()
+    assert not {b"to", b"rp", b"rd", b"status", b"body", b"mac"} & set(record)
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("point", [False, True])
+def test_a_release_sent_again_late_is_answered_true_and_changes_nothing(point: bool) -> None:
+    """A release sent again after another request claimed the key (its tombstone gone,
+    or, with a recovery point, the kept record taken over) still answers True and leaves
+    the new owner's record as it was. A tombstone is absent to lookup, delete and every
+    fenced script."""
+    store = RedisStore(redis_url())
+    key = f"k-{uuid.uuid4()}"
+    first = _claim(store, key)
+    if point:
+        assert store.save_recovery_point(SCOPE, key, fence=first.fence, name="charged")
+    assert store.release(SCOPE, key, fence=first.fence)
+    assert store.release(SCOPE, key, fence=first.fence)  # sent again: still released
+    if not point:
+        assert store.lookup(SCOPE, key, fingerprint="fp") is None
+        assert not store.extend(SCOPE, key, fence=first.fence, lease=30)
+        assert not store.save_recovery_point(SCOPE, key, fence=first.fence, name="x")
+        assert not store.complete(SCOPE, key, fence=first.fence, response=ALICE, ttl=60)
+        assert asyncio.run(store.alookup(SCOPE, key, fingerprint="fp")) is None
+        ttl = store.client.pttl(store.record_key(SCOPE, key))
+        assert 0 < ttl <= 60_000  # the tombstone's short life, not the record's TTL
+    second = _claim(store, key)
+    assert second.status is ClaimStatus.CLAIMED
+    assert second.taken_over is point and (second.recovery_point == "charged") is point
+    before = store.client.hgetall(store.record_key(SCOPE, key))
+    assert store.release(SCOPE, key, fence=first.fence)  # a late resend
+    assert asyncio.run(store.arelease(SCOPE, key, fence=first.fence))
+    assert store.client.hgetall(store.record_key(SCOPE, key)) == before
+    # a stale owner that never released is still refused
+    assert not store.release(SCOPE, key, fence=first.fence + 1)
+    assert store.complete(SCOPE, key, fence=second.fence, response=ALICE, ttl=60)
+    assert store.release(SCOPE, key, fence=first.fence)  # a resend even after completion
+    assert _claim(store, key).response == ALICE
+    # delete: a tombstone counts as absent
+    assert store.delete(SCOPE, key)
+    third = _claim(store, key)
+    assert store.release(SCOPE, key, fence=third.fence)
+    assert not store.delete(SCOPE, key)
+    assert not asyncio.run(store.adelete(SCOPE, key))
