@@ -1,4 +1,4 @@
-"""The engine every interface shares: one keyed run (:mod:`~idempotency.core.job`), its
-flows (:mod:`~idempotency.core.lease`, :mod:`~idempotency.core.atomic`, with the steps
-they share in :mod:`~idempotency.core.steps`) and the drivers that carry them out, sync
-and async (:mod:`~idempotency.core.engine`)."""
+"""The engine every interface shares: one keyed run (:mod:`~idempotency.core.job`) and
+the engine that runs it in direct calls of the store's methods, lease and atomic mode,
+sync and async (:mod:`~idempotency.core.engine`); what it stands on (keep-alive,
+backoff, outages, hashing, canonical JSON, plugin loading)."""

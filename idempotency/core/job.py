@@ -143,8 +143,8 @@ class Job:
 
 class Adapter(Protocol):
     """What an interface supplies: how its callers are answered. Each method may raise
-    (a function's caller gets exceptions); ``akeep`` and ``afailure``, where present,
-    are used by async callers instead of ``keep`` and ``failure``."""
+    (a function's caller gets exceptions); async runs call ``akeep`` and ``afailure``
+    instead of ``keep`` and ``failure``."""
 
     def adopts(self, job: Job, claim: Claim) -> bool:
         """A MISMATCH that is the caller's own record after all (stored under an older
@@ -175,6 +175,14 @@ class Adapter(Protocol):
     def failure(self, job: Job, exc: BaseException) -> Outcome | None:
         """What the work's exception ``exc`` leaves: None releases the key and raises it
         again; an outcome whose ``answer`` is ``exc`` stores and raises it."""
+        ...
+
+    async def akeep(self, job: Job, result: Any) -> Outcome:
+        """:meth:`keep` for an async run (a response may be an async stream)."""
+        ...
+
+    async def afailure(self, job: Job, exc: BaseException) -> Outcome | None:
+        """:meth:`failure` for an async run."""
         ...
 
 

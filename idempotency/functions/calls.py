@@ -173,3 +173,11 @@ class CallAnswers:
         if self.store_errors and storable_error(exc):
             return Outcome(self.codec.encode_error(exc), exc, job.ttl)
         return None
+
+    async def akeep(self, job: Job, result: Any) -> Outcome:
+        """:meth:`keep` (an async body's result is encoded as a sync one's)."""
+        return self.keep(job, result)
+
+    async def afailure(self, job: Job, exc: BaseException) -> Outcome | None:
+        """:meth:`failure` (an async body's exception is kept as a sync one's)."""
+        return self.failure(job, exc)

@@ -222,27 +222,24 @@ def prepare(request: HttpRequest, policy: Policy) -> Job | HttpResponseBase | No
         )
     options = resolve(policy)
     path = plain.path
-    # positional, in Job's order (store, scope, key, fingerprint, mode, lease, ttl, wait,
-    # method, route, owner, interface, scope_kind, request, quota, optimistic,
-    # databases): every keyed request builds one, and keywords cost their matching
     return Job(
-        options.store,
-        scope,
-        key,
-        fingerprint,
-        options.mode,
-        options.lease,
-        options.ttl,
-        options.wait,
-        plain.method or "",
-        path,
-        path,
-        "http",
-        _scope_kind(options.scope_kind, scope),
-        request,
-        options.quota,
-        options.optimistic,
-        options.databases,
+        store=options.store,
+        scope=scope,
+        key=key,
+        fingerprint=fingerprint,
+        mode=options.mode,
+        lease=options.lease,
+        ttl=options.ttl,
+        wait=options.wait,
+        method=plain.method or "",
+        route=path,
+        owner=path,
+        interface="http",
+        scope_kind=_scope_kind(options.scope_kind, scope),
+        request=request,
+        quota=options.quota,
+        optimistic=options.optimistic,
+        databases=options.databases,
     )
 
 

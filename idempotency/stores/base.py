@@ -287,7 +287,7 @@ class AtomicStore(BaseStore):
     """A store whose records live in a Django database, so the claim, the work's own writes
     and the stored outcome can commit in one transaction: atomic mode.
 
-    The engine (:mod:`idempotency.core.atomic`) runs atomic mode on a store that is an
+    The engine (:mod:`idempotency.core.engine`) runs atomic mode on a store that is an
     instance of this class, and lease mode on any other.
     :class:`~idempotency.stores.DatabaseStore` is the one.
     """

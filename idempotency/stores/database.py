@@ -89,7 +89,7 @@ def busy(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], 
     Any other failure outside a transaction drops a connection the server closed (a
     restart, a killed session: ``close_if_unusable_or_obsolete``) before it is raised, so
     the next call opens a new one: a completion retried while its lease lasts
-    (``idempotency.core.lease``) reaches a server that came back, instead of failing
+    (``idempotency.core.engine``) reaches a server that came back, instead of failing
     on the dead connection until the request ends (Django checks it only between
     requests), as the ``a*`` twins do.
     """

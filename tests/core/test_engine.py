@@ -49,6 +49,12 @@ class Answers:
     def failure(self, job: Job, exc: BaseException) -> Outcome | None:
         return None
 
+    async def akeep(self, job: Job, result: str) -> Outcome:
+        return self.keep(job, result)
+
+    async def afailure(self, job: Job, exc: BaseException) -> Outcome | None:
+        return self.failure(job, exc)
+
 
 def job_for(store: Any, key: str, *, wait: float = 10.0, fingerprint: str = "f") -> Job:
     return Job(

@@ -133,7 +133,7 @@ def test_mariadb_stopped_under_a_running_request(mode: str, gate: Gate) -> None:
     """The server stops while the view runs (its effect written, before the completion)
     and starts again once the store has failed: never a 500, and the key never runs
     twice. Lease mode keeps sending the completion while the lease lasts
-    (``idempotency.core.lease``): the server back within it, the outcome is stored and
+    (``idempotency.core.engine``): the server back within it, the outcome is stored and
     a retry replays it."""
     with store_on_private_mariadb(mode) as server:
         key = f"inflight-{uuid.uuid4().hex}"

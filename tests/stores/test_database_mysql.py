@@ -20,7 +20,7 @@ from django.db import OperationalError, connection, connections, transaction
 from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 
-from idempotency.core.atomic import CLAIM_ATTEMPTS
+from idempotency.core.engine import CLAIM_ATTEMPTS
 from idempotency.models import IdempotencyRecord
 from idempotency.stores.base import ClaimStatus, StoredResponse
 from idempotency.stores.database import DatabaseStore
@@ -311,7 +311,7 @@ def test_concurrent_duplicates_run_once_at_either_isolation_level(
     and never runs. In atomic mode the first owner of each key rolls back once, so its
     waiting duplicates meet a key freed under their feet: InnoDB then picks deadlock
     victims among them (measured: several per key), which start their transaction again
-    as atomic mode does (:data:`~idempotency.core.atomic.CLAIM_ATTEMPTS`) and find the
+    as atomic mode does (:data:`~idempotency.core.engine.CLAIM_ATTEMPTS`) and find the
     new owner's record."""
     store = DatabaseStore()
     duplicates = 20
