@@ -20,7 +20,7 @@ from django.db import connection
 from django.test import override_settings
 
 from idempotency import idempotent_function
-from tests.support.services import on_mysql
+from tests.support.services import on_mysql, redis_url
 from tests.support.stores import STORE_VARIANTS, store_of
 from tests.support.storms import run_threads, storm
 from tests.support.users import logged_in_client
@@ -92,6 +92,43 @@ def test_concurrent_duplicates_run_the_view_body_once(
             key = str(uuid.uuid4())
             responses[key] = fire(user, url + "?sleep=0.05", key, body, DUPLICATES)
     assert_one_execution_per_key(responses, execution_log, cell=f"{variant} × {interface}")
+    assert Wallet.objects.get().balance == 1000 - ROUNDS
+
+
+#: RedisStore built three ways (issue 44): from a URL, from Django's own RedisCache's
+#: settings, from django-redis' settings (the alias "storm" of the CACHES below)
+REDIS_SOURCES = {
+    "url": lambda url: {"LOCATION": url},
+    "builtin": lambda url: {"OPTIONS": {"cache": "storm"}},
+    "django-redis": lambda url: {"OPTIONS": {"cache": "storm"}},
+}
+CACHE_BACKENDS = {
+    "builtin": "django.core.cache.backends.redis.RedisCache",
+    "django-redis": "django_redis.cache.RedisCache",
+}
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("interface", ["decorator-function", "decorator-async"])
+@pytest.mark.parametrize("source", list(REDIS_SOURCES))
+def test_redis_store_from_each_source_runs_the_view_body_once(
+    user: Any, wallet: Wallet, execution_log: Path, source: str, interface: str
+) -> None:
+    """The storm on RedisStore whether its LOCATION is a URL or it reuses a cache's
+    settings (Django's RedisCache or django-redis): one execution per key on each."""
+    url = redis_url()
+    caches = {**settings.CACHES}
+    if source in CACHE_BACKENDS:
+        caches["storm"] = {"BACKEND": CACHE_BACKENDS[source], "LOCATION": url}
+    store = {"BACKEND": "idempotency.stores.RedisStore", **REDIS_SOURCES[source](url)}
+    config = {"STORES": {"default": store}, "MODE": "lease"}
+    path, body = INTERFACES[interface]
+    responses: dict[str, list[Any]] = {}
+    with override_settings(CACHES=caches, IDEMPOTENCY=config):
+        for _round in range(ROUNDS):
+            key = str(uuid.uuid4())
+            responses[key] = fire(user, path + "?sleep=0.05", key, body, DUPLICATES)
+    assert_one_execution_per_key(responses, execution_log, cell=f"redis-{source} × {interface}")
     assert Wallet.objects.get().balance == 1000 - ROUNDS
 
 
