@@ -526,7 +526,11 @@ def test_an_argument_redis_py_refuses_is_refused_as_before(value: Any) -> None:
 
 @pytest.mark.redis
 def test_a_cache_with_another_encoding_keeps_redis_pys_packer() -> None:
-    """A Latin-1 connection (the cache's ``OPTIONS``) sends Latin-1, as redis-py does."""
+    """A Latin-1 connection (the cache's ``OPTIONS``) sends what redis-py's own client with
+    that encoding sends: the store's packer is not put in its place. (redis-py 8 sends
+    Latin-1; 5.0 with hiredis packs UTF-8 whatever the encoding: the same as the store.)"""
+    import redis
+
     caches = {
         "latin": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
@@ -536,6 +540,13 @@ def test_a_cache_with_another_encoding_keeps_redis_pys_packer() -> None:
     }
     with override_settings(CACHES=caches):
         store = RedisStore(cache="latin")
-        key = f"k-{uuid.uuid4()}"
-        store.client.set(key, "r\u00e9sum\u00e9")
-        assert store.client.get(key) == b"r\xe9sum\xe9"
+        assert "command_packer" not in store.client.connection_pool.connection_kwargs
+        theirs = redis.Redis.from_url(redis_url(), encoding="latin-1")
+        ours_key, their_key = f"k-{uuid.uuid4()}", f"k-{uuid.uuid4()}"
+        store.client.set(ours_key, "r\u00e9sum\u00e9")
+        theirs.set(their_key, "r\u00e9sum\u00e9")
+        sent = store.client.get(ours_key)
+        assert sent == theirs.get(their_key)
+        assert sent in (b"r\xe9sum\xe9", b"r\xc3\xa9sum\xc3\xa9")
+        theirs.delete(ours_key, their_key)
+        theirs.close()
