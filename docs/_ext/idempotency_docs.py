@@ -6,7 +6,7 @@ Directives (MyST: ```{name}``` fences):
   status, title and meaning, from the :class:`~idempotency.exceptions.IdempotencyError`
   subclasses;
 - ``idempotency-checks``: every system check id, its level, message and hint, from
-  :data:`idempotency.checks.messages.MESSAGES`;
+  :data:`idempotency.check_messages.MESSAGES`;
 - ``idempotency-command``: a management command's ``--help``, from its own parser;
 - ``idempotency-tasks``: the Celery tasks the app registers, with their docstrings.
 """
@@ -116,7 +116,7 @@ def _placeholders(text: str) -> str:
 
 class ChecksDirective(_TableDirective):
     def lines(self) -> list[str]:
-        from idempotency.checks.messages import MESSAGES
+        from idempotency.check_messages import MESSAGES
 
         rows = []
         for code in sorted(MESSAGES):

@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
+from idempotency.check_messages import MESSAGES
 from idempotency.conf import idempotency_settings, on_reload
 from idempotency.conf.setting import Setting
 
@@ -64,9 +65,6 @@ class UnusableBackend(ImproperlyConfigured):
     the system check that reports it, ``text`` and ``hint`` its words."""
 
     def __init__(self, code: str, **values: Any) -> None:
-        # imported here: idempotency.checks imports the stores, which import this module
-        from idempotency.checks.messages import MESSAGES
-
         entry = MESSAGES[code]
         self.code = code
         self.text = entry.msg.format(**values)

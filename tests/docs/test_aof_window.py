@@ -3,7 +3,7 @@
 ``chaos/results/aof-window.md`` is the output of ``python -m chaos.aof_window``; the
 reliability page and the stores how-to copy its totals and ranges. The recommendation
 they give (AOF with ``appendfsync everysec`` or ``always``) is what system check W007
-holds a Redis to (``tests/checks/test_redis.py``).
+holds a Redis to (``tests/test_checks.py``).
 """
 
 from __future__ import annotations
