@@ -30,8 +30,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from idempotency.check_messages import MESSAGES
-from idempotency.conf import idempotency_settings, on_reload
-from idempotency.conf.setting import Setting
+from idempotency.conf import Setting, idempotency_settings, on_reload
 
 T = TypeVar("T")
 

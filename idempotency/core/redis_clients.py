@@ -52,7 +52,7 @@ from typing import Any, ClassVar
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from idempotency.conf.setting import Setting
+from idempotency.conf import Setting
 from idempotency.core.backends import KEY_PREFIX
 
 DJANGO_REDIS_CACHE = "django.core.cache.backends.redis.RedisCache"

@@ -1,8 +1,24 @@
-"""The admin of idempotency records: a read-only audit view, its columns and detail
-fields, and its two actions (release selected records, purge the expired ones)."""
+"""Admin for idempotency records: a read-only audit view with release and purge actions.
+
+Records are written by the stores only, so the admin never adds or edits one.
+Superusers may *release* records (delete them through the store, so a cached
+response is forgotten too) and purge the expired ones. Subclass
+:class:`IdempotencyRecordAdmin` to change it::
+
+    admin.site.unregister(IdempotencyRecord)
+
+    @admin.register(IdempotencyRecord)
+    class MyRecordAdmin(IdempotencyRecordAdmin):
+        preview_limit = 16384
+
+Django's admin autodiscovery imports this module, which registers the records' admin and
+the submit tokens' (read-only: only their hashes are stored).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -19,15 +35,56 @@ from django.utils.timesince import timeuntil
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from idempotency.admin.previews import body_preview
-from idempotency.models import IdempotencyRecord
+from idempotency.codecs import UndecodableBody, unseal
+from idempotency.models import IdempotencyRecord, SubmitToken
+from idempotency.stores import authentication
 from idempotency.stores.database import database_store
 from idempotency.stores.purge import purge_expired_records
+from idempotency.stores.records import StoredResponse
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[IdempotencyRecord]
+    _TokenAdmin = admin.ModelAdmin[SubmitToken]
 else:
-    _ModelAdmin = admin.ModelAdmin
+    _ModelAdmin = _TokenAdmin = admin.ModelAdmin
+
+
+def body_preview(body: bytes, *, limit: int = 4096, hex_bytes: int = 64) -> str:
+    """A readable, bounded rendering of a stored response body (plain text, not escaped).
+
+    JSON is pretty-printed, other UTF-8 text is shown as is, anything else as a
+    byte count and a hex dump of its first ``hex_bytes`` bytes. Text longer than
+    ``limit`` characters is cut with a note of the body's full size.
+    """
+    size = len(body)
+    if not body:
+        return gettext("(empty body)")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and not _is_text(text):
+        text = None
+    if text is None:
+        head = body[:hex_bytes]
+        lines = [
+            f"{offset:08x}  {head[offset : offset + 16].hex(' ')}"
+            for offset in range(0, len(head), 16)
+        ]
+        more = "\n…" if size > hex_bytes else ""
+        label = ngettext("<%(n)d byte of binary data>", "<%(n)d bytes of binary data>", size)
+        return label % {"n": size} + "\n" + "\n".join(lines) + more
+    with contextlib.suppress(ValueError):
+        text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    if len(text) > limit:
+        note = gettext("… (truncated, %(n)d bytes)") % {"n": size}
+        text = text[:limit] + "\n" + note
+    return text
+
+
+def _is_text(text: str) -> bool:
+    """Whether decoded UTF-8 is printable text rather than binary that happens to decode."""
+    return all(char.isprintable() or char in "\t\n\r" for char in text[:4096])
 
 
 class ExpiredListFilter(admin.SimpleListFilter):
@@ -160,9 +217,6 @@ class IdempotencyRecordAdmin(_ModelAdmin):
         does not is never replayed (``idempotency-record-forged``)."""
         if not obj.is_completed:
             return None
-        from idempotency.stores import authentication
-        from idempotency.stores.records import StoredResponse
-
         stored = StoredResponse.from_parts(
             obj.status_code or 0, obj.response_headers, obj.response_body
         )
@@ -208,8 +262,6 @@ class IdempotencyRecordAdmin(_ModelAdmin):
     def response_preview(self, obj: IdempotencyRecord) -> SafeString | str:
         if obj.response_body is None:
             return self.get_empty_value_display()
-        from idempotency.codecs import UndecodableBody, unseal
-
         try:  # stored through BODY_CODEC (encrypted, for instance)
             body = unseal(obj.response_body)
         except UndecodableBody:
@@ -330,3 +382,30 @@ def _user_id(request: HttpRequest) -> int | str:
         raise PermissionDenied
     pk: int | str = user.pk  # Model.pk is Any in django-stubs
     return pk
+
+
+@admin.register(SubmitToken)
+class SubmitTokenAdmin(_TokenAdmin):
+    """Read-only view of one-time submit tokens (only their hashes are stored)."""
+
+    list_display = ("purpose", "scope", "created_at", "expires_at", "consumed_at")
+    list_filter = ("purpose",)
+    search_fields = ("=scope", "purpose")
+    date_hierarchy = "created_at"
+    ordering = ("-created_at",)
+    readonly_fields = ("token_hash", "scope", "purpose", "created_at", "expires_at", "consumed_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: SubmitToken | None = None) -> bool:
+        return False
+
+
+__all__ = [
+    "RELEASE_MESSAGE",
+    "ExpiredListFilter",
+    "IdempotencyRecordAdmin",
+    "SubmitTokenAdmin",
+    "body_preview",
+]

@@ -1,14 +1,131 @@
-"""Every setting of django-idempotency, described once (:data:`SETTINGS`), and what
-follows from the descriptions: the defaults and the settings that hold dotted paths.
+"""Settings of django-idempotency: one ``IDEMPOTENCY`` dict, each setting described once.
 
-A test keeps the settings reference (docs/reference/settings.md) in step with it.
+:data:`SETTINGS` describes every setting: its default, its meaning, its type, its
+choices or bounds and whether it may be None, each a :class:`Setting` (which also says
+which values it accepts). The system checks (:mod:`idempotency.checks`) validate ``IDEMPOTENCY``
+against that description, and a test keeps the settings reference
+(docs/reference/settings.md) in step with it.
+
+Read the values through :data:`idempotency_settings`; it re-reads Django's settings
+whenever they change (``override_settings`` included), and resolves dotted
+paths once until then. Defaults are never written into ``django.conf.settings``.
 """
 
 from __future__ import annotations
 
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from idempotency.conf.setting import Setting
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.utils.module_loading import import_string
+
+#: An HTTP header name (RFC 9110 token).
+HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+
+#: What a setting's value may be. ``seconds``: a finite number; ``integer``: an int;
+#: ``choice``: one of :attr:`Setting.choices`; ``path``: a dotted path (or the object
+#: itself);
+#: ``header``/``headers``: one or a list of header names; ``cache``/``database``: an alias;
+#: ``aliases``: a list of database aliases; ``names``: a list of strings; ``backends``:
+#: a dict of aliases, each an entry as in ``CACHES`` (:mod:`idempotency.core.backends`
+#: reads and checks each entry). Each
+#: with the type the settings table names it by.
+_LABELS = {
+    "bool": "bool",
+    "text": "str",
+    "seconds": "seconds",
+    "integer": "int",
+    "choice": "str",
+    "path": "dotted path",
+    "header": "str",
+    "headers": "list of str",
+    "names": "list of str",
+    "cache": "str",
+    "database": "str",
+    "aliases": "list of str",
+    "backends": "dict of aliases",
+}
+KINDS = tuple(_LABELS)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its default, what it means and which values it takes."""
+
+    default: Any
+    #: What the setting means (the system checks' hint for a wrong value).
+    help: str
+    kind: str
+    #: ``choice``: the accepted values.
+    choices: tuple[str, ...] = ()
+    #: ``seconds``/``integer``: the lower bound, and whether it is allowed itself.
+    minimum: float = 0
+    inclusive: bool = False
+    #: Whether None is a value of its own (documented in ``help``).
+    nullable: bool = False
+    #: Whether the value is a secret: the checks never show it.
+    secret: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown setting kind {self.kind!r}")
+
+    @property
+    def label(self) -> str:
+        """The type as the settings reference (docs/reference/settings.md) names it."""
+        label = _LABELS[self.kind]
+        return f"{label} or None" if self.nullable else label
+
+    @property
+    def expected(self) -> str:
+        """What a valid value is, in words."""
+        bound = f"{'>=' if self.inclusive else '>'} {self.minimum:g}"
+        text = {
+            "bool": "True or False",
+            "seconds": f"a number {bound}",
+            "integer": f"an integer {bound}",
+            "choice": "one of " + ", ".join(repr(c) for c in self.choices),
+            "path": "the dotted path of an importable object",
+            "header": "a header name",
+            "headers": "a list of header names",
+            "names": "a list of strings",
+            "aliases": "a list of database aliases",
+            "backends": "a dict of aliases, each a dict with a BACKEND",
+        }.get(self.kind, "a string")
+        return f"None or {text}" if self.nullable else text
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` has this setting's type, choices and bounds (dotted paths
+        are only checked to be paths or objects here: importing them is the checks')."""
+        if value is None:
+            return self.nullable
+        kind = self.kind
+        if kind == "bool":
+            return isinstance(value, bool)
+        if kind in ("seconds", "integer"):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                return False
+            if kind == "integer" and not isinstance(value, int):
+                return False
+            if not math.isfinite(value):
+                return False
+            return bool(value >= self.minimum if self.inclusive else value > self.minimum)
+        if kind == "choice":
+            return value in self.choices
+        if kind == "path":
+            return isinstance(value, str) or callable(value)
+        if kind == "header":
+            return isinstance(value, str) and bool(HEADER_NAME.match(value))
+        if kind == "backends":  # each entry is the checks' (E044-E046, E060-E064)
+            return isinstance(value, dict) and all(isinstance(a, str) for a in value)
+        if kind in ("headers", "names", "aliases"):
+            return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+        return isinstance(value, str)
+
 
 #: The values of ``MODE``, and of ``mode=`` on views, functions and tasks.
 MODES = ("auto", "atomic", "lease")
@@ -291,3 +408,84 @@ DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.
 
 #: Settings that hold dotted paths, imported on first use.
 IMPORT_STRINGS = frozenset(name for name, s in SETTINGS.items() if s.kind == "path")
+
+
+#: Longest idempotency key a store accepts (``IdempotencyRecord.key``), whether it comes
+#: from a request's header or from a function's or task's key.
+MAX_KEY_LENGTH = 255
+
+
+class IdempotencySettings:
+    """Attribute access to ``settings.IDEMPOTENCY`` merged over :data:`DEFAULTS`."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Callable[..., Any]] = {}
+
+    @property
+    def user_settings(self) -> dict[str, Any]:
+        value = getattr(settings, "IDEMPOTENCY", None) or {}
+        if not isinstance(value, dict):
+            return {}
+        return value
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name not in DEFAULTS:
+            raise AttributeError(f"Invalid idempotency setting: {name!r}")
+        value = self.user_settings.get(name, DEFAULTS[name])
+        # kept as an instance attribute: the next read is a plain attribute lookup, not
+        # a call of this method (settings are read several times per request)
+        self.__dict__[name] = value
+        return value
+
+    def imported(self, name: str) -> Callable[..., Any]:
+        """The object a dotted-path setting names, imported once."""
+        key = f"__imported__{name}"
+        try:
+            return self._cache[key]
+        except KeyError:
+            pass
+        value = getattr(self, name)
+        obj: Callable[..., Any] = import_string(value) if isinstance(value, str) else value
+        self._cache[key] = obj
+        return obj
+
+    def reload(self) -> None:
+        self._cache.clear()
+        for name in DEFAULTS:
+            self.__dict__.pop(name, None)
+
+
+idempotency_settings = IdempotencySettings()
+
+_reload_hooks: list[Callable[[], None]] = []
+
+
+def on_reload(func: Callable[[], None]) -> Callable[[], None]:
+    """Register ``func`` to run whenever ``IDEMPOTENCY`` or ``CACHES`` change."""
+    _reload_hooks.append(func)
+    return func
+
+
+def _settings_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting in {"IDEMPOTENCY", "CACHES", "DATABASES", "SECRET_KEY", "SECRET_KEY_FALLBACKS"}:
+        idempotency_settings.reload()
+        for hook in _reload_hooks:
+            hook()
+
+
+setting_changed.connect(_settings_changed)
+
+
+__all__ = [
+    "DEFAULTS",
+    "HEADER_NAME",
+    "IMPORT_STRINGS",
+    "KINDS",
+    "MAX_KEY_LENGTH",
+    "MODES",
+    "SETTINGS",
+    "IdempotencySettings",
+    "Setting",
+    "idempotency_settings",
+    "on_reload",
+]
