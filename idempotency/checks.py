@@ -35,8 +35,6 @@ from django.utils.module_loading import import_string
 from idempotency.check_messages import cap, message
 from idempotency.codecs import BodyCodec
 from idempotency.conf import DEFAULTS, HEADER_NAME, SETTINGS
-from idempotency.core.backends import DEFAULT_ALIAS, BackendHandler, UnusableBackend
-from idempotency.core.redis_clients import cache_connection
 from idempotency.http.discovery import GATE_NAME, gate_below_idempotent, protected_views, url_views
 from idempotency.http.responses import NEVER_REPLAYED
 from idempotency.locks.locking import lock_backends
@@ -46,6 +44,8 @@ from idempotency.stores import stores
 from idempotency.stores.base import AtomicStore
 from idempotency.stores.database import DatabaseStore
 from idempotency.stores.raw_cache import DJANGO_BUILTIN_REDIS, DJANGO_REDIS, IN_PROCESS
+from idempotency.utils.backends import DEFAULT_ALIAS, BackendHandler, UnusableBackend
+from idempotency.utils.redis_clients import cache_connection
 
 LOCMEM = "django.core.cache.backends.locmem.LocMemCache"
 DUMMY = "django.core.cache.backends.dummy.DummyCache"

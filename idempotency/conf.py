@@ -31,7 +31,7 @@ HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 #: itself);
 #: ``header``/``headers``: one or a list of header names; ``cache``/``database``: an alias;
 #: ``aliases``: a list of database aliases; ``names``: a list of strings; ``backends``:
-#: a dict of aliases, each an entry as in ``CACHES`` (:mod:`idempotency.core.backends`
+#: a dict of aliases, each an entry as in ``CACHES`` (:mod:`idempotency.utils.backends`
 #: reads and checks each entry). Each
 #: with the type the settings table names it by.
 _LABELS = {

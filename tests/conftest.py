@@ -106,9 +106,9 @@ TESTAPP_URLS = (
     "tests/http/",
     "tests/stores/",
     "tests/storms/",
-    "tests/core/test_outages.py",
-    "tests/core/test_outages_mariadb.py",
-    "tests/core/test_options.py",
+    "tests/utils/test_outages.py",
+    "tests/utils/test_outages_mariadb.py",
+    "tests/core/test_job.py",
 )
 SLOW_LEFT_OUT = pytest.StashKey[int]()
 
@@ -221,8 +221,8 @@ def _process_state() -> Iterator[None]:
     ``.get()`` of an eager result would raise)."""
     from celery.result import _set_task_join_will_block
 
-    from idempotency.core.outages import bursts
     from idempotency.stores.purge import reset_purge_counter
+    from idempotency.utils.outages import bursts
 
     bursts.reset()
     reset_purge_counter()
@@ -333,7 +333,7 @@ def outages() -> Iterator[list[dict[str, Any]]]:
 @pytest.fixture
 def redis_client(settings: Any) -> Any:
     """The django-redis connection the library uses (``REDIS_URL``; tests marked redis)."""
-    from idempotency.core.redis_clients import RedisConnector
+    from idempotency.utils.redis_clients import RedisConnector
 
     return RedisConnector(cache="default").client
 

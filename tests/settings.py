@@ -48,7 +48,7 @@ else:
 # they start in front of the test database; until then it mirrors "default".
 DATABASES["bouncer"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
 
-# The outage tests of a private server (tests/core/test_outages_mariadb.py) point this alias at
+# The outage tests of a private server (tests/utils/test_outages_mariadb.py) point this alias at
 # a mariadbd they start, stop and start again; until then it mirrors "default".
 DATABASES["outage"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
 

@@ -31,7 +31,7 @@ def test_importing_the_package_imports_none_of_its_modules() -> None:
     "module",
     [
         "idempotency.core.engine",
-        "idempotency.core.backends",
+        "idempotency.utils.backends",
         "idempotency.stores",
         "idempotency.tokens",
         "idempotency.locks",

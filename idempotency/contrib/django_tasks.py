@@ -34,8 +34,7 @@ from django.utils import timezone
 
 from idempotency.conf import idempotency_settings
 from idempotency.core import engine
-from idempotency.core.job import Job, ReplayedRecord
-from idempotency.core.options import CallPolicy
+from idempotency.core.job import CallPolicy, Job, ReplayedRecord
 from idempotency.exceptions import (
     IdempotencyKeyMissing,
     ImproperlyApplied,

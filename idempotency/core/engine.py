@@ -36,14 +36,13 @@ from django.db import DatabaseError, IntegrityError, OperationalError
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
-from idempotency.core.backoff import Backoff
-from idempotency.core.job import Adapter, Job, Outcome, logger
+from idempotency.core.job import Adapter, Job, Outcome, lease_over, logger
 from idempotency.core.keepalive import kept_alive
-from idempotency.core.options import lease_over
-from idempotency.core.outages import is_lock_error, is_outage, unavailable
 from idempotency.exceptions import StoreUnavailable
 from idempotency.observability.tracing import spanned
 from idempotency.stores.base import AtomicStore, Claim, ClaimLocked, ClaimStatus
+from idempotency.utils.backoff import Backoff
+from idempotency.utils.outages import is_lock_error, is_outage, unavailable
 
 T = TypeVar("T")
 

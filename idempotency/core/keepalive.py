@@ -35,9 +35,9 @@ from contextlib import AbstractContextManager, nullcontext
 from django.db import connections
 
 from idempotency import signals
-from idempotency.core.keyed_hashes import log_ref
-from idempotency.core.outages import bursts
 from idempotency.stores.base import BaseStore
+from idempotency.utils.hashing import log_ref
+from idempotency.utils.outages import bursts
 
 logger = logging.getLogger("idempotency")
 

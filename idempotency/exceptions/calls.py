@@ -11,7 +11,7 @@ from idempotency.exceptions.requests import IdempotencyKeyMismatch
 def _ref(scope: str, key: str) -> str:
     """A record as messages name it (``scope_hash/key_hash``): exception messages end up
     in logs (Celery's, the caller's), which never carry raw keys or scopes."""
-    from idempotency.core.keyed_hashes import log_ref
+    from idempotency.utils.hashing import log_ref
 
     return log_ref(scope, key)
 

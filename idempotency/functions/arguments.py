@@ -36,11 +36,11 @@ from idempotency.core.canonical import (
 from idempotency.core.canonical import canonical as canonical
 from idempotency.core.canonical import digest as digest
 from idempotency.core.canonical import qualified_name as qualified_name
-from idempotency.core.keyed_hashes import fingerprint_hex, older_fingerprints
 from idempotency.exceptions import IdempotencyKeyMissing
 from idempotency.functions.payload_keys import PayloadKey as PayloadKey
 from idempotency.functions.payload_keys import is_missing
 from idempotency.functions.payload_keys import payload_key as payload_key
+from idempotency.utils.hashing import fingerprint_hex, older_fingerprints
 
 #: A key: a format string of the call's arguments, a callable of them, or a PayloadKey.
 KeySpec = Any

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from idempotency import signals
-from idempotency.core.job import Job, Outcome, ReplayedRecord
-from idempotency.core.options import CallPolicy
+from idempotency.core.job import CallPolicy, Job, Outcome, ReplayedRecord
 from idempotency.exceptions import (
     ArgumentsMismatch,
     FunctionKeyMismatch,

@@ -13,8 +13,7 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 
 from idempotency.conf import idempotency_settings
 from idempotency.core import engine
-from idempotency.core.job import Job, ReplayedRecord
-from idempotency.core.options import CallPolicy
+from idempotency.core.job import CallPolicy, Job, ReplayedRecord
 from idempotency.exceptions import IdempotencyKeyMissing, ImproperlyApplied
 from idempotency.functions.arguments import (
     CallArguments,

@@ -1,6 +1,6 @@
 """Request fingerprints: what makes two requests with one key "the same request".
 
-The fingerprint is an HMAC-SHA256, under a server secret (:mod:`idempotency.core.keyed_hashes`), of
+The fingerprint is an HMAC-SHA256, under a server secret (:mod:`idempotency.utils.hashing`), of
 the SHA-256 digest of the method, the path, the query string, the media type (its
 parameters aside, but for the charset the body is decoded by when that is not UTF-8:
 see :func:`body_charset`), the canonical body and any configured headers. A key reused with a
@@ -59,13 +59,13 @@ from django.http import HttpRequest
 from django.http.request import RawPostDataException
 
 from idempotency.conf import idempotency_settings, on_reload
-from idempotency.core.json_codec import decoder_of, dumps, encoder_of
-from idempotency.core.keyed_hashes import (
+from idempotency.http.keys import header_value
+from idempotency.utils.hashing import (
     fingerprint_end,
     fingerprint_start,
     older_streamed_fingerprints,
 )
-from idempotency.http.keys import header_value
+from idempotency.utils.json_codec import decoder_of, dumps, encoder_of
 
 #: Deepest JSON nesting canonicalised; deeper bodies are fingerprinted as raw bytes.
 MAX_JSON_DEPTH = 200

@@ -1,6 +1,6 @@
 """Per-view idempotency options, merged over the global settings (most specific wins).
 
-:class:`Policy` is :class:`idempotency.core.options.CallPolicy` (the options views, functions
+:class:`Policy` is :class:`idempotency.core.job.CallPolicy` (the options views, functions
 and tasks share, resolved in one place) plus the options only HTTP has.
 """
 
@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from django.http import HttpRequest, HttpResponse
 
 from idempotency.conf import idempotency_settings
-from idempotency.core.job import ReplayedRecord
-from idempotency.core.options import CallPolicy
+from idempotency.core.job import CallPolicy, ReplayedRecord
 from idempotency.scopes import SharedScope
 
 #: What a view does when its store cannot be reached: answer 503, or run unprotected.

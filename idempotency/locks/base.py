@@ -12,7 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 
 from idempotency.conf import Setting
-from idempotency.core.backends import Configurable
+from idempotency.utils.backends import Configurable
 
 
 class Holding(abc.ABC):
@@ -58,7 +58,7 @@ class LockBackend(Configurable, abc.ABC):
     ``IDEMPOTENCY["LOCKS"]`` (and the alias as ``lock(..., backend=)``, or pass an
     instance); it is made with its entry's ``LOCATION`` and ``OPTIONS`` as keyword
     arguments (its ``options`` and ``location_schemes`` say which it takes:
-    :mod:`idempotency.core.backends`), once
+    :mod:`idempotency.utils.backends`), once
     per process (until the settings change), and shared by every thread. Built in:
     ``idempotency.locks.RedisLockBackend`` (the default),
     ``idempotency.locks.PostgresLockBackend`` and ``idempotency.locks.MySQLLockBackend``.
@@ -79,7 +79,7 @@ class DatabaseLockBackend(LockBackend):
     #: ``connection.vendor`` of the database these locks need, and the backend's name.
     vendor = ""
     name = ""
-    #: ``OPTIONS`` of a database lock backend (:mod:`idempotency.core.backends`).
+    #: ``OPTIONS`` of a database lock backend (:mod:`idempotency.utils.backends`).
     options: ClassVar[Mapping[str, Setting]] = {
         "database": Setting("default", "Database alias whose sessions hold the locks.", "database"),
     }

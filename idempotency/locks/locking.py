@@ -11,10 +11,10 @@ from typing import Any, TypeVar, cast
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 
 from idempotency import signals
-from idempotency.core.backends import BackendHandler
-from idempotency.core.backoff import Backoff
 from idempotency.exceptions import LockNotAcquired, StoreUnavailable
 from idempotency.locks.base import Holding, LockBackend
+from idempotency.utils.backends import BackendHandler
+from idempotency.utils.backoff import Backoff
 
 logger = logging.getLogger("idempotency.locks")
 

@@ -21,9 +21,9 @@ from typing import Any, ClassVar
 from django.db import DatabaseError
 
 from idempotency.conf import Setting
-from idempotency.core.backends import KEY_PREFIX
-from idempotency.core.outages import outage_raises_unavailable
 from idempotency.locks.base import DatabaseLockBackend, Holding
+from idempotency.utils.backends import KEY_PREFIX
+from idempotency.utils.outages import outage_raises_unavailable
 
 #: ``wait_timeout`` of a lock without a timeout: a year, MySQL's and MariaDB's largest.
 _FOREVER = 31_536_000
@@ -114,7 +114,7 @@ class MySQLLockBackend(DatabaseLockBackend):
 
     vendor = "mysql"
     name = "mysql"
-    #: ``OPTIONS`` of MySQL locks (:mod:`idempotency.core.backends`).
+    #: ``OPTIONS`` of MySQL locks (:mod:`idempotency.utils.backends`).
     options: ClassVar[Mapping[str, Setting]] = {
         **DatabaseLockBackend.options,
         "key_prefix": KEY_PREFIX,

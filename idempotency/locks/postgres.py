@@ -10,8 +10,8 @@ from typing import Any
 
 from django.db import DatabaseError
 
-from idempotency.core.outages import outage_raises_unavailable
 from idempotency.locks.base import DatabaseLockBackend, Holding
+from idempotency.utils.outages import outage_raises_unavailable
 
 
 def advisory_key(name: str) -> int:

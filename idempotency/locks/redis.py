@@ -6,9 +6,9 @@ import hashlib
 import secrets
 from typing import Any
 
-from idempotency.core.outages import outage_raises_unavailable
-from idempotency.core.redis_clients import RedisBackend
 from idempotency.locks.base import Holding, LockBackend
+from idempotency.utils.outages import outage_raises_unavailable
+from idempotency.utils.redis_clients import RedisBackend
 
 REDIS_RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end

@@ -6,7 +6,7 @@ not acquired and unreachable stores each log one record whose ``extra`` fields a
 URL pattern), ``store`` and ``claim_seconds``, plus ``status`` or ``error`` (an
 exception's class name) where they apply. Request and response bodies, tokens, raw
 keys and raw scopes are never logged: every log line of the library names a record by
-these keyed hashes (:func:`idempotency.core.keyed_hashes.log_ref`). Turn it off with
+these keyed hashes (:func:`idempotency.utils.hashing.log_ref`). Turn it off with
 ``IDEMPOTENCY = {"LOG_OUTCOMES": False}`` or with the logger's level.
 
 :class:`JsonFormatter` renders records as one JSON object per line with nothing
@@ -23,7 +23,7 @@ from typing import Any
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
-from idempotency.core.keyed_hashes import log_hash
+from idempotency.utils.hashing import log_hash
 
 logger = logging.getLogger("idempotency.outcomes")
 

@@ -2,7 +2,7 @@
 
 ``IDEMPOTENCY["STORES"]`` configures them as ``CACHES`` configures caches: each alias
 names a ``BACKEND`` (a subclass of :class:`~idempotency.stores.base.BaseStore`), maybe a
-``LOCATION`` and ``OPTIONS`` (:mod:`idempotency.core.backends`). ``stores["redis"]`` is
+``LOCATION`` and ``OPTIONS`` (:mod:`idempotency.utils.backends`). ``stores["redis"]`` is
 the store of the alias ``"redis"``, made once per process and kept until the settings
 change; :func:`get_store` takes an alias or a store instance.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from idempotency.core.backends import BackendHandler
+from idempotency.utils.backends import BackendHandler
 
 if TYPE_CHECKING:
     from idempotency.stores.base import BaseStore

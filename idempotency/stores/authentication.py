@@ -6,7 +6,7 @@ table, a restored backup) must not be able to make the application replay a resp
 it did not store for that request. So every completed record, in every store and every
 ``BODY_CODEC`` mode, carries a *tag*: ``<expires_ms>:<mac>``, where ``mac`` is an
 HMAC-SHA256, under a key derived from ``SECRET_KEY``
-(:func:`idempotency.core.keyed_hashes.record_macs`), of the record's name (the SHA-256
+(:func:`idempotency.utils.hashing.record_macs`), of the record's name (the SHA-256
 of its scope and key, :func:`~idempotency.stores.records.record_digest`, the name Redis and
 caches file it under), its fingerprint, its fencing token, its status, headers and
 stored body bytes (after the codec), and ``expires_ms``, the expiry the application
@@ -28,8 +28,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from idempotency.core.keyed_hashes import log_ref, record_macs
 from idempotency.stores.records import StoredResponse, now_ms, record_digest
+from idempotency.utils.hashing import log_ref, record_macs
 
 logger = logging.getLogger("idempotency")
 

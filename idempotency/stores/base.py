@@ -7,7 +7,7 @@ owns a new key; only the owner, proven by its fencing token, may ``complete`` or
 purged.
 
 The records a store answers with live in :mod:`~idempotency.stores.records`, the
-mapping of its failures to the library's errors in :mod:`~idempotency.stores.errors`;
+mapping of its failures to the library's errors in :mod:`~idempotency.utils.outages`;
 both are importable from here too.
 """
 
@@ -19,8 +19,6 @@ from typing import Any, ClassVar, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
 
-from idempotency.core.backends import Configurable
-from idempotency.stores.errors import corrupted, store_operation, unreadable_record
 from idempotency.stores.records import (
     Claim,
     ClaimStatus,
@@ -30,6 +28,8 @@ from idempotency.stores.records import (
     now_ms,
     quota_window,
 )
+from idempotency.utils.backends import Configurable
+from idempotency.utils.outages import corrupted, store_operation, unreadable_record
 
 __all__ = [
     "AtomicStore",

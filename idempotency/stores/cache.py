@@ -30,8 +30,6 @@ from django.core.cache import BaseCache, caches
 
 from idempotency.codecs import seal, unseal
 from idempotency.conf import Setting
-from idempotency.core.backends import KEY_PREFIX
-from idempotency.core.outages import outage_raises_unavailable
 from idempotency.stores import authentication
 from idempotency.stores.base import (
     BaseStore,
@@ -42,9 +40,10 @@ from idempotency.stores.base import (
     quota_window,
     store_operation,
 )
-from idempotency.stores.errors import unreadable_record
 from idempotency.stores.raw_cache import RawCache
 from idempotency.stores.records import record_digest
+from idempotency.utils.backends import KEY_PREFIX
+from idempotency.utils.outages import outage_raises_unavailable, unreadable_record
 
 
 class CacheStore(BaseStore):
@@ -56,7 +55,7 @@ class CacheStore(BaseStore):
     development; ``"OPTIONS": {"cache": "records"}`` picks another cache.
     """
 
-    #: ``OPTIONS`` of a cache store (:mod:`idempotency.core.backends`).
+    #: ``OPTIONS`` of a cache store (:mod:`idempotency.utils.backends`).
     options: ClassVar[Mapping[str, Setting]] = {
         "cache": Setting("default", "Cache alias whose backend keeps the records.", "cache"),
         "key_prefix": KEY_PREFIX,

@@ -48,12 +48,9 @@ from django.utils import timezone
 
 from idempotency.codecs import UndecodableBody, seal, unseal
 from idempotency.conf import Setting, idempotency_settings
-from idempotency.core.backends import KEY_PREFIX
-from idempotency.core.outages import is_deadlock, is_lock_error, outage_raises_unavailable
 from idempotency.exceptions import StoreUnavailable
 from idempotency.stores import authentication, sql
 from idempotency.stores.base import AtomicStore, ClaimLocked
-from idempotency.stores.errors import corrupted
 from idempotency.stores.purge import purge_now_and_then
 from idempotency.stores.records import (
     ClaimStatus,
@@ -64,6 +61,13 @@ from idempotency.stores.records import (
 )
 from idempotency.stores.response_cache import ResponseCache
 from idempotency.stores.savepoints import batched_releases
+from idempotency.utils.backends import KEY_PREFIX
+from idempotency.utils.outages import (
+    corrupted,
+    is_deadlock,
+    is_lock_error,
+    outage_raises_unavailable,
+)
 
 __all__ = ["DEADLOCK_ATTEMPTS", "DatabaseStore", "busy", "database_store"]
 
@@ -132,7 +136,7 @@ class DatabaseStore(AtomicStore):
     "response_cache": "redis"}}`` (its ``options`` list what it takes).
     """
 
-    #: ``OPTIONS`` of a database store (:mod:`idempotency.core.backends`).
+    #: ``OPTIONS`` of a database store (:mod:`idempotency.utils.backends`).
     options: ClassVar[Mapping[str, Setting]] = {
         "database": Setting(
             "default",

@@ -39,9 +39,9 @@ from django.utils import timezone
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
-from idempotency.core.outages import is_deadlock
 from idempotency.stores import configured_database
 from idempotency.stores.sql import SERVER_CLOCK_VENDORS, as_datetime, now_sql
+from idempotency.utils.outages import is_deadlock
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper

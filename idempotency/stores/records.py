@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from idempotency.core import json_codec
+from idempotency.utils import json_codec
 
 
 class StoredResponse(NamedTuple):

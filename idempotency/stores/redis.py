@@ -3,7 +3,7 @@ public API.
 
 The store's client is built from a ``redis://``, ``rediss://`` or ``unix://`` URL
 (``location``) or from a Redis cache's settings (``cache``: Django's own
-``RedisCache`` or django-redis'), by :class:`~idempotency.core.redis_clients.RedisConnector`:
+``RedisCache`` or django-redis'), by :class:`~idempotency.utils.redis_clients.RedisConnector`:
 a ``redis.Redis`` (``RedisCluster`` with ``cluster=True``) and a ``redis.asyncio.Redis``
 per running event loop, whose pools cap the connections (``max_connections``). Scripts
 are sent by their SHA (the client's ``evalsha``; loaded with ``script_load`` after
@@ -48,15 +48,9 @@ from typing import Any, ClassVar, TypeVar
 
 from idempotency.codecs import seal, unseal
 from idempotency.conf import Setting
-from idempotency.core.backends import KEY_PREFIX
-from idempotency.core.backoff import Backoff
-from idempotency.core.keyed_hashes import log_ref
-from idempotency.core.outages import outage_raises_unavailable
-from idempotency.core.redis_clients import CLIENT_OPTIONS, REDIS_CACHE, RedisBackend
 from idempotency.exceptions import StoreNotDurable
 from idempotency.stores import authentication
 from idempotency.stores.base import BaseStore
-from idempotency.stores.errors import store_operation
 from idempotency.stores.records import (
     ClaimStatus,
     KeyState,
@@ -66,6 +60,11 @@ from idempotency.stores.records import (
     quota_window,
     record_digest,
 )
+from idempotency.utils.backends import KEY_PREFIX
+from idempotency.utils.backoff import Backoff
+from idempotency.utils.hashing import log_ref
+from idempotency.utils.outages import outage_raises_unavailable, store_operation
+from idempotency.utils.redis_clients import CLIENT_OPTIONS, REDIS_CACHE, RedisBackend
 
 __all__ = ["RedisStore"]
 
@@ -444,13 +443,13 @@ class RedisStore(RedisBackend, BaseStore):
         cluster: True for a Redis Cluster (redis-py's ``RedisCluster``, primaries only).
         pool_timeout, retries, socket_timeout, socket_connect_timeout, ssl_ca_certs:
             redis-py connection options (None: the cache's, else the defaults of
-            :mod:`~idempotency.core.redis_clients`).
+            :mod:`~idempotency.utils.redis_clients`).
 
     Turn on AOF persistence: a Redis that forgets its records lets completed keys run
     again (system check W007).
     """
 
-    #: ``OPTIONS`` of a Redis store (:mod:`idempotency.core.backends`).
+    #: ``OPTIONS`` of a Redis store (:mod:`idempotency.utils.backends`).
     options: ClassVar[Mapping[str, Setting]] = {
         "cache": REDIS_CACHE,
         **CLIENT_OPTIONS,

@@ -24,11 +24,11 @@ from django.core.cache import caches
 
 from idempotency import signals
 from idempotency.codecs import UndecodableBody, unseal
-from idempotency.core.outages import bursts
 from idempotency.exceptions import RecordForged
 from idempotency.stores import authentication
 from idempotency.stores.raw_cache import RawCache
 from idempotency.stores.records import ClaimStatus, KeyState, StoredResponse, record_digest
+from idempotency.utils.outages import bursts
 
 
 class ResponseCache:

@@ -15,8 +15,7 @@ from celery import Celery, Task, shared_task
 
 from idempotency.conf import idempotency_settings
 from idempotency.core import engine
-from idempotency.core.job import Job
-from idempotency.core.options import CallPolicy
+from idempotency.core.job import CallPolicy, Job
 from idempotency.exceptions import IdempotencyKeyMissing, ImproperlyApplied, StoreUnavailable
 from idempotency.functions.arguments import (
     CallArguments,

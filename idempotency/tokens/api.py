@@ -10,7 +10,6 @@ from django.utils import timezone
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
-from idempotency.core.backends import BackendHandler
 from idempotency.exceptions import (
     SubmitTokenInvalid,
     SubmitTokenUsed,
@@ -25,6 +24,7 @@ from idempotency.tokens.base import (
     hash_token,
     token_scope,
 )
+from idempotency.utils.backends import BackendHandler
 
 #: The submit-token backends by alias (``IDEMPOTENCY["TOKENS"]``), as ``caches``:
 #: ``token_backends["default"]``; each ``BACKEND`` a subclass of

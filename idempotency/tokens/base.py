@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from idempotency.core.backends import Configurable
+from idempotency.utils.backends import Configurable
 
 #: Seconds a consumed token keeps answering "used" at least (even past its expiry).
 TOMBSTONE_SECONDS = 60
@@ -35,7 +35,7 @@ class TokenBackend(Configurable, abc.ABC):
     Name a subclass by its dotted path as the ``BACKEND`` of an alias of
     ``IDEMPOTENCY["TOKENS"]``; it is made with its entry's ``LOCATION`` and ``OPTIONS`` as
     keyword arguments (its ``options`` and ``location_schemes`` say which it takes:
-    :mod:`idempotency.core.backends`), once per process (until the settings change),
+    :mod:`idempotency.utils.backends`), once per process (until the settings change),
     and shared by every thread, so it keeps no per-call state. The backend sees only a
     token's SHA-256 hash, never the token. Built in:
     ``idempotency.tokens.DatabaseTokens`` (the default) and

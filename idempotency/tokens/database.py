@@ -10,15 +10,15 @@ from django.db.models import Q
 from django.utils import timezone
 
 from idempotency.conf import Setting
-from idempotency.core.outages import outage_raises_unavailable
 from idempotency.tokens.base import INVALID, OK, TOMBSTONE_SECONDS, USED, TokenBackend
+from idempotency.utils.outages import outage_raises_unavailable
 
 
 class DatabaseTokens(TokenBackend):
     """Tokens as :class:`~idempotency.models.SubmitToken` rows of its ``database`` (the
     default backend)."""
 
-    #: ``OPTIONS`` of database tokens (:mod:`idempotency.core.backends`).
+    #: ``OPTIONS`` of database tokens (:mod:`idempotency.utils.backends`).
     options: ClassVar[Mapping[str, Setting]] = {
         "database": Setting(
             "default", "Database alias whose SubmitToken table keeps them.", "database"

@@ -7,9 +7,9 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from idempotency.core.outages import outage_raises_unavailable
-from idempotency.core.redis_clients import RedisBackend
 from idempotency.tokens.base import TOMBSTONE_SECONDS, TokenBackend
+from idempotency.utils.outages import outage_raises_unavailable
+from idempotency.utils.redis_clients import RedisBackend
 
 REDIS_CONSUME = """
 local bound = redis.call('GET', KEYS[1])

@@ -13,8 +13,8 @@ import pytest
 from django.db import connection
 from django.test import Client, override_settings
 
-from idempotency.core.backoff import Backoff
 from idempotency.stores import get_store
+from idempotency.utils.backoff import Backoff
 from tests.testapp.models import Effect, Wallet
 from tests.testapp.views import Gate
 

@@ -14,10 +14,10 @@ import pytest
 from django.db import connection
 
 from idempotency import idempotent_function
-from idempotency.core.backoff import Backoff
 from idempotency.exceptions import InProgress
 from idempotency.functions.calls import fingerprint_of, qualified_name
 from idempotency.models import IdempotencyRecord
+from idempotency.utils.backoff import Backoff
 from tests.support.clocks import age
 from tests.support.counting import Counter, unique
 from tests.support.stores import ALL_STORES, DB_STORE, REDIS_STORE, store_of, store_params

@@ -24,7 +24,7 @@ from idempotency import (
     idempotent_task,
     signals,
 )
-from idempotency.core.keyed_hashes import log_ref
+from idempotency.utils.hashing import log_ref
 from tests.support.counting import Counter, unique
 from tests.support.stores import ALL_STORES, DB_STORE, store_of, using
 from tests.support.tasks import inprocess_app

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from django.test import Client, override_settings
 
-from idempotency.core.keyed_hashes import log_ref
 from idempotency.http import answers
 from idempotency.stores.base import StoredResponse
+from idempotency.utils.hashing import log_ref
 from tests.support.http import new_key, post
 from tests.support.stores import STORE_VARIANTS
 from tests.testapp.executions import executions

@@ -77,9 +77,9 @@ def test_a_foreign_value_under_a_redis_record_answers_a_problem_and_runs_nothing
     user: Any, client_a: Client, wallet: Wallet, counted: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Defect 3 over HTTP: not a raw ``WRONGTYPE`` 500, but the library's problem."""
-    from idempotency.core.keyed_hashes import log_ref
-    from idempotency.core.redis_clients import RedisConnector
     from idempotency.stores.redis import RedisStore
+    from idempotency.utils.hashing import log_ref
+    from idempotency.utils.redis_clients import RedisConnector
 
     key = str(uuid.uuid4())
     scope = f"auth.user:{user.pk}"

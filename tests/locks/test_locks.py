@@ -186,7 +186,7 @@ def test_decorator_takes_a_new_lock_per_call(backend: str) -> None:
 
 @pytest.mark.redis
 def test_redis_lock_key_and_owner_token() -> None:
-    from idempotency.core.redis_clients import RedisConnector
+    from idempotency.utils.redis_clients import RedisConnector
 
     name = unique("keyed")
     client = RedisConnector(cache="default").client

@@ -211,8 +211,8 @@ def test_a_stale_owner_is_logged_by_its_hashes_never_its_scope_or_key(
     Django's error log (``django.request``) prints with the traceback."""
     from django.test import Client, override_settings
 
-    from idempotency.core.keyed_hashes import log_ref
     from idempotency.exceptions import StaleOwner
+    from idempotency.utils.hashing import log_ref
 
     user = UserFactory()
     client = Client(raise_request_exception=False)

@@ -22,13 +22,13 @@ from django.conf import settings
 from django.core.cache import caches
 from django.test import Client, override_settings
 
-from idempotency.core.backends import KEY_PREFIX
 from idempotency.exceptions import StoreCorrupted
 from idempotency.stores.base import ClaimStatus, StoredResponse, quota_window
 from idempotency.stores.cache import CacheStore
 from idempotency.stores.database import DatabaseStore
 from idempotency.stores.raw_cache import RawCache, raw_kind
 from idempotency.stores.records import record_digest
+from idempotency.utils.backends import KEY_PREFIX
 from tests.support.counting import unique
 from tests.support.stores import CACHE_STORE, using
 from tests.testapp.executions import executions

@@ -1,4 +1,4 @@
-"""RedisStore's redis-py clients (``idempotency.core.redis_clients``): built from a URL, from
+"""RedisStore's redis-py clients (``idempotency.utils.redis_clients``): built from a URL, from
 Django's own ``RedisCache`` or from django-redis; their pools cap the connections; a reply
 meant for another command is never taken for a record; TLS.
 
@@ -24,10 +24,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from chaos.services import free_port
-from idempotency.core.redis_clients import RedisConnector, cache_connection
 from idempotency.exceptions import StoreNotDurable, StoreUnavailable
 from idempotency.stores.base import ClaimStatus, StoredResponse
 from idempotency.stores.redis import RedisStore
+from idempotency.utils.redis_clients import RedisConnector, cache_connection
 from tests.support.faults import private_redis
 from tests.support.redis_proxy import ReplyProxy
 from tests.support.services import redis_url

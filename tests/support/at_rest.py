@@ -24,7 +24,7 @@ def _with_body(value: bytes) -> list[bytes]:
 
 
 def _redis_values() -> list[bytes]:
-    from idempotency.core.redis_clients import RedisConnector
+    from idempotency.utils.redis_clients import RedisConnector
 
     client = RedisConnector(cache="default").client
     values: list[bytes] = []

@@ -1,5 +1,5 @@
 """Token and lock backends of a third party: classes the library knows only by the dotted
-path a setting names (tests/core/test_backends.py)."""
+path a setting names (tests/utils/test_backends.py)."""
 
 from __future__ import annotations
 

@@ -164,7 +164,7 @@ def _keys(client: Any, pattern: str) -> list[str]:
 
 @pytest.mark.redis
 def test_only_the_hash_is_stored_in_redis(alice: Any) -> None:
-    from idempotency.core.redis_clients import RedisConnector
+    from idempotency.utils.redis_clients import RedisConnector
 
     with override_settings(IDEMPOTENCY=tokens_using("redis")):
         token = issue_submit_token(user_or_scope=alice, purpose="checkout", ttl=30)

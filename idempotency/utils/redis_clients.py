@@ -55,7 +55,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from idempotency.conf import Setting
-from idempotency.core.backends import KEY_PREFIX
+from idempotency.utils.backends import KEY_PREFIX
 
 logger = logging.getLogger("idempotency")
 
@@ -302,7 +302,7 @@ class RedisBackend:
 
     #: The URL schemes of a Redis ``LOCATION``.
     location_schemes: ClassVar[tuple[str, ...]] = LOCATION_SCHEMES
-    #: The ``OPTIONS`` of a Redis backend (:mod:`idempotency.core.backends`).
+    #: The ``OPTIONS`` of a Redis backend (:mod:`idempotency.utils.backends`).
     options: ClassVar[Mapping[str, Setting]] = {
         "cache": REDIS_CACHE,
         **CLIENT_OPTIONS,

@@ -7,7 +7,7 @@ import hmac
 
 from django.test import override_settings
 
-from idempotency.core.keyed_hashes import (
+from idempotency.utils.hashing import (
     FINGERPRINT_SALT,
     LOG_SALT,
     fingerprint_hex,

@@ -1,4 +1,4 @@
-"""Pluggable parts configured by alias, as CACHES (idempotency.core.backends): the store,
+"""Pluggable parts configured by alias, as CACHES (idempotency.utils.backends): the store,
 token and lock handlers (``stores["redis"]``, ``stores.all()``), one instance per alias
 until the settings change, the constructor contract (``Backend(location=..., **OPTIONS)``),
 a third party's backends, and what a bad entry gives at use."""
@@ -14,7 +14,6 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from idempotency import Lock, consume_submit_token, issue_submit_token, lock
-from idempotency.core.backends import UnusableBackend
 from idempotency.exceptions import LockNotAcquired, SubmitTokenInvalid, SubmitTokenUsed
 from idempotency.locks import (
     MySQLLockBackend,
@@ -38,6 +37,7 @@ from idempotency.tokens import (
     token_backends,
 )
 from idempotency.tokens.base import hash_token
+from idempotency.utils.backends import UnusableBackend
 from tests.support.counting import unique
 from tests.support.stores import (
     CACHE_STORE,

@@ -1,11 +1,15 @@
-"""Store outages: a backend that cannot be reached becomes :class:`StoreUnavailable`.
+"""Store outages and unreadable records: a backend that cannot be reached becomes
+:class:`StoreUnavailable`, a value under a record's key that is no record
+:class:`~idempotency.exceptions.StoreCorrupted`.
 
 Stores, submit tokens and locks wrap their backend calls with
 :func:`outage_raises_unavailable`, so a database, Redis or cache connection error
 surfaces as one exception (503 over HTTP, a later retry for a task) and one
 ``store_unavailable`` signal, never as the backend's own error (a bare 500). Errors
 that are not outages (a lock timeout, a deadlock, a unique violation, a bug) pass
-through untouched.
+through untouched. A store's own methods of ``(scope, key, ...)`` use
+:func:`store_operation`, which also turns a value that is not a record into
+:class:`~idempotency.exceptions.StoreCorrupted`.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from django.db import InterfaceError, OperationalError
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
-from idempotency.exceptions import StoreUnavailable
+from idempotency.exceptions import IdempotencyError, StoreCorrupted, StoreUnavailable
+from idempotency.utils.hashing import log_ref
 
 logger = logging.getLogger("idempotency")
 
@@ -178,10 +183,6 @@ def outage_raises_unavailable(
     return decorate
 
 
-#: The name :func:`outage_raises_unavailable` had before; kept for code written against it.
-guard = outage_raises_unavailable
-
-
 def wrap_errors(
     method: Callable[Concatenate[S, P], R],
     problem: Callable[[S, tuple[Any, ...], Exception], Exception | None],
@@ -216,6 +217,72 @@ def wrap_errors(
             raise replacement from exc
 
     return wrapper
+
+
+def _unreadable(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from a value under a record's key that is not a record: Redis'
+    WRONGTYPE (a string where a hash should be), or fields that do not parse."""
+    if type(exc).__name__ == "ResponseError":  # redis-py, not imported here
+        return "WRONGTYPE" in str(exc)
+    return isinstance(exc, ValueError | TypeError | KeyError | IndexError)
+
+
+def corrupted(store: object, scope: str, key: str, exc: Exception) -> Exception | None:
+    """The :class:`~idempotency.exceptions.StoreCorrupted` to raise for ``exc`` (logged
+    with the record's hashed name) when it comes from a value under the record's key
+    that is not a record; None for any other error."""
+    if isinstance(exc, IdempotencyError) or not _unreadable(exc):
+        return None
+    return unreadable_record(type(store).__name__, scope, key, f"{type(exc).__name__}: {exc}")
+
+
+def unreadable_record(where: str, scope: str, key: str, reason: str) -> Exception:
+    """A :class:`~idempotency.exceptions.StoreCorrupted` for the record of ``(scope,
+    key)``, logged as an error under its hashed name
+    (:func:`idempotency.utils.hashing.log_ref`): logs never carry a raw key or scope."""
+    ref = log_ref(scope, key)
+    logger.error(
+        "idempotency: the record %s in %s is unreadable (%s); nothing ran. Delete the "
+        "value under its key, or give the store another key_prefix.",
+        ref,
+        where,
+        reason,
+    )
+    return StoreCorrupted(
+        f"The idempotency record {ref} is unreadable, so nothing was run.",
+        scope=scope,
+        key=key,
+    )
+
+
+def store_operation(
+    backend: str,
+) -> Callable[[Callable[Concatenate[S, str, str, P], R]], Callable[Concatenate[S, str, str, P], R]]:
+    """Decorate a store method of ``(scope, key, ...)``, sync or ``async``: a value under
+    the record's key that is not a record raises
+    :class:`~idempotency.exceptions.StoreCorrupted` (logged with the key; the caller's
+    work does not run), an outage of ``backend``
+    :class:`~idempotency.exceptions.StoreUnavailable` as
+    :func:`outage_raises_unavailable` raises it, anything else
+    passes through. One wrapper for both: every claim and completion goes through it."""
+
+    def decorate(
+        method: Callable[Concatenate[S, str, str, P], R],
+    ) -> Callable[Concatenate[S, str, str, P], R]:
+        operation = method.__name__
+
+        def problem(self: S, args: tuple[Any, ...], exc: Exception) -> Exception | None:
+            scope, key = str(args[0]), str(args[1])
+            found = corrupted(self, scope, key, exc)
+            if found is None and is_outage(exc):
+                found = unavailable(
+                    backend, operation, exc, sender=type(self), scope=scope, key=key
+                )
+            return found
+
+        return wrap_errors(method, problem)
+
+    return decorate
 
 
 class BurstLog:

@@ -41,7 +41,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 H = "HTTP_IDEMPOTENCY_KEY"
 
 
-FIXED = "tests.core.test_outages.fixed_scope"
+FIXED = "tests.utils.test_outages.fixed_scope"
 
 
 def fixed_scope(request: Any) -> str:
@@ -89,7 +89,7 @@ def test_a_redis_cluster_in_failover_is_an_outage_not_a_bug(error: str, outage: 
     error by which Redis or redis-py says "not now" is an outage (503, Retry-After)."""
     from redis import exceptions
 
-    from idempotency.core.outages import is_outage
+    from idempotency.utils.outages import is_outage
 
     assert is_outage(getattr(exceptions, error)("CLUSTERDOWN The cluster is down")) is outage
 

@@ -24,9 +24,9 @@ from django.utils.crypto import salted_hmac
 from idempotency.conf import idempotency_settings, on_reload
 
 #: The salts of the purposes (never change them: every stored fingerprint depends on them).
-FINGERPRINT_SALT = "idempotency.core.keyed_hashes.fingerprint"
-LOG_SALT = "idempotency.core.keyed_hashes.log"
-RECORD_SALT = "idempotency.core.keyed_hashes.record"
+FINGERPRINT_SALT = "idempotency.utils.hashing.fingerprint"
+LOG_SALT = "idempotency.utils.hashing.log"
+RECORD_SALT = "idempotency.utils.hashing.record"
 
 _keys: dict[str, tuple[bytes, ...]] = {}
 

@@ -1,4 +1,4 @@
-"""``idempotency.core.json_codec``: the hot path's JSON writes and reads exactly what ``json``
+"""``idempotency.utils.json_codec``: the hot path's JSON writes and reads exactly what ``json``
 does, and falls back to it where its C shortcut is not there or would differ."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from idempotency.core import json_codec
 from idempotency.http import fingerprints
+from idempotency.utils import json_codec
 
 json_values = st.recursive(
     st.none()

@@ -71,7 +71,7 @@ def store_on_private_mariadb(mode: str) -> Iterator[PrivateMariaDB]:
         **using(DB_STORE, database=ALIAS),
         "MODE": mode,
         "ATOMIC_DATABASES": ["default"],
-        "SCOPE": "tests.core.test_outages_mariadb.fixed_scope",
+        "SCOPE": "tests.utils.test_outages_mariadb.fixed_scope",
     }
     with (
         private_mariadb() as server,

@@ -12,7 +12,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from idempotency import IdempotentMixin, IdempotentTask, idempotent, idempotent_function
-from idempotency.core.options import CallPolicy
+from idempotency.core.job import CallPolicy
 from idempotency.http.options import Policy
 from idempotency.stores.cache import CacheStore
 from idempotency.stores.database import DatabaseStore
