@@ -29,7 +29,7 @@ from django.db import connections
 
 from idempotency import LockNotAcquired, lock
 from idempotency.locks import PostgresLockBackend, RedisLockBackend, get_backend
-from idempotency.stores import database_store
+from idempotency.stores.database import database_store
 
 try:
     import fcntl

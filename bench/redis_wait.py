@@ -34,7 +34,7 @@ def _configure(url: str) -> None:
     import django
     from django.conf import settings
 
-    redis = {"BACKEND": "idempotency.stores.RedisStore", "LOCATION": url}
+    redis = {"BACKEND": "idempotency.stores.redis.RedisStore", "LOCATION": url}
     settings.configure(
         INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "idempotency"],
         DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster = RedisClusterServer().start()
     try:
         _configure(cluster.url)
-        from idempotency.stores import stores
+        from idempotency.stores.base import stores
 
         variants = {name: stores[name] for name in ("no WAIT", "WAIT 1")}
         results: dict[tuple[str, int], list[list[float]]] = {}

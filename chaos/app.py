@@ -24,12 +24,12 @@ WORKERS = 4
 
 #: Store variants: environment of the sample (config/settings.py reads these).
 VARIANTS: dict[str, dict[str, str]] = {
-    "db": {"IDEMPOTENCY_STORE": "idempotency.stores.DatabaseStore"},
+    "db": {"IDEMPOTENCY_STORE": "idempotency.stores.database.DatabaseStore"},
     "db-cache": {
-        "IDEMPOTENCY_STORE": "idempotency.stores.DatabaseStore",
+        "IDEMPOTENCY_STORE": "idempotency.stores.database.DatabaseStore",
         "IDEMPOTENCY_RESPONSE_CACHE": "default",
     },
-    "redis": {"IDEMPOTENCY_STORE": "idempotency.stores.RedisStore"},
+    "redis": {"IDEMPOTENCY_STORE": "idempotency.stores.redis.RedisStore"},
 }
 
 _SETUP_USERS = """

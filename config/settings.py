@@ -279,7 +279,7 @@ IDEMPOTENCY: dict[str, Any] = {"METRICS": env_bool("IDEMPOTENCY_METRICS", True)}
 # on RedisStore, which uses the django-redis cache "default"), IDEMPOTENCY_RESPONSE_CACHE
 # puts a response cache in front of the database store.
 _store: dict[str, Any] = {
-    "BACKEND": os.environ.get("IDEMPOTENCY_STORE") or "idempotency.stores.DatabaseStore"
+    "BACKEND": os.environ.get("IDEMPOTENCY_STORE") or "idempotency.stores.database.DatabaseStore"
 }
 if os.environ.get("IDEMPOTENCY_RESPONSE_CACHE"):
     _store["OPTIONS"] = {"response_cache": os.environ["IDEMPOTENCY_RESPONSE_CACHE"]}

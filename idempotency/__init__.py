@@ -40,7 +40,7 @@ _EXPORTS: dict[str, str] = {
     "lock": "idempotency.locks",
     "Lock": "idempotency.locks",
     # stores
-    "get_store": "idempotency.stores",
+    "get_store": "idempotency.stores.base",
     "DatabaseStore": "idempotency.stores.database",
     "RedisStore": "idempotency.stores.redis",
     "CacheStore": "idempotency.stores.cache",
@@ -202,7 +202,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.observability.metrics import metrics_view as metrics_view
     from idempotency.problems import problem_response as problem_response
     from idempotency.scopes import shared as shared
-    from idempotency.stores import get_store as get_store
+    from idempotency.stores.base import get_store as get_store
     from idempotency.stores.cache import CacheStore as CacheStore
     from idempotency.stores.database import DatabaseStore as DatabaseStore
     from idempotency.stores.purge import PurgeResult as PurgeResult

@@ -192,8 +192,8 @@ MESSAGES: dict[str, _Message] = {
         "{what} keeps its records in the database {alias!r} ({engine}, vendor {vendor!r}), "
         "and DatabaseStore has SQL only for PostgreSQL, MySQL/MariaDB and SQLite: every "
         "keyed request would fail there.",
-        "Use a store that needs no SQL: RedisStore ('idempotency.stores.RedisStore') "
-        "or CacheStore ('idempotency.stores.CacheStore'); or point the store's "
+        "Use a store that needs no SQL: RedisStore ('idempotency.stores.redis.RedisStore') "
+        "or CacheStore ('idempotency.stores.cache.CacheStore'); or point the store's "
         "OPTIONS['database'] at a PostgreSQL, MySQL, MariaDB or SQLite database.",
     ),
     "W001": _Message(

@@ -40,8 +40,7 @@ from idempotency.http.responses import NEVER_REPLAYED
 from idempotency.locks.locking import lock_backends
 from idempotency.locks.redis import RedisLockBackend
 from idempotency.scopes import user_scope
-from idempotency.stores import stores
-from idempotency.stores.base import AtomicStore
+from idempotency.stores.base import AtomicStore, stores
 from idempotency.stores.database import DatabaseStore
 from idempotency.stores.raw_cache import DJANGO_BUILTIN_REDIS, DJANGO_REDIS, IN_PROCESS
 from idempotency.utils.backends import DEFAULT_ALIAS, BackendHandler, UnusableBackend

@@ -138,7 +138,7 @@ SETTINGS: dict[str, Setting] = {
         "Idempotency-Key", "Name of the request header that carries the key.", "header"
     ),
     "STORES": Setting(
-        {"default": {"BACKEND": "idempotency.stores.DatabaseStore"}},
+        {"default": {"BACKEND": "idempotency.stores.database.DatabaseStore"}},
         'The stores, by alias, each {"BACKEND": dotted path, "LOCATION": ..., '
         '"OPTIONS": {...}} as in CACHES; "default" is used where a view, function or '
         'task names none (store="<alias>"). Each store\'s OPTIONS: docs/howto/stores.md.',

@@ -108,7 +108,7 @@ class SubmitToken(models.Model):
 
 class RecordQuota(models.Model):
     """How many new records one scope has made in one window (``MAX_NEW_RECORDS``): the
-    counter of :class:`~idempotency.stores.DatabaseStore`, one row per (scope, window),
+    counter of :class:`~idempotency.stores.database.DatabaseStore`, one row per (scope, window),
     incremented by one atomic upsert and purged with the expired records."""
 
     scope = models.CharField(_("scope"), max_length=255)

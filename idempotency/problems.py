@@ -7,6 +7,8 @@ from typing import Any
 
 from django.http import HttpResponse
 
+from idempotency.conf import idempotency_settings
+
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 
 
@@ -22,8 +24,6 @@ def render_problem(body: dict[str, Any]) -> bytes:
 
 def problem_body(status: int, code: str, title: str, detail: str, **extra: Any) -> dict[str, Any]:
     """The problem document: ``type``/``code`` are stable, ``detail`` is for humans."""
-    from idempotency.conf import idempotency_settings
-
     body: dict[str, Any] = {
         "type": f"{idempotency_settings.PROBLEM_TYPE_BASE}{code}",
         "title": title,

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connection
 from django.http import HttpRequest
 from django.utils.crypto import salted_hmac
 from django.utils.functional import empty as _empty
+
+from idempotency.stores.base import configured_database
 
 
 class SharedScope(str):
@@ -175,12 +178,9 @@ def rename_legacy_scopes(
     from django.contrib.auth import get_user_model
     from django.db import IntegrityError, transaction
 
-    from idempotency.models import IdempotencyRecord
-    from idempotency.stores import configured_database
-
     label = get_user_model()._meta.label_lower
     alias = using or configured_database()
-    records = IdempotencyRecord.objects.using(alias)
+    records = apps.get_model("idempotency", "IdempotencyRecord").objects.using(alias)
     renamed = skipped = 0
     last = 0
     while True:

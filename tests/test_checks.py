@@ -158,7 +158,7 @@ def test_e060_no_default_alias(setting: str) -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        "idempotency.stores.DatabaseStore",
+        "idempotency.stores.database.DatabaseStore",
         {"BACKEND": DB_STORE, "OPTION": {}},
         {"BACKEND": DB_STORE, "OPTIONS": ["database"]},
     ],

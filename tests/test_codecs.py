@@ -194,7 +194,7 @@ def test_reencryption_never_signs_a_forged_record(
     """Issue 43: the command re-writes a body and its record's tag together, and only
     where the old tag verifies, so it cannot launder a planted body into a valid record."""
     from idempotency.scopes import principal_scope
-    from idempotency.stores import get_store
+    from idempotency.stores.base import get_store
     from tests.support import store_writer
 
     kept, planted = str(uuid.uuid4()), str(uuid.uuid4())

@@ -25,8 +25,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from idempotency import signals
 from idempotency.conf import MODES, idempotency_settings
-from idempotency.stores import get_store, stores
-from idempotency.stores.base import AtomicStore, BaseStore, Claim, ClaimStatus
+from idempotency.stores.base import AtomicStore, BaseStore, Claim, ClaimStatus, get_store, stores
 from idempotency.utils.hashing import log_ref
 
 if TYPE_CHECKING:

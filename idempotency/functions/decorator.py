@@ -132,7 +132,7 @@ def idempotent_function(
         :class:`~idempotency.exceptions.InProgress` (default: the ``WAIT`` setting).
     ``mode``
         ``"lease"`` (claim, run, complete), ``"atomic"`` (with
-        :class:`~idempotency.stores.DatabaseStore`: the claim, the function's database
+        :class:`~idempotency.stores.database.DatabaseStore`: the claim, the function's database
         writes and the stored result commit in one transaction, so a crash leaves none of
         them and a concurrent repeat waits on the record's unique index, then returns the
         committed result), or ``"auto"`` (atomic where the store supports it, else lease);

@@ -44,7 +44,13 @@ from typing import Any, Protocol, TypeGuard
 
 from idempotency.conf import idempotency_settings, on_reload
 from idempotency.core.canonical import dataclass_fields, kind_of
-from idempotency.exceptions import StoredError
+from idempotency.exceptions import (
+    IdempotencyKeyMismatch,
+    InProgress,
+    StaleOwner,
+    StoredError,
+    StoreUnavailable,
+)
 from idempotency.stores.base import StoredResponse
 
 #: Content type of a tagged result (typed results).
@@ -345,13 +351,6 @@ def storable_error(exc: BaseException) -> bool:
     """Whether ``exc`` may become a stored outcome (``store_errors=True``): an ordinary
     exception of the body, not one saying the call could not run (in progress, store
     unreachable, stale owner, key mismatch) nor Celery's control flow (Retry, Reject)."""
-    from idempotency.exceptions import (
-        IdempotencyKeyMismatch,
-        InProgress,
-        StaleOwner,
-        StoreUnavailable,
-    )
-
     if not isinstance(exc, Exception):
         return False
     if isinstance(exc, InProgress | StoreUnavailable | StaleOwner | IdempotencyKeyMismatch):

@@ -72,7 +72,7 @@ def _receiver(outcome: str) -> Callable[..., None]:
 def sample_in_progress(*, using: str | None = None) -> int:
     """Set the in-progress gauge from the database store's table; the count."""
     from idempotency.models import IdempotencyRecord, RecordState
-    from idempotency.stores import configured_database
+    from idempotency.stores.base import configured_database
 
     alias = using or configured_database()
     count = IdempotencyRecord.objects.using(alias).filter(state=RecordState.IN_PROGRESS).count()

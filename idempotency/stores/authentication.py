@@ -28,6 +28,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from idempotency import signals
+from idempotency.exceptions import RecordForged
 from idempotency.stores.records import StoredResponse, now_ms, record_digest
 from idempotency.utils.hashing import log_ref, record_macs
 
@@ -161,9 +163,6 @@ def forged(where: str, scope: str, key: str, reason: str) -> Exception:
     """The :class:`~idempotency.exceptions.RecordForged` for the record of ``(scope,
     key)``: logged as an error under its hashed name (never the raw key or scope) and
     sent as the ``record_forged`` signal (the metrics count it)."""
-    from idempotency import signals
-    from idempotency.exceptions import RecordForged
-
     ref = log_ref(scope, key)
     logger.error(
         "idempotency: the record %s in %s failed its authentication (%s); it is not "

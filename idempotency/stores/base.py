@@ -1,5 +1,11 @@
 """The contract every store keeps: :class:`BaseStore`, and :class:`AtomicStore` for the
-stores that can run atomic mode.
+stores that can run atomic mode; and :data:`stores`, the configured ones by alias.
+
+``IDEMPOTENCY["STORES"]`` configures them as ``CACHES`` configures caches: each alias
+names a ``BACKEND`` (a subclass of :class:`BaseStore`), maybe a ``LOCATION`` and
+``OPTIONS`` (:mod:`idempotency.utils.backends`). ``stores["redis"]`` is the store of the
+alias ``"redis"``, made once per process and kept until the settings change;
+:func:`get_store` takes an alias or a store instance.
 
 A record is identified by ``(scope, key)``. ``claim`` decides atomically which caller
 owns a new key; only the owner, proven by its fencing token, may ``complete`` or
@@ -28,7 +34,7 @@ from idempotency.stores.records import (
     now_ms,
     quota_window,
 )
-from idempotency.utils.backends import Configurable
+from idempotency.utils.backends import BackendHandler, Configurable
 from idempotency.utils.outages import corrupted, store_operation, unreadable_record
 
 __all__ = [
@@ -39,11 +45,15 @@ __all__ = [
     "ClaimStatus",
     "KeyState",
     "StoredResponse",
+    "configured_database",
     "corrupted",
+    "database_aliases",
+    "get_store",
     "new_fence",
     "now_ms",
     "quota_window",
     "store_operation",
+    "stores",
     "unreadable_record",
 ]
 
@@ -64,7 +74,7 @@ class BaseStore(Configurable):
     thread of the event loop's default executor (:meth:`run_in_thread`), never in the one
     thread ``thread_sensitive=True`` would funnel every request of the process through. A
     store with a native async client overrides the twins
-    (:class:`~idempotency.stores.RedisStore` does); they must keep the contract of their
+    (:class:`~idempotency.stores.redis.RedisStore` does); they must keep the contract of their
     sync methods, and be safe to call from several event loops in turn (one client per
     running loop, never a connection shared between two loops).
 
@@ -192,7 +202,7 @@ class BaseStore(Configurable):
         (``sync_to_async(thread_sensitive=False)``, as Django's ``BaseCache`` a*
         methods would if they did not share one thread): what every default ``a*`` twin
         runs its sync method in. A store whose sync calls need care in such threads
-        (:class:`~idempotency.stores.DatabaseStore`: its connection per thread) overrides
+        (:class:`~idempotency.stores.database.DatabaseStore`: its connection per thread) overrides
         this one method."""
         return await sync_to_async(func, thread_sensitive=False)(*args, **kwargs)
 
@@ -289,7 +299,7 @@ class AtomicStore(BaseStore):
 
     The engine (:mod:`idempotency.core.engine`) runs atomic mode on a store that is an
     instance of this class, and lease mode on any other.
-    :class:`~idempotency.stores.DatabaseStore` is the one.
+    :class:`~idempotency.stores.database.DatabaseStore` is the one.
     """
 
     # -- methods subclasses must implement (beyond BaseStore's) ----------------------------
@@ -355,3 +365,42 @@ class AtomicStore(BaseStore):
         the work ran); False when a live record already holds the key (a concurrent
         duplicate committed first)."""
         raise NotImplementedError
+
+
+#: The configured stores by alias (``IDEMPOTENCY["STORES"]``), as ``django.core.cache.caches``:
+#: ``stores["redis"]``, ``stores.all()``.
+stores: BackendHandler[BaseStore] = BackendHandler("STORES", "store", lambda: BaseStore)
+
+
+def get_store(store: str | BaseStore | None = None) -> BaseStore:
+    """The store ``store`` names: an alias of ``IDEMPOTENCY["STORES"]``, a store instance
+    (returned as it is) or None (the ``"default"`` alias).
+
+    Raises:
+        django.core.exceptions.ImproperlyConfigured: No such alias, or its entry cannot
+            be used (the system checks report the same at startup).
+        TypeError: ``store`` is neither an alias nor a store.
+    """
+    return stores.get(store)
+
+
+def database_aliases() -> list[str]:
+    """The aliases of ``STORES`` whose store keeps its records in a Django database (an
+    :class:`AtomicStore`: the database store), ``"default"`` first."""
+    aliases = sorted(stores.entries, key=lambda alias: alias != "default")
+    found = []
+    for alias in aliases:
+        cls = stores.backend_class(alias)
+        if cls is not None and issubclass(cls, AtomicStore):
+            found.append(alias)
+    return found
+
+
+def configured_database() -> str:
+    """The database of the first configured database store (``"default"`` first), else
+    ``"default"``: where the purge, the metrics and the scope renaming look by default."""
+    for alias in database_aliases():
+        store = stores[alias]
+        if isinstance(store, AtomicStore):
+            return store.using
+    return "default"

@@ -11,8 +11,8 @@ Weaker guarantees than the other stores, by nature of the cache API:
   lets a retry run again.
 
 Use it for tests and single-process development, or where those limits are
-acceptable. Prefer :class:`~idempotency.stores.DatabaseStore` or
-:class:`~idempotency.stores.RedisStore` in production.
+acceptable. Prefer :class:`~idempotency.stores.database.DatabaseStore` or
+:class:`~idempotency.stores.redis.RedisStore` in production.
 
 Records are JSON bytes read without the cache's serializer (:mod:`.raw_cache`): a
 pickle written under a record's key is never unpickled.

@@ -34,6 +34,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
+from django.apps import apps
 from django.db import (
     DatabaseError,
     IntegrityError,
@@ -50,7 +51,7 @@ from idempotency.codecs import UndecodableBody, seal, unseal
 from idempotency.conf import Setting, idempotency_settings
 from idempotency.exceptions import StoreUnavailable
 from idempotency.stores import authentication, sql
-from idempotency.stores.base import AtomicStore, ClaimLocked
+from idempotency.stores.base import AtomicStore, ClaimLocked, database_aliases, stores
 from idempotency.stores.purge import purge_now_and_then
 from idempotency.stores.records import (
     ClaimStatus,
@@ -132,7 +133,7 @@ class DatabaseStore(AtomicStore):
     mode: the claim, the view's writes and the stored response commit in one
     transaction. On PostgreSQL, MySQL and MariaDB leases and expiry are judged by the
     server's clock. Configure it as an alias of ``IDEMPOTENCY["STORES"]``: ``{"BACKEND":
-    "idempotency.stores.DatabaseStore", "OPTIONS": {"database": "payments",
+    "idempotency.stores.database.DatabaseStore", "OPTIONS": {"database": "payments",
     "response_cache": "redis"}}`` (its ``options`` list what it takes).
     """
 
@@ -187,9 +188,7 @@ class DatabaseStore(AtomicStore):
 
     @property
     def model(self) -> Any:
-        from idempotency.models import IdempotencyRecord
-
-        return IdempotencyRecord
+        return apps.get_model("idempotency", "IdempotencyRecord")
 
     def _records(self) -> Any:
         return self.model.objects.using(self.using)
@@ -487,8 +486,7 @@ class DatabaseStore(AtomicStore):
         PostgreSQL and SQLite (:func:`~idempotency.stores.sql.postgresql.count_quota`:
         atomic, the row locked for that statement only in autocommit); elsewhere an
         update-or-insert in one short transaction."""
-        from idempotency.models import RecordQuota
-
+        RecordQuota = apps.get_model("idempotency", "RecordQuota")  # noqa: N806 - the model class
         start, left = quota_window(window, time.time())
         connection = connections[self.using]
         expires = datetime.fromtimestamp(start + window, tz=UTC)
@@ -668,7 +666,7 @@ class DatabaseStore(AtomicStore):
         outside the caller's transaction, and waiting forever on a row that transaction
         holds (a sync caller in ``transaction.atomic()`` calling an async function under
         the same key). So a database store's async calls take the one thread-sensitive
-        hop Django's ORM takes; :class:`~idempotency.stores.RedisStore` has no hop at all.
+        hop Django's ORM takes; :class:`~idempotency.stores.redis.RedisStore` has no hop at all.
         Django looks after that thread's connection at request boundaries; a call that
         fails outside a transaction also drops a connection the server killed
         (``close_if_unusable_or_obsolete``), so the next call opens a new one instead of
@@ -776,8 +774,6 @@ def database_store(database: str | None = None) -> DatabaseStore:
 
     What works on the records' table outside a request (the admin's release, the sample's
     locks) finds its store here."""
-    from idempotency.stores import database_aliases, stores
-
     for alias in database_aliases():
         store = stores[alias]
         if isinstance(store, DatabaseStore) and database in (None, store.using):

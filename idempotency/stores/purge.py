@@ -34,12 +34,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from django.apps import apps
 from django.db import DatabaseError, OperationalError, connections, transaction
 from django.utils import timezone
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
-from idempotency.stores import configured_database
+from idempotency.stores.base import configured_database
 from idempotency.stores.sql import SERVER_CLOCK_VENDORS, as_datetime, now_sql
 from idempotency.utils.outages import is_deadlock
 
@@ -69,9 +70,7 @@ class PurgeResult:
 
 
 def _model() -> Any:
-    from idempotency.models import IdempotencyRecord
-
-    return IdempotencyRecord
+    return apps.get_model("idempotency", "IdempotencyRecord")
 
 
 def purge_expired_records(
@@ -151,9 +150,7 @@ def purge_expired_records(
 
 def _delete_quotas(alias: str, cutoff: datetime, size: int, max_batches: int | None) -> int:
     """Delete the counters of ``MAX_NEW_RECORDS`` whose window has ended, in batches."""
-    from idempotency.models import RecordQuota
-
-    quotas = RecordQuota.objects.using(alias)
+    quotas = apps.get_model("idempotency", "RecordQuota").objects.using(alias)
     deleted = batches = 0
     while max_batches is None or batches < max_batches:
         pks = list(quotas.filter(expires_at__lte=cutoff).values_list("pk", flat=True)[:size])

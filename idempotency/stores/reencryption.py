@@ -13,9 +13,9 @@ rewritten record gets its tag anew over the new body (its authenticated expiry k
 :mod:`~idempotency.stores.authentication`), and only when its old tag verifies: a
 forged record is left as it is (counted in ``forged``), never signed.
 
-:class:`~idempotency.stores.DatabaseStore` (and its response cache, whose entries of
-rewritten records are dropped) and :class:`~idempotency.stores.RedisStore` are
-supported. A :class:`~idempotency.stores.CacheStore` cannot list its records through
+:class:`~idempotency.stores.database.DatabaseStore` (and its response cache, whose entries of
+rewritten records are dropped) and :class:`~idempotency.stores.redis.RedisStore` are
+supported. A :class:`~idempotency.stores.cache.CacheStore` cannot list its records through
 Django's cache API: keep the old key listed until ``TTL`` has passed.
 """
 
@@ -30,10 +30,11 @@ from django.utils import timezone
 
 from idempotency.codecs import RotatingCodec, UndecodableBody, body_codec
 from idempotency.conf import idempotency_settings
-from idempotency.stores import authentication, get_store
-from idempotency.stores.base import BaseStore
+from idempotency.stores import authentication
+from idempotency.stores.base import BaseStore, get_store
+from idempotency.stores.database import DatabaseStore
 from idempotency.stores.records import StoredResponse, record_digest
-from idempotency.stores.redis import as_text
+from idempotency.stores.redis import RedisStore, as_text
 
 __all__ = ["ReencryptionResult", "reencrypt_records"]
 
@@ -113,9 +114,6 @@ def reencrypt_records(
     :raises ValueError: for a store that cannot list its records, or a codec that has
         no keys to rotate (``BODY_CODEC`` is not a :class:`~idempotency.codecs.RotatingCodec`).
     """
-    from idempotency.stores.database import DatabaseStore
-    from idempotency.stores.redis import RedisStore
-
     size = int(idempotency_settings.PURGE_BATCH_SIZE if batch_size is None else batch_size)
     if size < 1:
         raise ValueError(f"batch_size must be a positive integer, not {batch_size!r}")

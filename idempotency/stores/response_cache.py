@@ -1,6 +1,6 @@
 """The read-through cache of completed responses in front of ``DatabaseStore``.
 
-With a :class:`~idempotency.stores.DatabaseStore`'s ``response_cache`` option set to a
+With a :class:`~idempotency.stores.database.DatabaseStore`'s ``response_cache`` option set to a
 cache alias (Redis recommended), completed responses are read from that cache first, and
 written to it by the first replay that reads them from the database: every later replay
 costs no SQL, and a first request pays no cache write. The cache is never the source of truth:
@@ -32,7 +32,7 @@ from idempotency.utils.outages import bursts
 
 
 class ResponseCache:
-    """The response cache of one :class:`~idempotency.stores.DatabaseStore`: the cache
+    """The response cache of one :class:`~idempotency.stores.database.DatabaseStore`: the cache
     alias ``alias``, under keys that name the store's ``database`` (and ``key_prefix``).
     ``owner`` is the store's class: what its logs name and its signals are sent by."""
 

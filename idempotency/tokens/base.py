@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from idempotency.scopes import principal_scope
 from idempotency.utils.backends import Configurable
 
 #: Seconds a consumed token keeps answering "used" at least (even past its expiry).
@@ -88,8 +89,6 @@ def token_scope(user_or_scope: Any) -> str | None:
     user, an API client's model instance) is named as the default scope names it
     (``auth.user:1``, :func:`idempotency.scopes.principal_scope`), so an API client and
     a user with one primary key never share tokens; anything else is None."""
-    from idempotency.scopes import principal_scope
-
     if isinstance(user_or_scope, str):
         return user_or_scope or None
     if user_or_scope is None or getattr(user_or_scope, "is_anonymous", False):

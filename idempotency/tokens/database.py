@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
+from django.apps import apps
 from django.db.models import Q
 from django.utils import timezone
 
@@ -29,9 +30,7 @@ class DatabaseTokens(TokenBackend):
         self.using = database
 
     def _tokens(self) -> Any:
-        from idempotency.models import SubmitToken
-
-        return SubmitToken.objects.using(self.using)
+        return apps.get_model("idempotency", "SubmitToken").objects.using(self.using)
 
     @outage_raises_unavailable("database", keyed=False)
     def issue(self, token_hash: str, scope: str, purpose: str, ttl: float) -> datetime:

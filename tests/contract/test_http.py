@@ -11,7 +11,7 @@ from django.test import Client, override_settings
 
 from idempotency import signals
 from idempotency.models import IdempotencyRecord
-from idempotency.stores import get_store
+from idempotency.stores.base import get_store
 from tests.support.http import H, new_key, post
 from tests.testapp.executions import executions
 from tests.testapp.models import Effect, Wallet

@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 from django.test import Client, override_settings
 
-from idempotency.stores import get_store
+from idempotency.stores.base import get_store
 from idempotency.utils.backoff import Backoff
 from tests.testapp.models import Effect, Wallet
 from tests.testapp.views import Gate

@@ -17,7 +17,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import Client, override_settings
 
 from idempotency.models import IdempotencyRecord
-from idempotency.stores import CacheStore, stores
+from idempotency.stores.base import stores
+from idempotency.stores.cache import CacheStore
 from tests.support.stores import CACHE_STORE, DB_STORE, entry
 from tests.support.stores import stores as stores_setting
 from tests.testapp import alias_views
@@ -133,7 +134,7 @@ def test_an_alias_that_is_not_configured_answers_a_problem(client_a: Client) -> 
 
 def test_a_class_or_a_dotted_path_is_refused_at_decoration() -> None:
     from idempotency import idempotent_function
-    from idempotency.stores import DatabaseStore
+    from idempotency.stores.database import DatabaseStore
 
     with pytest.raises(TypeError, match="an alias of IDEMPOTENCY\\['STORES'\\] or an instance"):
         idempotent_function(key="x:{ref}", store=DatabaseStore)  # type: ignore[arg-type]

@@ -17,8 +17,7 @@ from django.db import connections
 
 from idempotency.core import engine
 from idempotency.core.job import Job, Outcome
-from idempotency.stores import get_store
-from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
+from idempotency.stores.base import Claim, ClaimStatus, StoredResponse, get_store
 from tests.support.stores import DB_STORE, store_of, store_params
 
 DUPLICATES = 12

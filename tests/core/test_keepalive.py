@@ -20,8 +20,7 @@ import pytest
 from django.test import override_settings
 
 from idempotency import InProgress, StoreUnavailable, idempotent_function, idempotent_task
-from idempotency.stores import get_store
-from idempotency.stores.base import BaseStore, StoredResponse
+from idempotency.stores.base import BaseStore, StoredResponse, get_store
 from tests.support import keepalive_owner, services
 from tests.support.clocks import age
 from tests.support.counting import Counter, unique

@@ -24,7 +24,7 @@ from idempotency.tasks import idempotent_task
 from tests.support.stores import using
 from tests.testapp.celery_app import app
 
-DB_STORE = "idempotency.stores.DatabaseStore"
+DB_STORE = "idempotency.stores.database.DatabaseStore"
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls(__name__)]
 
 #: What the work saw, by key: whether it ran in a transaction, the record's lease and

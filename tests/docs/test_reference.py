@@ -116,9 +116,9 @@ def test_every_built_in_backends_options_are_documented() -> None:
 
     tables = documented_options()
     assert set(tables) == {
-        "idempotency.stores.DatabaseStore",
-        "idempotency.stores.RedisStore",
-        "idempotency.stores.CacheStore",
+        "idempotency.stores.database.DatabaseStore",
+        "idempotency.stores.redis.RedisStore",
+        "idempotency.stores.cache.CacheStore",
         "idempotency.tokens.DatabaseTokens",
         "idempotency.tokens.RedisTokens",
         "idempotency.locks.RedisLockBackend",

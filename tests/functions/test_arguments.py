@@ -29,8 +29,7 @@ from idempotency import (
     payload_key,
 )
 from idempotency.functions.calls import fingerprint_of, qualified_name
-from idempotency.stores import get_store
-from idempotency.stores.base import StoredResponse
+from idempotency.stores.base import StoredResponse, get_store
 from tests.support.counting import Counter, unique
 from tests.support.stores import ALL_STORES, DB_STORE, store_of, using
 from tests.support.storms import run_threads

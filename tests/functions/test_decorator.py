@@ -11,7 +11,7 @@ from asgiref.sync import async_to_sync
 from idempotency import idempotent_function
 from idempotency.exceptions import IdempotencyKeyMismatch, InProgress
 from idempotency.functions.calls import FunctionKeyMismatch
-from idempotency.stores import get_store
+from idempotency.stores.base import get_store
 from idempotency.utils.hashing import log_ref
 from tests.support.counting import Counter, unique
 from tests.support.stores import ALL_STORES, CACHE_STORE, DB_STORE, store_of

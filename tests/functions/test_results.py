@@ -471,7 +471,7 @@ def test_a_forged_record_naming_a_class_is_refused_and_runs_nothing(
     import json
 
     from idempotency.functions.arguments import fingerprint_of, qualified_name
-    from idempotency.stores import get_store
+    from idempotency.stores.base import get_store
 
     runs = Counter()
     marker = tmp_path / "pwned"
@@ -520,8 +520,7 @@ def test_a_forged_status_or_content_type_is_refused_and_runs_nothing(
     store: str, status: int, content_type: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     from idempotency.functions.arguments import fingerprint_of, qualified_name
-    from idempotency.stores import get_store
-    from idempotency.stores.base import StoredResponse
+    from idempotency.stores.base import StoredResponse, get_store
 
     runs = Counter()
 
@@ -552,7 +551,7 @@ def test_a_forged_status_or_content_type_is_refused_and_runs_nothing(
 def test_a_forged_task_record_is_refused_and_runs_nothing(tmp_path: Any) -> None:
     import json
 
-    from idempotency.stores import get_store
+    from idempotency.stores.base import get_store
 
     runs = Counter()
     marker = tmp_path / "pwned"

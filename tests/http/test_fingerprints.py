@@ -476,8 +476,7 @@ def test_records_stored_unkeyed_before_the_upgrade_replay_while_accepted(
     client_a: Any, user: Any, wallet: Any, store: str
 ) -> None:
     from idempotency.conf import idempotency_settings
-    from idempotency.stores import get_store
-    from idempotency.stores.base import StoredResponse
+    from idempotency.stores.base import StoredResponse, get_store
     from tests.support.stores import STORE_VARIANTS
 
     body = '{"amount": 4}'

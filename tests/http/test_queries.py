@@ -92,7 +92,7 @@ def test_response_cache_makes_replays_sql_free(
     client_a: Client, wallet: Wallet, mode: str, warming_statements: list[str]
 ) -> None:
     from idempotency.models import IdempotencyRecord
-    from idempotency.stores import get_store
+    from idempotency.stores.base import get_store
 
     with override_settings(IDEMPOTENCY={"MODE": mode, **using(DB_STORE, response_cache="default")}):
         key = str(uuid.uuid4())

@@ -23,9 +23,9 @@ def vary(response: Any) -> set[str]:
 
 @pytest.fixture(
     params=[
-        pytest.param("idempotency.stores.DatabaseStore", id="database"),
-        pytest.param("idempotency.stores.RedisStore", id="redis", marks=pytest.mark.redis),
-        pytest.param("idempotency.stores.CacheStore", id="cache"),
+        pytest.param("idempotency.stores.database.DatabaseStore", id="database"),
+        pytest.param("idempotency.stores.redis.RedisStore", id="redis", marks=pytest.mark.redis),
+        pytest.param("idempotency.stores.cache.CacheStore", id="cache"),
     ]
 )
 def client(client_a: Client, request: pytest.FixtureRequest) -> Iterator[Client]:

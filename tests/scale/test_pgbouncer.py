@@ -28,8 +28,7 @@ from django.test import override_settings
 
 from idempotency import idempotent_function, lock
 from idempotency.locks import Lock, PostgresLockBackend
-from idempotency.stores import get_store
-from idempotency.stores.base import ClaimStatus, StoredResponse
+from idempotency.stores.base import ClaimStatus, StoredResponse, get_store
 from idempotency.tokens import consume_submit_token, issue_submit_token
 from tests.scale.servers import PgBouncerServer
 from tests.support.stores import DB_STORE, locks_using, tokens_using, using

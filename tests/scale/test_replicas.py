@@ -33,7 +33,7 @@ from tests.testapp.executions import executions
 from tests.testapp.models import Effect
 
 ROUTER = "tests.scale.test_replicas.PrimaryReplicaRouter"
-DB = "idempotency.stores.DatabaseStore"
+DB = "idempotency.stores.database.DatabaseStore"
 
 on_both = pytest.mark.django_db(transaction=True, databases=["default", "replica"])
 

@@ -310,7 +310,7 @@ def test_mallory_never_receives_alices_encrypted_response(
 
     alices, mallorys = new_key(), new_key()
     with override_settings(IDEMPOTENCY={**STORE_VARIANTS[variant], **CODECS[codec_name]}):
-        from idempotency.stores import get_store
+        from idempotency.stores.base import get_store
 
         store = get_store()
         assert pay(client_a, alices, PAN.decode()).status_code == 201

@@ -22,7 +22,7 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
-from idempotency.stores import get_store
+from idempotency.stores.base import get_store
 from tests.support import services
 from tests.support.clocks import age
 from tests.support.http import post

@@ -124,7 +124,7 @@ def test_redis_store_from_each_source_runs_the_view_body_once(
     caches = {**settings.CACHES}
     if source in CACHE_BACKENDS:
         caches["storm"] = {"BACKEND": CACHE_BACKENDS[source], "LOCATION": url}
-    store = {"BACKEND": "idempotency.stores.RedisStore", **REDIS_SOURCES[source](url)}
+    store = {"BACKEND": "idempotency.stores.redis.RedisStore", **REDIS_SOURCES[source](url)}
     config = {"STORES": {"default": store}, "MODE": "lease"}
     path, body = INTERFACES[interface]
     responses: dict[str, list[Any]] = {}
@@ -161,10 +161,10 @@ def test_optimistic_claim_is_the_documented_exception(
 @pytest.mark.parametrize(
     ("store", "mode"),
     [
-        ("idempotency.stores.DatabaseStore", "lease"),
-        ("idempotency.stores.DatabaseStore", "atomic"),
-        pytest.param("idempotency.stores.RedisStore", "lease", marks=pytest.mark.redis),
-        ("idempotency.stores.CacheStore", "lease"),
+        ("idempotency.stores.database.DatabaseStore", "lease"),
+        ("idempotency.stores.database.DatabaseStore", "atomic"),
+        pytest.param("idempotency.stores.redis.RedisStore", "lease", marks=pytest.mark.redis),
+        ("idempotency.stores.cache.CacheStore", "lease"),
     ],
     ids=["db-lease", "db-atomic", "redis", "cache"],
 )

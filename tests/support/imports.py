@@ -111,3 +111,64 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
                 if len(component) > 1:
                     found.append(sorted(component))
     return found
+
+
+def function_imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The modules of ``known`` that module ``name`` imports inside a function (a lazy
+    import), ``if TYPE_CHECKING:`` aside."""
+    found: set[str] = set()
+    for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            body = ast.Module(body=node.body, type_ignores=[])
+            found |= _imports_in(name, path, body, known)
+    return found
+
+
+def _imports_in(name: str, path: Path, tree: ast.AST, known: set[str]) -> set[str]:
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in _runtime_nodes(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                for alias in node.names
+            ]
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def subpackage(name: str, found: dict[str, Path]) -> str | None:
+    """The subpackage of ``idempotency`` that module ``name`` is in (``"stores"`` for
+    ``idempotency.stores.base``), None for a module of the top level."""
+    parts = name.split(".")
+    if len(parts) < 2 or found.get(".".join(parts[:2]), Path()).name != "__init__.py":
+        return None
+    return parts[1]
+
+
+def subpackage_pairs(
+    graph: dict[str, set[str]], found: dict[str, Path]
+) -> dict[tuple[str, str], list[str]]:
+    """Each pair of subpackages that import each other, with the imports that tie them."""
+    arrows: dict[tuple[str, str], list[str]] = {}
+    for name, targets in graph.items():
+        for target in targets:
+            a, b = subpackage(name, found), subpackage(target, found)
+            if a and b and a != b:
+                arrows.setdefault((a, b), []).append(f"{name} -> {target}")
+    return {
+        (a, b): sorted(arrows[(a, b)] + arrows[(b, a)])
+        for (a, b) in arrows
+        if a < b and (b, a) in arrows
+    }

@@ -8,9 +8,9 @@ import pytest
 from django.utils.module_loading import import_string
 
 #: the BACKEND of each store
-DB_STORE = "idempotency.stores.DatabaseStore"
-REDIS_STORE = "idempotency.stores.RedisStore"
-CACHE_STORE = "idempotency.stores.CacheStore"
+DB_STORE = "idempotency.stores.database.DatabaseStore"
+REDIS_STORE = "idempotency.stores.redis.RedisStore"
+CACHE_STORE = "idempotency.stores.cache.CacheStore"
 
 
 #: the BACKEND of each built-in token and lock backend, by short name

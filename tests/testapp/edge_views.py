@@ -22,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from idempotency import IdempotentMixin, idempotent, shared
-from idempotency.stores import DatabaseStore
+from idempotency.stores.database import DatabaseStore
 
 RUNS: Counter[str] = Counter()
 _lock = threading.Lock()

@@ -22,14 +22,10 @@ from idempotency.locks import (
     get_backend,
     lock_backends,
 )
-from idempotency.stores import (
-    CacheStore,
-    DatabaseStore,
-    RedisStore,
-    database_store,
-    get_store,
-    stores,
-)
+from idempotency.stores.base import get_store, stores
+from idempotency.stores.cache import CacheStore
+from idempotency.stores.database import DatabaseStore, database_store
+from idempotency.stores.redis import RedisStore
 from idempotency.tokens import (
     DatabaseTokens,
     RedisTokens,
@@ -108,13 +104,13 @@ def test_an_instance_is_taken_as_it_is() -> None:
     assert get_backend(locks) is locks
 
 
-@pytest.mark.parametrize("value", [CacheStore, "idempotency.stores.CacheStore", 3])
+@pytest.mark.parametrize("value", [CacheStore, "idempotency.stores.cache.CacheStore", 3])
 def test_a_class_or_a_dotted_path_is_no_store(value: Any) -> None:
     """store= takes an alias or an instance: a dotted path is looked up as an alias."""
     with pytest.raises((ImproperlyConfigured, TypeError)) as raised:
         get_store(value)
     if isinstance(value, str):
-        assert "has no store 'idempotency.stores.CacheStore'" in str(raised.value)
+        assert "has no store 'idempotency.stores.cache.CacheStore'" in str(raised.value)
     else:
         assert "an alias of IDEMPOTENCY['STORES'] or an instance of" in str(raised.value)
 

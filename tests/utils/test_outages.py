@@ -21,7 +21,7 @@ from django.db import connection
 from django.test import Client, override_settings
 
 from idempotency import signals
-from idempotency.stores import get_store
+from idempotency.stores.base import get_store
 from idempotency.stores.records import record_digest
 from tests.support.clocks import age
 from tests.support.counting import received
@@ -323,7 +323,7 @@ def test_response_cache_outage_under_load_loses_nothing(
     [
         DB_STORE,
         pytest.param(REDIS_STORE, marks=pytest.mark.redis),
-        "idempotency.stores.CacheStore",
+        "idempotency.stores.cache.CacheStore",
     ],
 )
 def test_a_claim_knows_it_took_over_an_expired_lease(store_path: str) -> None:

@@ -1,4 +1,4 @@
-"""The SQL of :class:`~idempotency.stores.DatabaseStore`, built once per database: the
+"""The SQL of :class:`~idempotency.stores.database.DatabaseStore`, built once per database: the
 record's columns, the clock, and each vendor's statements (:mod:`.postgresql`,
 :mod:`.mysql`, :mod:`.sqlite`).
 

@@ -1,4 +1,4 @@
-"""MySQL's and MariaDB's SQL in :class:`~idempotency.stores.DatabaseStore`: the server's
+"""MySQL's and MariaDB's SQL in :class:`~idempotency.stores.database.DatabaseStore`: the server's
 UTC clock, the claim and the optimistic insert without ``ON CONFLICT`` (and without
 ``RETURNING`` on MySQL 8), and ``innodb_lock_wait_timeout``.
 

@@ -1,4 +1,4 @@
-"""PostgreSQL's SQL in :class:`~idempotency.stores.DatabaseStore`: the server's clock, the
+"""PostgreSQL's SQL in :class:`~idempotency.stores.database.DatabaseStore`: the server's clock, the
 claim as ``INSERT … ON CONFLICT … RETURNING`` (which SQLite runs too, :mod:`.sqlite`),
 ``lock_timeout`` and the record quota's counter.
 

@@ -1,4 +1,4 @@
-"""SQLite's SQL in :class:`~idempotency.stores.DatabaseStore`: the application's clock.
+"""SQLite's SQL in :class:`~idempotency.stores.database.DatabaseStore`: the application's clock.
 
 SQLite runs in the application's process, so "now" and each deadline are parameters
 that the application computes (:class:`~idempotency.stores.sql.Clock`). Everything else

@@ -262,7 +262,9 @@ def gateway_in_thread(body: bytes) -> Any:
     "store",
     [
         pytest.param(None, id="database-store"),
-        pytest.param("idempotency.stores.RedisStore", id="redis-store", marks=pytest.mark.redis),
+        pytest.param(
+            "idempotency.stores.redis.RedisStore", id="redis-store", marks=pytest.mark.redis
+        ),
     ],
 )
 def test_twenty_concurrent_identical_callbacks_confirm_the_payment_once(
