@@ -37,12 +37,12 @@ from idempotency.codecs import BodyCodec
 from idempotency.conf import DEFAULTS, HEADER_NAME, SETTINGS
 from idempotency.http.discovery import GATE_NAME, gate_below_idempotent, protected_views, url_views
 from idempotency.http.responses import NEVER_REPLAYED
-from idempotency.locks.locking import lock_backends
+from idempotency.locks.base import lock_backends
 from idempotency.locks.redis import RedisLockBackend
 from idempotency.scopes import user_scope
 from idempotency.stores.base import AtomicStore, stores
+from idempotency.stores.cache import DJANGO_BUILTIN_REDIS, DJANGO_REDIS, IN_PROCESS
 from idempotency.stores.database import DatabaseStore
-from idempotency.stores.raw_cache import DJANGO_BUILTIN_REDIS, DJANGO_REDIS, IN_PROCESS
 from idempotency.utils.backends import DEFAULT_ALIAS, BackendHandler, UnusableBackend
 from idempotency.utils.redis_clients import cache_connection
 
@@ -75,7 +75,7 @@ def backend_is(backend: str | None, path: str) -> bool:
 
 def unpickles(backend: str) -> bool:
     """Whether records in a cache of ``backend`` could only be read through its
-    unpickling serializer (:mod:`idempotency.stores.raw_cache` reads the others raw)."""
+    unpickling serializer (:mod:`idempotency.stores.cache` reads the others raw)."""
     readable = (DJANGO_REDIS, DJANGO_BUILTIN_REDIS, *IN_PROCESS)
     return not any(backend_is(backend, path) for path in readable)
 
@@ -234,7 +234,7 @@ def check_problem_type_base(values: dict[str, Any]) -> list[checks.CheckMessage]
 def handlers() -> list[BackendHandler[Any]]:
     """The handler of each setting of aliases: stores, tokens, locks."""
     # imported here: idempotency.tokens imports DRF (its views), an optional dependency
-    from idempotency.tokens.api import token_backends
+    from idempotency.tokens.base import token_backends
 
     return [stores, token_backends, lock_backends]
 
@@ -534,7 +534,7 @@ def redis_users(raw: dict[Any, Any], values: dict[str, Any], uses: list[Use]) ->
     """The Redis backends in use: the Redis stores, and the Redis tokens and locks (locks
     only where ``LOCKS`` is set: the default is inert until a lock is taken)."""
     # imported here: idempotency.tokens imports DRF (its views), an optional dependency
-    from idempotency.tokens.api import token_backends
+    from idempotency.tokens.base import token_backends
     from idempotency.tokens.redis import RedisTokens
 
     found: list[tuple[str, Any]] = [

@@ -140,7 +140,7 @@ LAZY_IMPORTS = {
     # idempotency.tokens (its views) and the middleware import DRF, an optional dependency
     "idempotency.checks": {
         "idempotency.http.middleware",
-        "idempotency.tokens.api",
+        "idempotency.tokens.base",
         "idempotency.tokens.redis",
     },
     # left to their owners (issue 45: helpers "api" and "contrib")

@@ -43,7 +43,6 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TypeGuard
 
 from idempotency.conf import idempotency_settings, on_reload
-from idempotency.core.canonical import dataclass_fields, kind_of
 from idempotency.exceptions import (
     IdempotencyKeyMismatch,
     InProgress,
@@ -51,6 +50,7 @@ from idempotency.exceptions import (
     StoredError,
     StoreUnavailable,
 )
+from idempotency.functions.arguments import dataclass_fields, kind_of
 from idempotency.stores.base import StoredResponse
 
 #: Content type of a tagged result (typed results).
@@ -232,8 +232,9 @@ class ResultCodec:
         return self.unpack(data)
 
     def pack(self, value: Any) -> Any:
-        """``value`` as tagged JSON data (its kind by :func:`~idempotency.core.canonical.kind_of`,
-        the one place that tells the types apart)."""
+        """``value`` as tagged JSON data (its kind by
+        :func:`~idempotency.functions.arguments.kind_of`, the one place that tells the types
+        apart)."""
         kind = kind_of(value)
         if kind in ("none", "bool", "int", "float", "str"):
             return value

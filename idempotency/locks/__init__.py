@@ -1,8 +1,7 @@
 """Distributed locks on Redis, PostgreSQL or MySQL/MariaDB: ``lock(name)`` as a context
 manager or decorator (how to use them and how each backend works: docs/howto/locks.md)."""
 
-from idempotency.locks.base import Holding, LockBackend
-from idempotency.locks.locking import Lock, get_backend, lock, lock_backends
+from idempotency.locks.base import Holding, Lock, LockBackend, get_backend, lock, lock_backends
 from idempotency.locks.mysql import MySQLLockBackend, lock_name
 from idempotency.locks.postgres import PostgresLockBackend, advisory_key
 from idempotency.locks.redis import RedisLockBackend

@@ -10,23 +10,24 @@ mode*, where the record commits in the same transaction as the view's writes.
 The class reads top to bottom: its options and table, the contract (lookup, claim,
 complete), a running owner's updates (release, keep-alive, recovery points), the record
 quota, atomic mode's transaction, and the helpers its statements share. The SQL text of
-each vendor lives in :mod:`~idempotency.stores.sql`, the response cache in
-:mod:`~idempotency.stores.response_cache`, atomic mode's held savepoint releases in
-:mod:`~idempotency.stores.savepoints`. A statement that loses a lock wait is retried or
-answered as a clear 503 (:func:`busy`).
+each vendor lives in :mod:`~idempotency.stores.sql`; the response cache
+(:class:`ResponseCache`) and atomic mode's held savepoint releases (:class:`ReleaseBatch`)
+stand before the class, each under a comment that says how it works. A statement that
+loses a lock wait is retried or answered as a clear 503 (:func:`busy`).
 
 With the ``response_cache`` option set to a cache alias (Redis recommended), completed
 responses are read from that cache first, and written to it by the first replay
 that reads them from the database: every later replay costs no SQL, and a first
-request pays no cache write.
-"""
+request pays no cache write."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import math
 import random
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -35,6 +36,7 @@ from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.apps import apps
+from django.core.cache import caches
 from django.db import (
     DatabaseError,
     IntegrityError,
@@ -47,11 +49,13 @@ from django.db.models import DateTimeField, ExpressionWrapper, F
 from django.db.models.functions import Greatest, Now
 from django.utils import timezone
 
+from idempotency import signals
 from idempotency.codecs import UndecodableBody, seal, unseal
 from idempotency.conf import Setting, idempotency_settings
-from idempotency.exceptions import StoreUnavailable
+from idempotency.exceptions import RecordForged, StoreUnavailable
 from idempotency.stores import authentication, sql
 from idempotency.stores.base import AtomicStore, ClaimLocked, database_aliases, stores
+from idempotency.stores.cache import RawCache
 from idempotency.stores.purge import purge_now_and_then
 from idempotency.stores.records import (
     ClaimStatus,
@@ -59,16 +63,287 @@ from idempotency.stores.records import (
     StoredResponse,
     new_fence,
     quota_window,
+    record_digest,
 )
-from idempotency.stores.response_cache import ResponseCache
-from idempotency.stores.savepoints import batched_releases
 from idempotency.utils.backends import KEY_PREFIX
 from idempotency.utils.outages import (
+    bursts,
     corrupted,
     is_deadlock,
     is_lock_error,
     outage_raises_unavailable,
 )
+
+# The read-through cache of completed responses in front of ``DatabaseStore``.
+#
+# With a :class:`~idempotency.stores.database.DatabaseStore`'s ``response_cache`` option set to a
+# cache alias (Redis recommended), completed responses are read from that cache first, and
+# written to it by the first replay that reads them from the database: every later replay
+# costs no SQL, and a first request pays no cache write. The cache is never the source of truth:
+# any cache error falls back to the database.
+#
+# A cached response is bytes the library encodes itself (a JSON line of status,
+# fingerprint, headers, fencing token and the database record's tag, then the body),
+# authenticated as the database record is (a copy that fails is ignored, logged and
+# counted: the database answers), read without the cache's serializer
+# (:class:`~idempotency.stores.cache.RawCache`): a pickle written under its key is never
+# unpickled. Its key names
+# the database alias, so two ``DatabaseStore(database=...)`` sharing one cache never
+# answer each other's records.
+
+
+class ResponseCache:
+    """The response cache of one :class:`~idempotency.stores.database.DatabaseStore`: the cache
+    alias ``alias``, under keys that name the store's ``database`` (and ``key_prefix``).
+    ``owner`` is the store's class: what its logs name and its signals are sent by."""
+
+    __slots__ = ("alias", "database", "key_prefix", "owner")
+
+    def __init__(self, alias: str, *, database: str, key_prefix: str, owner: type) -> None:
+        self.alias = alias
+        self.database = database
+        self.key_prefix = key_prefix
+        self.owner = owner
+
+    def raw(self) -> RawCache:
+        """The cache, read and written as bytes that are never unpickled."""
+        return RawCache(caches[self.alias], self.alias)
+
+    def key(self, scope: str, key: str) -> str:
+        """The cache key of the record ``(scope, key)``."""
+        # the database alias too: two stores on two databases may share one cache
+        digest = record_digest(f"{self.database}\x00{scope}", key)
+        return f"{self.key_prefix}:resp:{digest}"
+
+    def forget(self, scope: str, key: str) -> None:
+        """Drop the cached response of ``(scope, key)``, if any."""
+        try:
+            self.raw().delete(self.key(scope, key))
+        except Exception as exc:  # noqa: BLE001 - the cache only accelerates replays
+            _cache_failed(self.owner, "delete", exc)
+
+    def get(self, scope: str, key: str, fingerprint: str) -> KeyState | None:
+        """The completed record as the cache holds it, or None (absent, or the cache
+        failed: the database answers then; a cache is never the source of truth)."""
+        cache = self.raw()
+        try:
+            cached = cache.get(self.key(scope, key))
+            if cached is None:
+                return None
+            stored, fence, tag, response = _loads(cached)
+        except Exception as exc:  # noqa: BLE001 - any cache error: fall back to the database
+            # a value that is not ours (a foreign or forged one) too: never unpickled
+            _cache_failed(self.owner, "get", exc)
+            return None
+        try:  # the database record's own tag: a cached copy is authenticated as it is
+            expires = authentication.verify(
+                f"{self.owner.__name__} response cache", scope, key, tag=tag,
+                fingerprint=stored, fence=fence, stored=response,
+            )  # fmt: skip
+        except RecordForged:
+            return None  # logged and counted; the database, the source of truth, answers
+        if expires <= time.time():
+            return None
+        if stored != fingerprint:
+            return KeyState(ClaimStatus.MISMATCH, fingerprint=stored)
+        try:  # the cache keeps the body as the database does (BODY_CODEC)
+            body = unseal(response.body)
+        except UndecodableBody:
+            return None  # not readable here: the database answers
+        return KeyState(
+            ClaimStatus.COMPLETED, response=response._replace(body=body), expires_at=expires
+        )
+
+    def put(
+        self,
+        scope: str,
+        key: str,
+        fingerprint: str,
+        response: StoredResponse,
+        ttl: float,
+        *,
+        fence: int,
+        tag: str,
+    ) -> None:
+        """Keep the completed record ``response`` (its body as the database keeps it, and
+        its ``tag``) for ``ttl`` seconds; a cache that fails loses nothing."""
+        cache = self.raw()
+        if int(ttl) <= 0:
+            return
+        try:
+            value = _dumps(fingerprint, response, fence, tag)
+            cache.set(self.key(scope, key), value, int(ttl))
+        except Exception as exc:  # noqa: BLE001 - the cache only accelerates replays
+            # after the commit: the record is in the database, so nothing is lost
+            _cache_failed(self.owner, "set", exc)
+
+
+def _dumps(fingerprint: str, response: StoredResponse, fence: int, tag: str) -> bytes:
+    """A cached response: a JSON line ``[status, fingerprint, headers, fence, tag]`` (the
+    database record's, :mod:`~idempotency.stores.authentication`), then the body as the
+    database keeps it."""
+    head = json.dumps(
+        [response.status, fingerprint, response.headers, fence, tag], separators=(",", ":")
+    )
+    return head.encode() + b"\n" + response.body
+
+
+def _loads(value: object) -> tuple[str, int, str, StoredResponse]:
+    """What :func:`_dumps` wrote (fingerprint, fence, tag, response); ``ValueError`` for
+    anything else."""
+    if not isinstance(value, bytes | bytearray):
+        raise ValueError(f"a {type(value).__name__} where a cached response should be")
+    head, newline, body = bytes(value).partition(b"\n")
+    status, fingerprint, headers, fence, tag = json.loads(head)
+    if not newline or not isinstance(status, int) or not isinstance(fingerprint, str):
+        raise ValueError("not a cached response")
+    return fingerprint, fence, str(tag), StoredResponse.from_parts(status, headers, body)
+
+
+def _cache_failed(owner: type, operation: str, error: BaseException) -> None:
+    """Count a response-cache failure and log it once per burst."""
+    signals.response_cache_failed.send(
+        sender=owner,
+        request=None,
+        scope=None,
+        key=None,
+        operation=operation,
+        exception=error,
+    )
+    bursts.log(
+        "response-cache",
+        "idempotency: the response cache failed (%s: %s); the database answers instead",
+        operation,
+        error,
+    )
+
+
+# Atomic mode sends the release of a view's savepoint with the statement after it.
+#
+# Under atomic mode a view's own ``transaction.atomic()`` is nested in the layer's
+# transaction, so Django ends the view's block with ``RELEASE SAVEPOINT``: a round trip of
+# its own that the same view without the layer does not make. While the layer's
+# transaction is open, :class:`ReleaseBatch` (a Django execute wrapper on its connection)
+# holds each release back and sends it in one query with the statement that follows it,
+# usually the layer's own completion: the server runs the same statements in the same
+# order, and the wait between them goes.
+#
+# Holding a release back changes nothing anyone can observe: a savepoint released one
+# statement later contains the same work, and a rollback to an enclosing savepoint (or of
+# the whole transaction) undoes it either way, so a release still held then is dropped
+# instead (one of a savepoint older than the rollback's, which only hand-written
+# ``savepoint_commit`` calls out of order leave, is sent before the rollback, as asked).
+# ``SAVEPOINT`` itself is never held back: a statement that reaches the server around
+# Django's cursor (psycopg's ``copy()``, ``callproc()``, the raw connection) would then
+# run before the savepoint it belongs in, and a rollback of the block would keep it.
+#
+# While Django logs queries (``DEBUG``, ``CaptureQueriesContext``, ``assertNumQueries``,
+# the debug toolbar) nothing is held back, so the log lists every statement as Django
+# asked for it. Only psycopg 3's client-side binding cursor (Django's default) takes two
+# statements in one query (the simple query protocol); on a server-side binding cursor,
+# or another driver or database, a held release is sent on its own first, as Django
+# would have.
+
+
+#: Django's savepoint statements (``DatabaseOperations.savepoint_commit_sql`` and
+#: ``savepoint_rollback_sql``, with the names ``BaseDatabaseWrapper.savepoint()`` gives).
+#: The number after ``_x`` counts up on each connection: a larger one is a later savepoint.
+_SAVEPOINT_END = re.compile(r'(RELEASE|ROLLBACK TO) SAVEPOINT "s\d+_x(\d+)"')
+
+
+@functools.cache
+def _client_cursor() -> type | None:
+    """psycopg 3's client-side binding cursor, the one cursor that runs several
+    statements in one query; None without psycopg 3."""
+    try:
+        from psycopg import ClientCursor
+    except ImportError:
+        return None
+    return ClientCursor
+
+
+class ReleaseBatch:
+    """A Django execute wrapper that sends ``RELEASE SAVEPOINT`` with the next statement."""
+
+    __slots__ = ("_client_cursor", "held")
+
+    def __init__(self) -> None:
+        #: The releases not sent yet, in order.
+        self.held: list[str] = []
+        self._client_cursor = _client_cursor() or ()
+
+    def __call__(
+        self,
+        execute: Callable[..., Any],
+        sql: str,
+        params: Any,
+        many: bool,
+        context: dict[str, Any],
+    ) -> Any:
+        if params is None and not many:
+            ended = _SAVEPOINT_END.fullmatch(sql)
+            if ended is not None:
+                if ended.group(1) == "RELEASE":
+                    self.held.append(sql)
+                    return None
+                # a rollback ends the savepoints made after its own: their releases go
+                # unsent (with Django's nesting that is every release held); any other is
+                # sent first, as it was asked for before
+                target = int(ended.group(2))
+                self.held = [r for r in self.held if _number(r) <= target]
+        if not self.held:
+            return execute(sql, params, many, context)
+        held, self.held = self.held, []
+        cursor = context["cursor"].cursor
+        if many or not isinstance(cursor, self._client_cursor):
+            for release in held:  # as Django would have sent them: one by one
+                execute(release, None, False, context)
+            return execute(sql, params, many, context)
+        # the parameters merged first, as psycopg would merge them: its cache of parsed
+        # statement texts then keeps hitting (a text joined to a savepoint's name is new
+        # every time, and would evict the project's own statements from that cache)
+        statement = sql if params is None else cursor.mogrify(sql, params)
+        result = execute("; ".join([*held, statement]), None, False, context)
+        for _release in held:
+            cursor.nextset()  # the releases' results come first
+        return result
+
+
+def _number(release: str) -> int:
+    """The counter in a held release's savepoint name."""
+    return int(release.rsplit("_x", 1)[1].rstrip('"'))
+
+
+def batches(connection: BaseDatabaseWrapper) -> bool:
+    """Whether a release on ``connection`` can ride with the next statement: PostgreSQL
+    through psycopg 3, while Django is not logging its queries (``DEBUG``, or a test
+    capturing them: the log then shows every statement as Django asked for it)."""
+    if connection.vendor != "postgresql" or connection.queries_logged:
+        return False
+    if _client_cursor() is None:
+        return False
+    return getattr(getattr(connection, "Database", None), "__name__", "") == "psycopg"
+
+
+@contextmanager
+def batched_releases(aliases: list[str]) -> Iterator[None]:
+    """While open, a savepoint release on ``aliases`` rides with the statement after it
+    (see the module's docstring). Open it inside the transaction and close it only where
+    the transaction ends: a release still held then is never sent, since the commit or
+    rollback ends every savepoint anyway."""
+    installed = []
+    for alias in aliases:
+        connection = connections[alias]
+        if batches(connection):
+            wrapper = ReleaseBatch()
+            connection.execute_wrappers.append(wrapper)
+            installed.append((connection, wrapper))
+    try:
+        yield
+    finally:
+        for connection, wrapper in installed:
+            connection.execute_wrappers.remove(wrapper)
+
 
 __all__ = ["DEADLOCK_ATTEMPTS", "DatabaseStore", "busy", "database_store"]
 
@@ -523,7 +798,7 @@ class DatabaseStore(AtomicStore):
         """One transaction over ``aliases`` (the records' database first, then every
         alias the work writes to), so a rollback leaves nothing behind in any of them;
         a savepoint release rides with the statement after it
-        (:mod:`~idempotency.stores.savepoints`)."""
+        (:mod:`~idempotency.stores.database`)."""
         if len(aliases) == 1:  # most views: no ExitStack (its callbacks cost every request)
             with transaction.atomic(using=aliases[0]), batched_releases(aliases):
                 yield

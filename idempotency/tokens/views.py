@@ -24,8 +24,13 @@ from idempotency.exceptions import (
     SubmitTokenUsed,
 )
 from idempotency.http.view_marks import split_view_args
-from idempotency.tokens.api import consume_submit_token, issue_token
-from idempotency.tokens.base import MAX_PURPOSE_LENGTH, check_purpose, token_scope
+from idempotency.tokens.base import (
+    MAX_PURPOSE_LENGTH,
+    check_purpose,
+    consume_submit_token,
+    issue_token,
+    token_scope,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -14,7 +14,7 @@ from django.core.cache import caches
 from django.test import override_settings
 
 from idempotency.stores.base import ClaimStatus, StoredResponse
-from idempotency.stores.raw_cache import RawCache
+from idempotency.stores.cache import RawCache
 from idempotency.stores.redis import RedisStore
 from tests.support.faults import private_redis
 from tests.support.redis_proxy import ReplyProxy

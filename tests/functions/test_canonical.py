@@ -1,4 +1,4 @@
-"""idempotency.core.canonical: one place tells the types apart (kind_of); canonical data for
+"""idempotency.functions.arguments: one place tells the types apart (kind_of); canonical data for
 hashing; key template parts (equal values in any order give one text, a value with no
 canonical text is refused by name)."""
 
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from idempotency.core.canonical import (
+from idempotency.functions.arguments import (
     NoCanonicalForm,
     arguments_digest,
     canonical,

@@ -24,9 +24,8 @@ from django.test import Client, override_settings
 
 from idempotency.exceptions import StoreCorrupted
 from idempotency.stores.base import ClaimStatus, StoredResponse, quota_window
-from idempotency.stores.cache import CacheStore
+from idempotency.stores.cache import CacheStore, RawCache, raw_kind
 from idempotency.stores.database import DatabaseStore
-from idempotency.stores.raw_cache import RawCache, raw_kind
 from idempotency.stores.records import record_digest
 from idempotency.utils.backends import KEY_PREFIX
 from tests.support.counting import unique

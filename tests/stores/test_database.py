@@ -1,4 +1,4 @@
-"""Atomic mode's held savepoint releases (``idempotency.stores.savepoints``), on the wire
+"""Atomic mode's held savepoint releases (``idempotency.stores.database``), on the wire
 and in the data: a release rides with the statement after it, and every nesting of
 ``atomic()`` blocks (committed, rolled back, caught errors) leaves exactly the rows it
 leaves without the layer."""
@@ -14,7 +14,7 @@ from django.db import IntegrityError, connection, transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from idempotency.stores.savepoints import ReleaseBatch, batched_releases
+from idempotency.stores.database import ReleaseBatch, batched_releases
 from tests.support.wire import sent_queries
 from tests.testapp.models import Effect
 
