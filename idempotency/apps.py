@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.apps import AppConfig
+from django.core import checks
 from django.utils.translation import gettext_lazy as _
 
 
@@ -27,14 +30,41 @@ def connect_observers() -> None:
         otel.connect()
 
 
+# The system checks (idempotency.checks) import every part they check: registered here,
+# they are imported when Django runs them (check, migrate, runserver), not by every worker.
+
+
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    from idempotency import checks as idempotency_checks
+
+    return idempotency_checks.check_settings(app_configs, **kwargs)
+
+
+def check_redis_persistence(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    from idempotency import checks as idempotency_checks
+
+    return idempotency_checks.check_redis_persistence(app_configs, **kwargs)
+
+
+def check_problem_documentation(
+    app_configs: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    from idempotency import checks as idempotency_checks
+
+    return idempotency_checks.check_problem_documentation(app_configs, **kwargs)
+
+
 class IdempotencyConfig(AppConfig):
     name = "idempotency"
     verbose_name = _("Idempotency")
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        import idempotency.checks  # noqa: F401  (registers the system checks)
         from idempotency.conf import on_reload
+
+        checks.register(check_settings)
+        checks.register(check_redis_persistence, deploy=True)
+        checks.register(check_problem_documentation, deploy=True)
 
         connect_observers()
         on_reload(connect_observers)

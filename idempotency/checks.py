@@ -1,8 +1,9 @@
 """System checks of django-idempotency (ids ``idempotency.E0xx`` / ``W0xx``; their words
 are in :mod:`idempotency.check_messages`, so each id names one problem).
 
-Django runs the checks registered here (``IdempotencyConfig.ready`` imports this
-module). They read ``settings.IDEMPOTENCY`` as written and never raise:
+Django runs the three checks at the end (``IdempotencyConfig.ready`` registers them, and
+imports this module when Django first runs them). They read ``settings.IDEMPOTENCY`` as
+written and never raise:
 
 - each value against its description in :data:`idempotency.conf.SETTINGS` (type,
   choices, bounds, nullability, importable paths, installed extras);
@@ -683,7 +684,6 @@ def check_gates() -> list[checks.CheckMessage]:
     return errors
 
 
-@checks.register()
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Validate ``settings.IDEMPOTENCY``, how it fits the rest of the settings, and the
     stores and modes the project's views configure for themselves."""
@@ -708,7 +708,6 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     return [m for i, m in enumerate(errors) if m not in errors[:i]]
 
 
-@checks.register(deploy=True)
 def check_redis_persistence(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """W007: the Redis that holds records, tokens or locks (global or a view's store)
     must survive a restart."""
@@ -719,7 +718,6 @@ def check_redis_persistence(app_configs: Any = None, **kwargs: Any) -> list[chec
     return check_persistence(redis_users(raw, values, stores_in_use(values, [])))
 
 
-@checks.register(deploy=True)
 def check_problem_documentation(
     app_configs: Any = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:

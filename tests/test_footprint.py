@@ -16,10 +16,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-REQUEST_MODULES = 66
-REQUEST_LINES = 11_077
-PACKAGE_MODULES = 115
-PACKAGE_LINES = 19_331
+REQUEST_MODULES = 53
+REQUEST_LINES = 10_378
+PACKAGE_MODULES = 95
+PACKAGE_LINES = 18_971
 
 
 @pytest.fixture(scope="module")
