@@ -42,7 +42,6 @@ class Results:
     rss_mib: dict[str, float] = field(default_factory=dict)
     growth: Growth | None = None
     costs: Costs | None = None
-    breakdown: str = ""
     failures: list[str] = field(default_factory=list)
     machine: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
