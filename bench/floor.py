@@ -23,7 +23,7 @@ from pathlib import Path
 from bench.data import reset_data, setup_django
 from bench.load import wrk_path
 from bench.options import parse
-from bench.results import Results
+from bench.report import Results
 from bench.servers import loadavg, machine_facts, prepare_services, running
 from bench.stages import Stage, measure_steady_paths
 from bench.variants import FIRST, REPLAY, VARIANTS, Variant

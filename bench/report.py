@@ -1,5 +1,5 @@
-"""The markdown report of a run: the header (command, machine, method), then each
-section's tables in turn.
+"""What a run measured (:class:`Results`, filled by the stages) and its markdown report:
+the header (command, machine, method), then each section's tables in turn.
 
 A run's measurements are summed up per variant and path (medians over rounds, ratios and
 their spread, storms' effects and latencies), then written as tables: the steady paths,
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bench.env import SERVER_SIDE_BINDING
@@ -21,9 +21,44 @@ from bench.variants import FIRST, REPLAY, VARIANTS, reference
 if TYPE_CHECKING:
     from bench.costs import Costs
     from bench.growth import Growth
-    from bench.load import Storm
+    from bench.load import Phase, Storm
     from bench.options import Options
-    from bench.results import Results
+
+
+@dataclass
+class Probe:
+    """What each caller got back for a primed key of one variant."""
+
+    anonymous: int = 0
+    bad_token: int = 0
+    revoked_token: int = 0
+    other_user_leak: bool = False
+
+    @property
+    def authenticates(self) -> bool:
+        return (
+            self.anonymous == 401
+            and self.bad_token == 401
+            and self.revoked_token == 401
+            and not self.other_user_leak
+        )
+
+
+@dataclass
+class Results:
+    phases: dict[tuple[str, str], list[Phase]] = field(default_factory=dict)
+    #: per round: a variant's req/s over the mean of the two reference runs beside it
+    ratios: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    storms: dict[str, list[Storm]] = field(default_factory=dict)
+    #: bursts of as many first requests (distinct keys) as a storm, at the same concurrency
+    bursts: dict[str, list[Storm]] = field(default_factory=dict)
+    probes: dict[str, Probe] = field(default_factory=dict)
+    rss_mib: dict[str, float] = field(default_factory=dict)
+    growth: Growth | None = None
+    costs: Costs | None = None
+    failures: list[str] = field(default_factory=list)
+    machine: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
 
 
 def statuses(counts: dict[int, int]) -> str:

@@ -16,8 +16,7 @@ from pathlib import Path
 from bench.data import reset_data, setup_django
 from bench.load import LoadError, wrk_path
 from bench.options import Options, parse
-from bench.report import render
-from bench.results import Results
+from bench.report import Results, render
 from bench.servers import ServerError, loadavg, log, machine_facts, prepare_services, running
 from bench.stages import Stage, measure_steady_paths, measure_storms, probe_variants
 from bench.variants import VARIANTS, Variant

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from bench.data import Users, effects
 from bench.load import Phase, Reply, Storm, post, run_wrk, storm
 from bench.options import Options
-from bench.results import Probe, Results
+from bench.report import Probe, Results
 from bench.servers import Server, ServerError, log
 from bench.variants import ASGI_VARIANTS, FIRST, REPLAY, STORM, Variant, reference, rotate
 
