@@ -12,7 +12,6 @@ import tokenize
 from pathlib import Path
 
 import pytest
-from django.utils.module_loading import import_string
 
 from tests.support.imports import circles, import_graph, modules
 
@@ -95,19 +94,6 @@ def test_no_test_module_imports_another_test_module_or_a_conftest() -> None:
     assert "tests.storms.test_concurrency" in tests and "tests.conftest" in tests
     found = {name: sorted(graph[name] & tests) for name in graph if graph[name] & tests}
     assert found == {}
-
-
-def test_a_moved_module_answers_at_its_old_path_as_the_same_module() -> None:
-    import idempotency.check_messages as old_messages
-    import idempotency.checks.messages as messages
-    from idempotency.client import RetryPolicy
-    from idempotency.client.policy import RetryPolicy as OldRetryPolicy
-
-    assert old_messages is messages and old_messages.__name__ == "idempotency.checks.messages"
-    assert OldRetryPolicy is RetryPolicy
-    assert import_string("idempotency.check_messages.MESSAGES") is messages.MESSAGES
-    with pytest.raises(ModuleNotFoundError):
-        __import__("idempotency.never_was")
 
 
 #: Files allowed type ignores or casts with no comment (none: every one says why). A
