@@ -29,8 +29,8 @@ _EXPORTS: dict[str, str] = {
     "get_recovery_point": "idempotency.core.recovery",
     # beyond HTTP
     "idempotent_function": "idempotency.functions",
-    "IdempotentTask": "idempotency.tasks",
-    "idempotent_task": "idempotency.tasks",
+    "IdempotentTask": "idempotency.contrib.celery",
+    "idempotent_task": "idempotency.contrib.celery",
     "idempotent_django_task": "idempotency.contrib.django_tasks",
     "issue_submit_token": "idempotency.tokens",
     "consume_submit_token": "idempotency.tokens",
@@ -79,7 +79,7 @@ _EXPORTS: dict[str, str] = {
     "PurgeResult": "idempotency.stores.purge",
     "purge_expired_submit_tokens": "idempotency.tokens",
     # observability (optional extras: imported only when used)
-    "metrics_view": "idempotency.observability.metrics",
+    "metrics_view": "idempotency.contrib.prometheus",
     "JsonFormatter": "idempotency.observability.logs",
 }
 
@@ -105,11 +105,11 @@ _MOVED: dict[str, str] = {
     "idempotency.json_codec": "idempotency.core.json_codec",
     "idempotency.arguments": "idempotency.functions.arguments",
     "idempotency.results": "idempotency.functions.results",
-    "idempotency.redelivery": "idempotency.tasks.redelivery",
-    "idempotency.beat": "idempotency.tasks.periodic",
+    "idempotency.redelivery": "idempotency.contrib.celery.redelivery",
+    "idempotency.beat": "idempotency.contrib.celery.periodic",
     "idempotency.logs": "idempotency.observability.logs",
-    "idempotency.metrics": "idempotency.observability.metrics",
-    "idempotency.otel": "idempotency.observability.otel",
+    "idempotency.metrics": "idempotency.contrib.prometheus",
+    "idempotency.otel": "idempotency.contrib.otel",
     "idempotency.tracing": "idempotency.observability.tracing",
     "idempotency.purge": "idempotency.stores.purge",
     "idempotency.reencryption": "idempotency.stores.reencryption",
@@ -199,7 +199,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.locks import Lock as Lock
     from idempotency.locks import lock as lock
     from idempotency.observability.logs import JsonFormatter as JsonFormatter
-    from idempotency.observability.metrics import metrics_view as metrics_view
+    from idempotency.contrib.prometheus import metrics_view as metrics_view
     from idempotency.problems import problem_response as problem_response
     from idempotency.scopes import shared as shared
     from idempotency.stores import get_store as get_store
@@ -208,8 +208,8 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.stores.purge import PurgeResult as PurgeResult
     from idempotency.stores.purge import purge_expired_records as purge_expired_records
     from idempotency.stores.redis import RedisStore as RedisStore
-    from idempotency.tasks import IdempotentTask as IdempotentTask
-    from idempotency.tasks import idempotent_task as idempotent_task
+    from idempotency.contrib.celery import IdempotentTask as IdempotentTask
+    from idempotency.contrib.celery import idempotent_task as idempotent_task
     from idempotency.tokens import SubmitTokenIssueView as SubmitTokenIssueView
     from idempotency.tokens import SubmitTokenPermission as SubmitTokenPermission
     from idempotency.tokens import consume_submit_token as consume_submit_token

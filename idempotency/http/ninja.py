@@ -148,7 +148,7 @@ def document(operation: Any, policy: Any) -> None:
     Ninja merges into what it generates): the ``Idempotency-Key`` parameter, the
     ``Idempotent-Replayed`` header of its success responses and the problem answers.
     A status the operation declares itself keeps its description."""
-    from idempotency.http.documentation import (
+    from idempotency.contrib.openapi import (
         PROBLEM_SCHEMA,
         REPLAYED_HEADER,
         key_parameter,

@@ -16,7 +16,7 @@ from idempotency.core.options import CallPolicy
 from idempotency.http.options import Policy
 from idempotency.stores.cache import CacheStore
 from idempotency.stores.database import DatabaseStore
-from idempotency.tasks import idempotent_task
+from idempotency.contrib.celery import idempotent_task
 from tests.support.services import ROOT
 
 SHARED = CallPolicy.option_names()

@@ -20,7 +20,7 @@ from django.urls import path
 from idempotency import idempotent, idempotent_function
 from idempotency.exceptions import InProgress
 from idempotency.models import IdempotencyRecord
-from idempotency.tasks import idempotent_task
+from idempotency.contrib.celery import idempotent_task
 from tests.support.stores import using
 from tests.testapp.celery_app import app
 

@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 
 from idempotency import IdempotentMixin, idempotent, idempotent_function
 from idempotency.ninja import protect
-from idempotency.tasks import idempotent_task
+from idempotency.contrib.celery import idempotent_task
 from tests.testapp.celery_app import app
 
 #: How often each label ran.

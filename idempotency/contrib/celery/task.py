@@ -35,8 +35,8 @@ from idempotency.functions.calls import (
 from idempotency.functions.decorator import is_django_task
 from idempotency.functions.results import ResultCodec, return_annotation
 from idempotency.stores.base import Claim, ClaimStatus
-from idempotency.tasks.periodic import purge_expired_records_task, purge_expired_submit_tokens_task
-from idempotency.tasks.redelivery import Redelivery
+from idempotency.contrib.celery.periodic import purge_expired_records_task, purge_expired_submit_tokens_task
+from idempotency.contrib.celery.redelivery import Redelivery
 
 __all__ = [
     "IdempotentTask",

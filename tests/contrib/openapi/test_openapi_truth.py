@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from idempotency.exceptions import InvalidIdempotencyKey
 from idempotency.http.keys import parse_key
-from idempotency.openapi import KEY_PATTERNS
+from idempotency.contrib.openapi.spectacular import KEY_PATTERNS
 
 
 def accepted(raw: str, *, strict: bool) -> bool:

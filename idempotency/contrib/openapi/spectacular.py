@@ -3,7 +3,7 @@
 Point DRF at the schema class and every protected operation documents itself, with
 no annotation on any view::
 
-    REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "idempotency.openapi.AutoSchema", ...}
+    REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "idempotency.contrib.openapi.spectacular.AutoSchema", ...}
 
 A view is protected when a method carries ``@idempotent`` (also below
 ``@api_view``), when it uses :class:`~idempotency.http.mixins.IdempotentMixin` (for the
@@ -37,7 +37,7 @@ from rest_framework.viewsets import ViewSetMixin
 
 from idempotency.conf import idempotency_settings
 from idempotency.http.discovery import functions_of
-from idempotency.http.documentation import (
+from idempotency.contrib.openapi import (
     KEY_PATTERNS,
     PROBLEM_SCHEMA,
     REPLAYED_HEADER,

@@ -23,7 +23,7 @@ from idempotency.functions.results import RESULT_CONTENT_TYPE
 from idempotency.models import IdempotencyRecord, SubmitToken
 from idempotency.stores import get_store
 from idempotency.stores.base import StoredResponse
-from idempotency.tasks import purge_expired_records_task, purge_expired_submit_tokens_task
+from idempotency.contrib.celery import purge_expired_records_task, purge_expired_submit_tokens_task
 from tests.support.stores import CACHE_STORE, DB_STORE, using
 from tests.support.tasks import inprocess_app
 
