@@ -156,7 +156,10 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.conf import idempotency_settings as idempotency_settings
+    from idempotency.contrib.celery import IdempotentTask as IdempotentTask
+    from idempotency.contrib.celery import idempotent_task as idempotent_task
     from idempotency.contrib.django_tasks import idempotent_django_task as idempotent_django_task
+    from idempotency.contrib.prometheus import metrics_view as metrics_view
     from idempotency.core.job import ReplayedRecord as ReplayedRecord
     from idempotency.core.recovery import get_recovery_point as get_recovery_point
     from idempotency.core.recovery import recovery_point as recovery_point
@@ -199,7 +202,6 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.locks import Lock as Lock
     from idempotency.locks import lock as lock
     from idempotency.observability.logs import JsonFormatter as JsonFormatter
-    from idempotency.contrib.prometheus import metrics_view as metrics_view
     from idempotency.problems import problem_response as problem_response
     from idempotency.scopes import shared as shared
     from idempotency.stores import get_store as get_store
@@ -208,8 +210,6 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.stores.purge import PurgeResult as PurgeResult
     from idempotency.stores.purge import purge_expired_records as purge_expired_records
     from idempotency.stores.redis import RedisStore as RedisStore
-    from idempotency.contrib.celery import IdempotentTask as IdempotentTask
-    from idempotency.contrib.celery import idempotent_task as idempotent_task
     from idempotency.tokens import SubmitTokenIssueView as SubmitTokenIssueView
     from idempotency.tokens import SubmitTokenPermission as SubmitTokenPermission
     from idempotency.tokens import consume_submit_token as consume_submit_token

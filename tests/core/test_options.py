@@ -12,11 +12,11 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from idempotency import IdempotentMixin, IdempotentTask, idempotent, idempotent_function
+from idempotency.contrib.celery import idempotent_task
 from idempotency.core.options import CallPolicy
 from idempotency.http.options import Policy
 from idempotency.stores.cache import CacheStore
 from idempotency.stores.database import DatabaseStore
-from idempotency.contrib.celery import idempotent_task
 from tests.support.services import ROOT
 
 SHARED = CallPolicy.option_names()

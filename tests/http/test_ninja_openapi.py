@@ -1,6 +1,6 @@
 """Django Ninja's generated OpenAPI documents the contract on protected operations, as
-the DRF schema does (tests/contrib/openapi/test_spectacular.py): the key header, the replay header and the
-problem answers; valid OpenAPI 3.1 (drf-spectacular's validator)."""
+the DRF schema does (tests/contrib/openapi/test_spectacular.py): the key header, the replay
+header and the problem answers; valid OpenAPI 3.1 (drf-spectacular's validator)."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from idempotency import IdempotentMixin, idempotent, idempotent_function
-from idempotency.ninja import protect
 from idempotency.contrib.celery import idempotent_task
+from idempotency.ninja import protect
 from tests.testapp.celery_app import app
 
 #: How often each label ran.

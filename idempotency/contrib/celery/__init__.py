@@ -44,7 +44,9 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.contrib.celery.task import _Running as _Running
     from idempotency.contrib.celery.task import _running as _running
     from idempotency.contrib.celery.task import idempotent_task as idempotent_task
-    from idempotency.contrib.celery.task import purge_expired_records_task as purge_expired_records_task
+    from idempotency.contrib.celery.task import (
+        purge_expired_records_task as purge_expired_records_task,
+    )
     from idempotency.contrib.celery.task import (
         purge_expired_submit_tokens_task as purge_expired_submit_tokens_task,
     )

@@ -3,7 +3,9 @@
 Point DRF at the schema class and every protected operation documents itself, with
 no annotation on any view::
 
-    REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "idempotency.contrib.openapi.spectacular.AutoSchema", ...}
+    REST_FRAMEWORK = {
+        "DEFAULT_SCHEMA_CLASS": "idempotency.contrib.openapi.spectacular.AutoSchema",
+    }
 
 A view is protected when a method carries ``@idempotent`` (also below
 ``@api_view``), when it uses :class:`~idempotency.http.mixins.IdempotentMixin` (for the
@@ -36,7 +38,6 @@ from rest_framework.views import APIView
 from rest_framework.viewsets import ViewSetMixin
 
 from idempotency.conf import idempotency_settings
-from idempotency.http.discovery import functions_of
 from idempotency.contrib.openapi import (
     KEY_PATTERNS,
     PROBLEM_SCHEMA,
@@ -44,6 +45,7 @@ from idempotency.contrib.openapi import (
     key_parameter,
     problem_answers,
 )
+from idempotency.http.discovery import functions_of
 from idempotency.http.mixins import IdempotentMixin
 from idempotency.http.options import Policy
 from idempotency.http.requests import UNSAFE_METHODS

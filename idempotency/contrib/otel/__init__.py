@@ -3,8 +3,8 @@
 Add ``"idempotency.contrib.otel"`` to ``INSTALLED_APPS`` and set
 ``IDEMPOTENCY = {"OPENTELEMETRY": True}``: the app registers the spans with the engine's
 tracing hook (:mod:`idempotency.observability.tracing`) and connects the metric receivers;
-the setting turns both on (``override_settings`` too). The library uses the API alone: the application
-installs the SDK, its exporters and ``opentelemetry-instrumentation-django``, whose
+the setting turns both on (``override_settings`` too). The library uses the API alone:
+the application installs the SDK, its exporters and ``opentelemetry-instrumentation-django``, whose
 request span is the parent of these.
 
 Spans (:func:`spanned`, through :func:`idempotency.observability.tracing.spanned`):
@@ -149,9 +149,7 @@ _RECEIVERS = {name: _receiver(name) for name in signals.OUTCOMES}
 def connect() -> None:
     """Connect the metric receivers (idempotent; done by the app once the setting is on)."""
     for name, receive in _RECEIVERS.items():
-        signals.OUTCOMES[name].connect(
-            receive, dispatch_uid=f"idempotency.contrib.otel.{name}"
-        )
+        signals.OUTCOMES[name].connect(receive, dispatch_uid=f"idempotency.contrib.otel.{name}")
 
 
 __all__ = ["CLAIM_DURATION", "OUTCOMES", "attributes", "connect", "outcome", "spanned"]

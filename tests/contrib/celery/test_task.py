@@ -17,13 +17,13 @@ from django.test import override_settings
 from django.utils import timezone
 
 from idempotency import IdempotentTask, idempotent_task
+from idempotency.contrib.celery import purge_expired_records_task, purge_expired_submit_tokens_task
 from idempotency.exceptions import ImproperlyApplied, InProgress
 from idempotency.functions.calls import FunctionKeyMismatch, fingerprint_of
 from idempotency.functions.results import RESULT_CONTENT_TYPE
 from idempotency.models import IdempotencyRecord, SubmitToken
 from idempotency.stores import get_store
 from idempotency.stores.base import StoredResponse
-from idempotency.contrib.celery import purge_expired_records_task, purge_expired_submit_tokens_task
 from tests.support.stores import CACHE_STORE, DB_STORE, using
 from tests.support.tasks import inprocess_app
 
