@@ -22,7 +22,7 @@ _EXPORTS: dict[str, str] = {
     # HTTP
     "idempotent": "idempotency.http.decorators",
     "idempotency_exempt": "idempotency.http.decorators",
-    "IdempotentMixin": "idempotency.http.mixins",
+    "IdempotentMixin": "idempotency.contrib.drf.mixins",
     "IdempotencyMiddleware": "idempotency.http.middleware",
     "shared": "idempotency.scopes",
     "recovery_point": "idempotency.core.recovery",
@@ -35,8 +35,8 @@ _EXPORTS: dict[str, str] = {
     "issue_submit_token": "idempotency.tokens",
     "consume_submit_token": "idempotency.tokens",
     "require_submit_token": "idempotency.tokens",
-    "SubmitTokenPermission": "idempotency.tokens",
-    "SubmitTokenIssueView": "idempotency.tokens",
+    "SubmitTokenPermission": "idempotency.contrib.drf.tokens",
+    "SubmitTokenIssueView": "idempotency.contrib.drf.tokens",
     "lock": "idempotency.locks",
     "Lock": "idempotency.locks",
     # stores
@@ -159,6 +159,9 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.contrib.celery import IdempotentTask as IdempotentTask
     from idempotency.contrib.celery import idempotent_task as idempotent_task
     from idempotency.contrib.django_tasks import idempotent_django_task as idempotent_django_task
+    from idempotency.contrib.drf.mixins import IdempotentMixin as IdempotentMixin
+    from idempotency.contrib.drf.tokens import SubmitTokenIssueView as SubmitTokenIssueView
+    from idempotency.contrib.drf.tokens import SubmitTokenPermission as SubmitTokenPermission
     from idempotency.contrib.prometheus import metrics_view as metrics_view
     from idempotency.core.job import ReplayedRecord as ReplayedRecord
     from idempotency.core.recovery import get_recovery_point as get_recovery_point
@@ -198,7 +201,6 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.http.decorators import idempotency_exempt as idempotency_exempt
     from idempotency.http.decorators import idempotent as idempotent
     from idempotency.http.middleware import IdempotencyMiddleware as IdempotencyMiddleware
-    from idempotency.http.mixins import IdempotentMixin as IdempotentMixin
     from idempotency.locks import Lock as Lock
     from idempotency.locks import lock as lock
     from idempotency.observability.logs import JsonFormatter as JsonFormatter
@@ -210,8 +212,6 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.stores.purge import PurgeResult as PurgeResult
     from idempotency.stores.purge import purge_expired_records as purge_expired_records
     from idempotency.stores.redis import RedisStore as RedisStore
-    from idempotency.tokens import SubmitTokenIssueView as SubmitTokenIssueView
-    from idempotency.tokens import SubmitTokenPermission as SubmitTokenPermission
     from idempotency.tokens import consume_submit_token as consume_submit_token
     from idempotency.tokens import issue_submit_token as issue_submit_token
     from idempotency.tokens import purge_expired_submit_tokens as purge_expired_submit_tokens

@@ -3,7 +3,7 @@
 ``@idempotent`` works on function views, on methods of Django's class-based
 views and DRF's ``APIView`` (``def post(self, request)``), on viewset
 actions, on ``@api_view`` functions (put it below ``@api_view``) and on a
-DRF view class (it mixes in :class:`~idempotency.http.mixins.IdempotentMixin`).
+DRF view class (it mixes in :class:`~idempotency.contrib.drf.mixins.IdempotentMixin`).
 Sync and async functions alike. On ``dispatch`` (``method_decorator(idempotent,
 name="dispatch")``) it handles the key around the handler ``dispatch`` calls, after
 the checks ``dispatch`` makes first (:func:`defer_to_handler`), never before them.
@@ -20,15 +20,12 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
-from django.http import HttpRequest, HttpResponseBase
+from django.http import HttpResponseBase
 from django.views import View
-from rest_framework.request import Request
-from rest_framework.views import APIView
 
 from idempotency.exceptions import ImproperlyApplied
+from idempotency.http import frameworks, ninja, requests
 from idempotency.http import handler as handling
-from idempotency.http import ninja, requests
-from idempotency.http.drf import hooks, view_of
 from idempotency.http.misapplied import (
     checked_response,
     declared_non_response,
@@ -36,7 +33,6 @@ from idempotency.http.misapplied import (
     refuse_unbound,
     refuse_unwrappable,
 )
-from idempotency.http.mixins import IdempotentMixin
 from idempotency.http.options import Policy, ReplayHook
 from idempotency.http.view_marks import MARKER, in_flow, policy_of, split_view_args
 
@@ -55,7 +51,7 @@ def _dispatch_owner(func: Any, args: tuple[Any, ...]) -> View | None:
     return owner if isinstance(owner, View) else None
 
 
-def defer_to_handler(view: View, request: HttpRequest | Request, policy: Policy) -> None:
+def defer_to_handler(view: View, request: Any, policy: Policy) -> None:
     """Handle the key around the handler ``view.dispatch`` is about to call for
     ``request`` (``post``, ``put``, ...), not around ``dispatch`` itself: what
     ``dispatch`` checks first (DRF's authentication, permissions and throttles in
@@ -66,7 +62,7 @@ def defer_to_handler(view: View, request: HttpRequest | Request, policy: Policy)
     if method not in requests.UNSAFE_METHODS or method.lower() not in view.http_method_names:
         return
     handler = getattr(view, method.lower(), None)
-    if handler is None or policy_of(handler) is not None or isinstance(view, IdempotentMixin):
+    if handler is None or policy_of(handler) is not None or frameworks.handles_keys(type(view)):
         return  # no such method (405 follows), or keys handled there already
     setattr(view, method.lower(), _wrap(handler, policy))
 
@@ -87,17 +83,9 @@ def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> C
     """``func`` under ``policy``; ``built``: the function of a Ninja operation already
     built, which :func:`idempotency.ninja.protect` wraps in place."""
     if isinstance(func, type):
-        if issubclass(func, APIView):
-            return type(
-                func.__name__,
-                (IdempotentMixin, func),
-                {
-                    "idempotency_policy": policy,
-                    "__module__": func.__module__,
-                    "__qualname__": func.__qualname__,
-                    "__doc__": func.__doc__,
-                },
-            )
+        keyed_class = frameworks.view_class(func, policy)  # DRF: IdempotentMixin mixed in
+        if keyed_class is not None:
+            return keyed_class
         raise ImproperlyApplied(
             f"@idempotent cannot decorate the class {func.__name__}: decorate its post()/put()/"
             "patch()/delete() methods (or use method_decorator), or use IdempotentMixin for DRF."
@@ -159,10 +147,9 @@ def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> C
                     refuse_unbound(func)
             if declared is not None:
                 refuse_non_response(func, declared)
-            if not isinstance(view, APIView):
-                view = view_of(request)
-            if view is not None:
-                convert, finalize = hooks(view, request)
+            answers = frameworks.answers(view, request)  # a DRF view's own exception handling
+            if answers is not None:
+                convert, finalize = answers
                 return handling.run(
                     request,
                     lambda: checked_response(func, func(*args, **kwargs)),

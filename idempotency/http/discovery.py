@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from idempotency.http import ninja
+from idempotency.http import frameworks, ninja
 from idempotency.http.view_marks import policy_of
 
 if TYPE_CHECKING:
@@ -45,8 +45,6 @@ def _handler_policies(handler: Any) -> Iterator[Policy]:
 
 def view_policies(callback: Any) -> Iterator[Policy]:
     """The policies a view callable (what a URL pattern calls) applies to its requests."""
-    from idempotency.http.mixins import IdempotentMixin
-
     policy = policy_of(callback)
     if policy is not None:
         yield policy
@@ -62,12 +60,9 @@ def view_policies(callback: Any) -> Iterator[Policy]:
     names = {*HANDLER_NAMES, *actions.values()}
     for name in sorted(names):
         yield from _handler_policies(getattr(cls, name, None))
-    if issubclass(cls, IdempotentMixin):
-        try:
-            view = cls(**(getattr(callback, "initkwargs", None) or {}))
-            yield view.get_idempotency_policy()
-        except Exception:  # noqa: BLE001 - a view that cannot be built here is not ours
-            return
+    class_policy = frameworks.class_policy(cls, callback)  # DRF: IdempotentMixin's
+    if class_policy is not None:
+        yield class_policy
 
 
 def _patterns(patterns: Any, prefix: str) -> Iterator[tuple[str, Any]]:

@@ -16,16 +16,14 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.urls import ResolverMatch, get_resolver
 from django.utils.module_loading import import_string
 from django.views import View
-from rest_framework.views import APIView
 
 from idempotency.conf import idempotency_settings
+from idempotency.http import frameworks, ninja, requests
 from idempotency.http import handler as handling
-from idempotency.http import ninja, requests
 from idempotency.http.decorators import defer_to_handler
 from idempotency.http.discovery import access_gate
 from idempotency.http.fingerprints import keep_body
 from idempotency.http.keys import header_value
-from idempotency.http.mixins import IdempotentMixin
 from idempotency.http.options import Policy
 from idempotency.http.view_marks import policy_of
 
@@ -67,7 +65,7 @@ def _handles_keys_itself(view_func: Any, cls: Any, method: str) -> bool:
     if policy_of(view_func) is not None:
         return True
     if isinstance(cls, type):
-        if issubclass(cls, IdempotentMixin):
+        if frameworks.handles_keys(cls):
             return True
         name = (getattr(view_func, "actions", None) or {}).get(method.lower(), method.lower())
         return _decorated(getattr(cls, name, None)) or _decorated(getattr(cls, "dispatch", None))
@@ -82,22 +80,6 @@ def _atomic_requests(view: Callable[..., Any], view_func: Any) -> Callable[..., 
         if settings_dict["ATOMIC_REQUESTS"] and alias not in non_atomic:
             view = transaction.atomic(using=alias)(view)
     return view
-
-
-def _drf_view(cls: type[APIView], view_func: Any) -> Callable[..., Any]:
-    non_atomic: set[str] = getattr(view_func, "_non_atomic_requests", set())
-    attrs: dict[str, Any] = {"__module__": cls.__module__}
-    if non_atomic and getattr(cls, "idempotency_mode", None) is None:
-        attrs["idempotency_mode"] = "lease"  # the view asked for no transaction
-    subclass: Any = type(cls.__name__, (IdempotentMixin, cls), attrs)
-    initkwargs = getattr(view_func, "initkwargs", {}) or {}
-    actions = getattr(view_func, "actions", None)
-    view: Callable[..., Any]
-    if actions is not None:
-        view = subclass.as_view(actions, **initkwargs)
-    else:
-        view = subclass.as_view(**initkwargs)
-    return _atomic_requests(view, view_func)
 
 
 if TYPE_CHECKING:
@@ -141,7 +123,7 @@ def gated_view(view_func: Callable[..., Any]) -> str | None:
         return None
     if any(_handles_keys_itself(view_func, cls, m) for m in requests.UNSAFE_METHODS):
         return None
-    if isinstance(cls, type) and issubclass(cls, APIView):
+    if isinstance(cls, type) and frameworks.owns(cls):
         return None
     if isinstance(cls, type) and issubclass(cls, View) and _is_plain_as_view(view_func):
         return None
@@ -164,8 +146,9 @@ def plan_for(view_func: Callable[..., Any], method: str) -> Plan:
         return SKIP
     if _handles_keys_itself(view_func, cls, method):
         return SKIP
-    if isinstance(cls, type) and issubclass(cls, APIView):
-        return Plan(substitute=_drf_view(cls, view_func))
+    substitute = frameworks.substitute(cls, view_func) if isinstance(cls, type) else None
+    if substitute is not None:  # DRF: the view with IdempotentMixin mixed in
+        return Plan(substitute=substitute)
     is_async = iscoroutinefunction(view_func)
     lease = is_async or getattr(view_func, "_non_atomic_requests", None)
     # a transaction cannot span an await, and a non_atomic_requests view asked for none

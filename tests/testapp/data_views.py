@@ -11,7 +11,7 @@ from django.urls import path
 from django.views.decorators.cache import never_cache
 
 from idempotency import IdempotentMixin, idempotent
-from idempotency.tokens import SubmitTokenIssueView
+from idempotency.contrib.drf.tokens import SubmitTokenIssueView
 from tests.testapp.executions import record_execution
 
 

@@ -8,7 +8,7 @@ no annotation on any view::
     }
 
 A view is protected when a method carries ``@idempotent`` (also below
-``@api_view``), when it uses :class:`~idempotency.http.mixins.IdempotentMixin` (for the
+``@api_view``), when it uses :class:`~idempotency.contrib.drf.mixins.IdempotentMixin` (for the
 actions it covers), or when :class:`~idempotency.http.middleware.IdempotencyMiddleware`
 is installed and the view is not ``@idempotency_exempt``. Its operations get:
 
@@ -38,6 +38,8 @@ from rest_framework.views import APIView
 from rest_framework.viewsets import ViewSetMixin
 
 from idempotency.conf import idempotency_settings
+from idempotency.contrib.drf.mixins import IdempotentMixin
+from idempotency.contrib.drf.tokens import SubmitTokenPermission
 from idempotency.contrib.openapi import (
     KEY_PATTERNS,
     PROBLEM_SCHEMA,
@@ -46,12 +48,10 @@ from idempotency.contrib.openapi import (
     problem_answers,
 )
 from idempotency.http.discovery import functions_of
-from idempotency.http.mixins import IdempotentMixin
 from idempotency.http.options import Policy
 from idempotency.http.requests import UNSAFE_METHODS
 from idempotency.http.view_marks import policy_of
 from idempotency.problems import PROBLEM_CONTENT_TYPE
-from idempotency.tokens import SubmitTokenPermission
 
 #: The middleware's dotted paths: the package's re-export (the README's) and its module.
 MIDDLEWARE_PATHS = frozenset(

@@ -38,3 +38,6 @@ def hooks(view: APIView, request: Request | HttpRequest) -> tuple[Convert, Final
         return response
 
     return convert, finalize
+
+
+__all__ = ["hooks", "view_of"]

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from rest_framework.request import Request
 
+from idempotency.contrib.drf.hooks import hooks
 from idempotency.core.job import ReplayedRecord
 from idempotency.http import handler as handling
 from idempotency.http import requests
-from idempotency.http.drf import hooks
 from idempotency.http.fingerprints import keep_body
 from idempotency.http.options import Policy, ReplayHook
 from idempotency.http.view_marks import in_flow, policy_of
