@@ -24,13 +24,12 @@ from django.http import HttpResponseBase
 from django.views import View
 
 from idempotency.exceptions import ImproperlyApplied
-from idempotency.http import frameworks, ninja, requests
+from idempotency.http import frameworks, requests
 from idempotency.http import handler as handling
 from idempotency.http.misapplied import (
     checked_response,
     declared_non_response,
     refuse_non_response,
-    refuse_unbound,
     refuse_unwrappable,
 )
 from idempotency.http.options import Policy, ReplayHook
@@ -81,7 +80,7 @@ def _resolve_signature(wrapped: Callable[..., Any], func: Callable[..., Any]) ->
 
 def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> Callable[..., Any]:
     """``func`` under ``policy``; ``built``: the function of a Ninja operation already
-    built, which :func:`idempotency.ninja.protect` wraps in place."""
+    built, which :func:`idempotency.contrib.ninja.protect` wraps in place."""
     if isinstance(func, type):
         keyed_class = frameworks.view_class(func, policy)  # DRF: IdempotentMixin mixed in
         if keyed_class is not None:
@@ -107,13 +106,11 @@ def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> C
             _view, request = split_view_args(args, decorator="@idempotent")
             if in_flow(request):
                 return await func(*args, **kwargs)
-            operation = ninja.operation_of(request) if ninja.loaded() else None
-            if operation is not None:
-                return await ninja.call_async(
-                    operation, request, lambda: func(*args, **kwargs), policy, kwargs
-                )
-            if ninja.loaded() and ninja.called_by_ninja(request):
-                refuse_unbound(func)
+            own = await frameworks.arun(  # a Ninja operation's: its own response
+                func, request, lambda: func(*args, **kwargs), policy, kwargs
+            )
+            if own is not None:
+                return own
             if declared is not None:
                 refuse_non_response(func, declared)
 
@@ -137,14 +134,11 @@ def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> C
                     return func(*args, **kwargs)
             if in_flow(request):
                 return func(*args, **kwargs)
-            if ninja.loaded():
-                operation = ninja.operation_of(request)
-                if operation is not None:
-                    return ninja.call_sync(
-                        operation, request, lambda: func(*args, **kwargs), policy, kwargs
-                    )
-                if ninja.called_by_ninja(request):
-                    refuse_unbound(func)
+            own = frameworks.run(  # a Ninja operation's: its own response
+                func, request, lambda: func(*args, **kwargs), policy, kwargs
+            )
+            if own is not None:
+                return own
             if declared is not None:
                 refuse_non_response(func, declared)
             answers = frameworks.answers(view, request)  # a DRF view's own exception handling
@@ -164,9 +158,7 @@ def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> C
         wrapped = functools.wraps(func)(wrapper)
     setattr(wrapped, MARKER, policy)
     _resolve_signature(wrapped, func)
-    # Django Ninja builds an operation from the function: it calls this hook with it
-    callbacks = list(getattr(func, "_ninja_contribute_to_operation", []))
-    vars(wrapped)["_ninja_contribute_to_operation"] = [ninja.contribute, *callbacks]
+    frameworks.mark(wrapped, func)  # Django Ninja: the hook it calls with the operation
     return wrapped
 
 

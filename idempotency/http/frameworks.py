@@ -1,14 +1,15 @@
-"""The hook through which a web framework on top of Django (DRF) takes part in the HTTP
-interfaces: its integration's app registers a :class:`Framework` in ``ready()``
-(``idempotency.contrib.drf``), and ``@idempotent``, the middleware, the fingerprints and
-the view discovery ask the registered ones. The core imports no framework."""
+"""The hook through which a web framework on top of Django (DRF, Django Ninja) takes part
+in the HTTP interfaces: its integration's app registers a :class:`Framework` in
+``ready()`` (``idempotency.contrib.drf``, ``idempotency.contrib.ninja``), and
+``@idempotent``, the middleware, the fingerprints and the view discovery ask the
+registered ones. The core imports no framework."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponseBase
 
 if TYPE_CHECKING:
     from idempotency.http.answers import Convert, Finalize
@@ -52,6 +53,42 @@ class Framework:
     def parsed_data(self, request: Any) -> tuple[Any, Any] | None:
         """``(data, files)`` the framework's request already parsed from the body, or
         None (the fingerprint then parses the body itself)."""
+        return None
+
+    def refuse(self, func: Any, *, built: bool) -> None:
+        """Raise :class:`~idempotency.exceptions.ImproperlyApplied` when ``@idempotent``
+        cannot wrap ``func`` in this framework (``built``: the function of an operation
+        the framework built already, wrapped in place)."""
+
+    def mark(self, wrapped: Any, func: Any) -> None:
+        """Leave on ``wrapped`` (``@idempotent``'s wrapper of ``func``) what the framework
+        reads from a view function when it builds its route."""
+
+    def run(
+        self, func: Any, request: Any, body: Callable[[], Any], policy: Policy, kwargs: Any
+    ) -> HttpResponseBase | None:
+        """Run a call of the framework's own (``body()`` returns what ``func`` returns)
+        under ``policy`` and answer it, or None when this call is not one of its own."""
+        return None
+
+    async def arun(
+        self,
+        func: Any,
+        request: Any,
+        body: Callable[[], Awaitable[Any]],
+        policy: Policy,
+        kwargs: Any,
+    ) -> HttpResponseBase | None:
+        """:meth:`run` for async views."""
+        return None
+
+    def takes_own_keys(self, view_func: Any) -> bool:
+        """Whether the framework's view behind a URL pattern takes its keys itself (the
+        middleware then leaves it alone)."""
+        return False
+
+    def view_policies(self, callback: Any) -> Iterator[Policy] | None:
+        """The policies the framework's view behind a URL pattern applies, or None."""
         return None
 
 
@@ -122,15 +159,63 @@ def parsed_data(request: Any) -> tuple[Any, Any] | None:
     return None
 
 
+def refuse(func: Any, *, built: bool) -> None:
+    for framework in _registered:
+        framework.refuse(func, built=built)
+
+
+def mark(wrapped: Any, func: Any) -> None:
+    for framework in _registered:
+        framework.mark(wrapped, func)
+
+
+def run(
+    func: Any, request: Any, body: Callable[[], Any], policy: Policy, kwargs: Any
+) -> HttpResponseBase | None:
+    for framework in _registered:
+        response = framework.run(func, request, body, policy, kwargs)
+        if response is not None:
+            return response
+    return None
+
+
+async def arun(
+    func: Any, request: Any, body: Callable[[], Awaitable[Any]], policy: Policy, kwargs: Any
+) -> HttpResponseBase | None:
+    for framework in _registered:
+        response = await framework.arun(func, request, body, policy, kwargs)
+        if response is not None:
+            return response
+    return None
+
+
+def takes_own_keys(view_func: Any) -> bool:
+    return any(framework.takes_own_keys(view_func) for framework in _registered)
+
+
+def view_policies(callback: Any) -> Iterator[Policy] | None:
+    for framework in _registered:
+        found = framework.view_policies(callback)
+        if found is not None:
+            return found
+    return None
+
+
 __all__ = [
     "Framework",
     "answers",
+    "arun",
     "class_policy",
     "handles_keys",
+    "mark",
     "owns",
     "parsed_data",
+    "refuse",
     "register",
     "request_types",
+    "run",
     "substitute",
+    "takes_own_keys",
     "view_class",
+    "view_policies",
 ]

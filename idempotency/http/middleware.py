@@ -18,7 +18,7 @@ from django.utils.module_loading import import_string
 from django.views import View
 
 from idempotency.conf import idempotency_settings
-from idempotency.http import frameworks, ninja, requests
+from idempotency.http import frameworks, requests
 from idempotency.http import handler as handling
 from idempotency.http.decorators import defer_to_handler
 from idempotency.http.discovery import access_gate
@@ -135,14 +135,7 @@ def plan_for(view_func: Callable[..., Any], method: str) -> Plan:
     cls = _view_class(view_func)
     if getattr(view_func, "idempotency_exempt", False) or getattr(cls, "idempotency_exempt", False):
         return SKIP
-    path_view = ninja.path_view_of(view_func)
-    if path_view is not None:
-        # Ninja authenticates inside the view: its operations take the key themselves,
-        # after authentication (decorated ones with their own options)
-        from idempotency.ninja import protect_operation
-
-        for operation in path_view.operations:
-            protect_operation(operation, Policy())
+    if frameworks.takes_own_keys(view_func):  # Django Ninja's operations, after its auth
         return SKIP
     if _handles_keys_itself(view_func, cls, method):
         return SKIP
@@ -222,7 +215,7 @@ class IdempotencyMiddleware:
     handled after DRF's authentication, permissions and throttles. The options are
     the ``IDEMPOTENCY`` settings. Django Ninja operations take their keys themselves,
     after Ninja's authentication (the middleware puts them under
-    :func:`idempotency.ninja.protect`'s wrapping the first time it routes to them).
+    :func:`idempotency.contrib.ninja.protect`'s wrapping the first time it routes to them).
     Sync and async (WSGI and ASGI); it wraps the rest of
     the request, so ``ATOMIC_REQUESTS``, other middleware, template responses and
     streaming work as usual.

@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 
 from idempotency import IdempotentMixin, idempotent, idempotent_function
 from idempotency.contrib.celery import idempotent_task
-from idempotency.ninja import protect
+from idempotency.contrib.ninja import protect
 from tests.testapp.celery_app import app
 
 #: How often each label ran.

@@ -33,7 +33,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from idempotency import IdempotentMixin, idempotent
-from idempotency.ninja import protect
+from idempotency.contrib.ninja import protect
 from tests.testapp.models import Effect
 
 COUNTER_ENV = "MATRIX_COUNTER_FILE"

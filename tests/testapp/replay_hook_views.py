@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from idempotency import IdempotentMixin, ReplayedRecord, idempotent
-from idempotency.ninja import protect
+from idempotency.contrib.ninja import protect
 from tests.testapp.executions import record_execution
 
 #: Every hook call: (the hook's name, the request's path, the record's key).

@@ -2,7 +2,7 @@
 ``Idempotency-Key`` parameter, the ``Idempotent-Replayed`` header and the problem answers
 the layer itself gives. drf-spectacular's schema
 (:mod:`idempotency.contrib.openapi.spectacular`) and Django Ninja's
-(:mod:`idempotency.http.ninja`) both build on these. This module needs no extra."""
+(:mod:`idempotency.contrib.ninja`) both build on these. This module needs no extra."""
 
 from __future__ import annotations
 
