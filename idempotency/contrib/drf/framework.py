@@ -11,8 +11,7 @@ from django.db import connections, transaction
 from rest_framework.request import Empty, Request
 from rest_framework.views import APIView
 
-from idempotency.contrib.drf.hooks import hooks, view_of
-from idempotency.contrib.drf.mixins import IdempotentMixin
+from idempotency.contrib.drf.mixins import IdempotentMixin, hooks, view_of
 from idempotency.http.answers import Convert, Finalize
 from idempotency.http.frameworks import Framework
 from idempotency.http.options import Policy

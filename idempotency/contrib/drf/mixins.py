@@ -4,6 +4,8 @@ The key is handled once ``initial()`` has run, that is after authentication,
 permissions and throttling, so an unauthenticated or unauthorised caller
 never receives a stored response. Configure with class attributes or
 override the ``get_*`` hooks; a ``@idempotent`` on a method wins over both.
+:func:`hooks` says how a DRF view answers exceptions and renders responses, for the mixin
+and for ``@idempotent`` on a DRF view's method.
 """
 
 from __future__ import annotations
@@ -14,18 +16,47 @@ from typing import TYPE_CHECKING, Any
 
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
-from idempotency.contrib.drf.hooks import hooks
 from idempotency.core.job import ReplayedRecord
 from idempotency.http import handler as handling
 from idempotency.http import requests
+from idempotency.http.answers import Convert, Finalize
 from idempotency.http.fingerprints import keep_body
 from idempotency.http.options import Policy, ReplayHook
 from idempotency.http.view_marks import in_flow, policy_of
 
-if TYPE_CHECKING:
-    from rest_framework.views import APIView
 
+def view_of(request: Any) -> APIView | None:
+    """The DRF view handling ``request`` (DRF puts it in the parser context)."""
+    if not isinstance(request, Request):
+        return None
+    view = (getattr(request, "parser_context", None) or {}).get("view")
+    return view if isinstance(view, APIView) else None
+
+
+def hooks(view: APIView, request: Request | HttpRequest) -> tuple[Convert, Finalize]:
+    """How to turn the view's exceptions into responses, and responses into bytes."""
+
+    def convert(exc: Exception) -> HttpResponseBase:
+        return view.handle_exception(exc)
+
+    def finalize(response: HttpResponseBase) -> HttpResponseBase:
+        if isinstance(response, Response) and not response.is_rendered:
+            response = view.finalize_response(
+                request,  # type: ignore[arg-type]  # a DRF view's handler gets DRF's Request
+                response,
+                *view.args,
+                **view.kwargs,
+            )
+            response.render()
+        return response
+
+    return convert, finalize
+
+
+if TYPE_CHECKING:
     #: What the mixin is mixed into, for the type checker: ``super()`` is an ``APIView``.
     _MixedInto = APIView
 else:
@@ -134,3 +165,6 @@ class IdempotentMixin(_MixedInto):
             )
 
         setattr(self, method, idempotent_handler)
+
+
+__all__ = ["IdempotentMixin", "hooks", "view_of"]

@@ -20,7 +20,7 @@ is installed and the view is not ``@idempotency_exempt``. Its operations get:
   ``Retry-After``), 410 (response not stored), 413, 422 (key mismatch) and 503 (store
   unavailable, not durable or misconfigured).
 
-Views guarded by :class:`~idempotency.tokens.SubmitTokenPermission` or
+Views guarded by :class:`~idempotency.contrib.drf.tokens.SubmitTokenPermission` or
 ``@require_submit_token`` get the ``X-Submit-Token`` header and the 400/409
 ``submit-token-*`` problems. A project with its own ``AutoSchema`` mixes in
 :class:`IdempotencySchemaMixin` instead.
