@@ -11,7 +11,7 @@ class DjangoRestFrameworkConfig(AppConfig):
     verbose_name = "Idempotency: Django REST framework"
 
     def ready(self) -> None:
-        from idempotency.contrib.drf.framework import DjangoRestFramework
+        from idempotency.contrib.drf.mixins import DjangoRestFramework
         from idempotency.http import frameworks
 
         frameworks.register(DjangoRestFramework())
