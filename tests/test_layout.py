@@ -84,11 +84,6 @@ def test_no_import_circle_in_the_repository() -> None:
     assert circles(import_graph(modules(PACKAGES, SCRIPTS))) == []
 
 
-def test_every_benchmark_module_is_under_400_lines() -> None:
-    sizes = {name: len(path.read_text().splitlines()) for name, path in modules(["bench"]).items()}
-    assert {name: lines for name, lines in sizes.items() if lines >= 400} == {}
-
-
 def test_no_test_module_imports_another_test_module_or_a_conftest() -> None:
     graph = import_graph(modules(PACKAGES, SCRIPTS))
     tests = {name for name in graph if name.rpartition(".")[2].startswith(("test_", "conftest"))}

@@ -257,7 +257,7 @@ def fingerprint_of(kind: str, name: str) -> str:
 def call_fingerprint(kind: str, name: str, arguments: bytes | None) -> str:
     """A call's fingerprint: 32 hex digits of its owner, 32 of the keyed hash of its
     arguments' digest (``arguments``, see :func:`arguments_digest`): a stored record
-    gives no brute-force oracle on the arguments (issue 36, finding 5)."""
+    gives no brute-force oracle on the arguments."""
     owner = fingerprint_of(kind, name)
     return owner if arguments is None else owner[:32] + fingerprint_hex(arguments)[:32]
 

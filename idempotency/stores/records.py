@@ -23,8 +23,8 @@ from idempotency.core import json_codec
 class StoredResponse(NamedTuple):
     """What replay needs: status, allow-listed headers and the exact body bytes.
 
-    An immutable record (a named tuple: built in a third of a frozen dataclass's time,
-    and one is built for every replay and every stored response)."""
+    An immutable record (a named tuple: a frozen dataclass sets each field through
+    ``object.__setattr__``, and one is built for every replay and every stored response)."""
 
     status: int
     headers: Sequence[tuple[str, str]] = ()
@@ -56,8 +56,8 @@ class ClaimStatus(enum.Enum):
 class KeyState(NamedTuple):
     """A store's answer about a key: who owns it, or what its record holds.
 
-    An immutable record (a named tuple: built in a third of a frozen dataclass's time,
-    and every claim, lookup and replay builds one)."""
+    An immutable record (a named tuple: a frozen dataclass sets each field through
+    ``object.__setattr__``, and every claim, lookup and replay builds one)."""
 
     status: ClaimStatus
     #: The fencing token that proves ownership (CLAIMED only).
