@@ -17,7 +17,7 @@ from accounts.apis import request_user
 from accounts.permissions import IsMerchant
 from accounts.serializer_fields import AmountField, IdentifierField
 from idempotency import idempotency_settings, idempotent
-from idempotency.tokens import SubmitTokenPermission
+from idempotency.contrib.drf.tokens import SubmitTokenPermission
 from orders.errors import (
     CancelRefused,
     IllegalTransition,

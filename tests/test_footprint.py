@@ -16,10 +16,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-REQUEST_MODULES = 66
-REQUEST_LINES = 11_077
-PACKAGE_MODULES = 115
-PACKAGE_LINES = 19_331
+# the integrations in contrib/<name>/ (issue 45 item 3) each add an app (apps.py) and a
+# package, and the core its frameworks hook (http/frameworks.py): 66 -> 68 modules per
+# request, 115 -> 120 in the package
+REQUEST_MODULES = 68
+REQUEST_LINES = 11_079
+PACKAGE_MODULES = 120
+PACKAGE_LINES = 19_719
 
 
 @pytest.fixture(scope="module")

@@ -82,12 +82,6 @@ def star_import_without(blocked: tuple[str, ...]) -> dict[str, list[str]]:
     return found
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DRF is still imported at module level by idempotency.http (decorators, middleware, "
-    "mixins, drf, view_marks) and idempotency.tokens.views until they move to contrib "
-    "(issue 45 item 4, the contrib step); strict: this marker goes when they have",
-)
 def test_star_import_needs_no_extra() -> None:
     """DRF, Ninja, Celery, drf-spectacular, Prometheus and OpenTelemetry all absent:
     every public name resolves, and none of them is imported."""

@@ -36,7 +36,7 @@ def test_importing_the_package_imports_none_of_its_modules() -> None:
         "idempotency.locks",
         "idempotency.checks",
         "idempotency.functions",
-        "idempotency.tasks",
+        "idempotency.contrib.celery",
         "idempotency.contrib.django_tasks",
         "idempotency.http.handler",
         "idempotency.observability.tracing",

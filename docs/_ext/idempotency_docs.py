@@ -157,7 +157,7 @@ class TasksDirective(_TableDirective):
     def lines(self) -> list[str]:
         from celery import current_app
 
-        import idempotency.tasks  # noqa: F401  (registers the tasks)
+        import idempotency.contrib.celery  # noqa: F401  (registers the tasks)
 
         rows = []
         for name in sorted(current_app.tasks):

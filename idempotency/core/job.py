@@ -3,7 +3,7 @@
 A :class:`Job` is everything the engine needs to know of one run of work under a key:
 the store, the record's scope, key and fingerprint, the mode and the seconds. HTTP
 (:mod:`idempotency.http.requests`), functions (:mod:`idempotency.functions.calls`) and Celery tasks
-(:mod:`idempotency.tasks`) each build one, and an :class:`Adapter` that says how their
+(:mod:`idempotency.contrib.celery`) each build one, and an :class:`Adapter` that says how their
 callers are answered: a replayed response or a decoded result, a 409 or an exception.
 """
 

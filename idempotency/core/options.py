@@ -5,7 +5,7 @@
 once, and resolves them: the store, the mode a store runs in (:meth:`CallPolicy.get_mode`),
 the seconds. Views add their HTTP options in :class:`idempotency.http.options.Policy` (a
 subclass); :func:`~idempotency.functions.idempotent_function` and
-:class:`~idempotency.tasks.IdempotentTask` use it as it is. :func:`lease_over` is the one
+:class:`~idempotency.contrib.celery.IdempotentTask` use it as it is. :func:`lease_over` is the one
 test of a lease that ran out.
 """
 

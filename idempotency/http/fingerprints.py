@@ -65,6 +65,7 @@ from idempotency.core.keyed_hashes import (
     fingerprint_start,
     older_streamed_fingerprints,
 )
+from idempotency.http import frameworks
 from idempotency.http.keys import header_value
 
 #: Deepest JSON nesting canonicalised; deeper bodies are fingerprinted as raw bytes.
@@ -269,11 +270,10 @@ def _parse_multipart(request: Any) -> tuple[Any, Any]:
 
 def _parsed_body(request: Any, drop: frozenset[str]) -> bytes:
     """The body of a multipart request, or of one whose stream something else consumed."""
-    from rest_framework.request import Empty
-
     try:
-        if getattr(request, "_data", Empty) is not Empty:  # a DRF Request that parsed it
-            data, files = request.data, request.FILES
+        parsed = frameworks.parsed_data(request)  # a DRF Request that parsed it
+        if parsed is not None:
+            data, files = parsed
         elif media_type(request) == MULTIPART_TYPE:
             data, files = _parse_multipart(request)
         else:

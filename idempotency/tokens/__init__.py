@@ -12,18 +12,12 @@ from idempotency.tokens.api import (
 from idempotency.tokens.base import IssuedToken, TokenBackend, token_scope
 from idempotency.tokens.database import DatabaseTokens
 from idempotency.tokens.redis import RedisTokens
-from idempotency.tokens.views import (
-    SubmitTokenIssueView,
-    SubmitTokenPermission,
-    require_submit_token,
-)
+from idempotency.tokens.views import require_submit_token
 
 __all__ = [
     "DatabaseTokens",
     "IssuedToken",
     "RedisTokens",
-    "SubmitTokenIssueView",
-    "SubmitTokenPermission",
     "TokenBackend",
     "consume_submit_token",
     "get_token_backend",

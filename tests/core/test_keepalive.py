@@ -20,9 +20,9 @@ import pytest
 from django.test import override_settings
 
 from idempotency import CallInProgress, StoreUnavailable, idempotent_function
+from idempotency.contrib.celery import idempotent_task
 from idempotency.stores import get_store
 from idempotency.stores.base import BaseStore, StoredResponse
-from idempotency.tasks import idempotent_task
 from tests.support import keepalive_owner, services
 from tests.support.clocks import age
 from tests.support.counting import Counter, unique

@@ -18,9 +18,9 @@ from django.test import Client, override_settings
 from django.urls import path
 
 from idempotency import idempotent, idempotent_function
+from idempotency.contrib.celery import idempotent_task
 from idempotency.exceptions import CallInProgress
 from idempotency.models import IdempotencyRecord
-from idempotency.tasks import idempotent_task
 from tests.support.stores import using
 from tests.testapp.celery_app import app
 

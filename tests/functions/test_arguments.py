@@ -20,11 +20,11 @@ import pytest
 from django.test import override_settings
 
 from idempotency import KeyMismatch, KeyPartMissing, idempotent_function, payload_key
+from idempotency.contrib.celery import idempotent_task
 from idempotency.exceptions import ArgumentsMismatch, CallableMismatch
 from idempotency.functions.calls import fingerprint_of, qualified_name
 from idempotency.stores import get_store
 from idempotency.stores.base import StoredResponse
-from idempotency.tasks import idempotent_task
 from tests.support.counting import Counter, unique
 from tests.support.stores import ALL_STORES, DB_STORE, store_of, using
 from tests.support.storms import run_threads

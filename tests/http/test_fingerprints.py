@@ -213,7 +213,7 @@ def test_drf_authentication_reading_request_data_first(mixin: bool) -> None:
     from rest_framework.views import APIView
 
     from idempotency import idempotent
-    from idempotency.http.mixins import IdempotentMixin
+    from idempotency.contrib.drf.mixins import IdempotentMixin
 
     user = get_user_model().objects.create_user(username="reader")
     runs: list[object] = []

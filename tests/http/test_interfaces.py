@@ -16,8 +16,8 @@ from rest_framework.decorators import api_view
 from rest_framework.views import APIView
 
 from idempotency import idempotent
+from idempotency.contrib.drf.mixins import IdempotentMixin
 from idempotency.exceptions import ImproperlyApplied
-from idempotency.http.mixins import IdempotentMixin
 from idempotency.models import IdempotencyRecord
 from tests.support.stores import CACHE_STORE, using
 from tests.testapp import views

@@ -216,7 +216,7 @@ def test_a_record_under_a_fallback_secret_replays_and_under_a_dropped_one_is_ref
 def test_a_forgery_is_counted_in_the_metrics(store: BaseStore) -> None:
     from prometheus_client import REGISTRY
 
-    from idempotency.observability import metrics
+    from idempotency.contrib import prometheus as metrics
 
     key = new_key()
     completed(store, ALICE, key, "fp-a")

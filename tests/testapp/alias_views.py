@@ -14,9 +14,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from idempotency import idempotent, idempotent_function
-from idempotency.http.mixins import IdempotentMixin
-from idempotency.ninja import protect
-from idempotency.tasks import idempotent_task
+from idempotency.contrib.celery import idempotent_task
+from idempotency.contrib.drf.mixins import IdempotentMixin
+from idempotency.contrib.ninja import protect
 from tests.testapp.celery_app import app
 
 #: How often each label ran.

@@ -28,7 +28,7 @@ import redis  # noqa: E402
 from celery import Celery  # noqa: E402
 from celery.signals import task_postrun, task_retry, worker_init, worker_ready  # noqa: E402
 
-from idempotency.tasks import IdempotentTask, idempotent_task  # noqa: E402
+from idempotency.contrib.celery import IdempotentTask, idempotent_task  # noqa: E402
 
 BROKER_URL = os.environ.get("CELERY_TEST_BROKER_URL", "redis://127.0.0.1:6379/14")
 QUEUE = os.environ.get("BEYOND_CELERY_QUEUE", "beyond")

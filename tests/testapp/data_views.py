@@ -11,8 +11,8 @@ from django.urls import path
 from django.views.decorators.cache import never_cache
 
 from idempotency import idempotent
-from idempotency.http.mixins import IdempotentMixin
-from idempotency.tokens import SubmitTokenIssueView
+from idempotency.contrib.drf.mixins import IdempotentMixin
+from idempotency.contrib.drf.tokens import SubmitTokenIssueView
 from tests.testapp.executions import record_execution
 
 

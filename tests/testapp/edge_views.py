@@ -22,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from idempotency import idempotent
-from idempotency.http.mixins import IdempotentMixin
+from idempotency.contrib.drf.mixins import IdempotentMixin
 from idempotency.scopes import shared
 from idempotency.stores import DatabaseStore
 

@@ -33,8 +33,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from idempotency import idempotent
-from idempotency.http.mixins import IdempotentMixin
-from idempotency.ninja import protect
+from idempotency.contrib.drf.mixins import IdempotentMixin
+from idempotency.contrib.ninja import protect
 from tests.testapp.models import Effect
 
 COUNTER_ENV = "MATRIX_COUNTER_FILE"

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from idempotency import idempotent
-from idempotency.http.mixins import IdempotentMixin
+from idempotency.contrib.drf.mixins import IdempotentMixin
 from idempotency.stores.cache import CacheStore
 from idempotency.stores.redis import RedisStore
 

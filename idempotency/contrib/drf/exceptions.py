@@ -8,7 +8,7 @@ import DRF), shaped as DRF's ``APIException``. Two ways make a DRF view answer o
   problem, the response the library answers everywhere else;
 - :class:`APIError` carries one as an ``APIException``, for DRF code that must raise
   what any exception handler renders (a permission, such as
-  :class:`~idempotency.tokens.SubmitTokenPermission`).
+  :class:`~idempotency.contrib.drf.tokens.SubmitTokenPermission`).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ OLD_CELERY = tuple(int(part) for part in celery.__version__.split(".")[:2]) < (5
 
 
 class Redelivery(BaseTask):
-    """The deferrals of :class:`~idempotency.tasks.IdempotentTask`."""
+    """The deferrals of :class:`~idempotency.contrib.celery.IdempotentTask`."""
 
     if OLD_CELERY:
 

@@ -307,7 +307,7 @@ def test_idempotent_function_over_a_task_names_idempotent_django_task() -> None:
 
 
 def test_celery_idempotent_task_over_a_django_task_names_idempotent_django_task() -> None:
-    from idempotency.tasks import idempotent_task
+    from idempotency.contrib.celery import idempotent_task
 
     with pytest.raises(ImproperlyApplied, match="idempotent_django_task"):
         idempotent_task(djtasks.by_label)  # type: ignore[arg-type]  # the misuse

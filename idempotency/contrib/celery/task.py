@@ -14,6 +14,11 @@ from typing import Any, ParamSpec, TypeVar, overload
 from celery import Celery, Task, shared_task
 
 from idempotency.conf import idempotency_settings
+from idempotency.contrib.celery.periodic import (
+    purge_expired_records_task,
+    purge_expired_submit_tokens_task,
+)
+from idempotency.contrib.celery.redelivery import Redelivery
 from idempotency.core import engine
 from idempotency.core.job import Job
 from idempotency.core.options import CallPolicy
@@ -35,8 +40,6 @@ from idempotency.functions.calls import (
 from idempotency.functions.decorator import is_django_task
 from idempotency.functions.results import ResultCodec, return_annotation
 from idempotency.stores.base import ClaimStatus, KeyState
-from idempotency.tasks.periodic import purge_expired_records_task, purge_expired_submit_tokens_task
-from idempotency.tasks.redelivery import Redelivery
 
 __all__ = [
     "IdempotentTask",

@@ -1,11 +1,13 @@
 """OpenTelemetry spans and metrics (optional: ``pip install "/path/to/django-idempotency[otel]"``).
 
-Enabled by ``IDEMPOTENCY = {"OPENTELEMETRY": True}``; only then is this module (and
-``opentelemetry-api``) imported. The library uses the API alone: the application
-installs the SDK, its exporters and ``opentelemetry-instrumentation-django``, whose
+Add ``"idempotency.contrib.otel"`` to ``INSTALLED_APPS`` and set
+``IDEMPOTENCY = {"OPENTELEMETRY": True}``: the app registers the spans with the engine's
+tracing hook (:mod:`idempotency.observability.tracing`) and connects the metric receivers;
+the setting turns both on (``override_settings`` too). The library uses the API alone:
+the application installs the SDK, its exporters and ``opentelemetry-instrumentation-django``, whose
 request span is the parent of these.
 
-Spans (:func:`traced`, through :func:`idempotency.observability.tracing.step`):
+Spans (:func:`spanned`, through :func:`idempotency.observability.tracing.spanned`):
 
 * ``idempotency.claim``: a store call that decides who owns the key (the look-up
   before a claim, the claim), ``idempotency.operation`` naming which;
@@ -22,7 +24,7 @@ store's class name), ``idempotency.mode`` (``atomic`` or ``lease``),
 body or a user. A failed step has the status ERROR and ``error.type`` (the exception's
 class name, not its message: messages may quote a key).
 
-Metrics, beside the Prometheus ones of :mod:`idempotency.observability.metrics` and from the same
+Metrics, beside the Prometheus ones of :mod:`idempotency.contrib.prometheus` and from the same
 signals: ``idempotency.outcomes`` (a counter, by ``idempotency.outcome``,
 ``idempotency.store`` and ``http.route``, the URL pattern) and
 ``idempotency.claim.duration`` (a histogram in seconds, by ``idempotency.store``: how
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -41,9 +43,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from idempotency import signals
 from idempotency.conf import idempotency_settings
 from idempotency.observability.logs import key_hash, store_name
-
-if TYPE_CHECKING:
-    from idempotency.observability.tracing import Keyed
+from idempotency.observability.tracing import Keyed
 
 T = TypeVar("T")
 
@@ -147,11 +147,9 @@ _RECEIVERS = {name: _receiver(name) for name in signals.OUTCOMES}
 
 
 def connect() -> None:
-    """Connect the metric receivers (idempotent; done when ``OPENTELEMETRY`` is on)."""
+    """Connect the metric receivers (idempotent; done by the app once the setting is on)."""
     for name, receive in _RECEIVERS.items():
-        signals.OUTCOMES[name].connect(
-            receive, dispatch_uid=f"idempotency.observability.otel.{name}"
-        )
+        signals.OUTCOMES[name].connect(receive, dispatch_uid=f"idempotency.contrib.otel.{name}")
 
 
 __all__ = ["CLAIM_DURATION", "OUTCOMES", "attributes", "connect", "outcome", "spanned"]

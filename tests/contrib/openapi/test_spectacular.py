@@ -23,8 +23,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from idempotency import idempotency_exempt, idempotent
-from idempotency.http.documentation import EXPIRY_EXTENSION
-from idempotency.openapi import KEY_PATTERNS
+from idempotency.contrib.openapi import EXPIRY_EXTENSION
+from idempotency.contrib.openapi.spectacular import KEY_PATTERNS
 from tests.support.services import ROOT
 from tests.testapp import views
 

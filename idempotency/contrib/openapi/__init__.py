@@ -1,7 +1,8 @@
 """The contract as OpenAPI documents it, whatever generates the schema: the
 ``Idempotency-Key`` parameter, the ``Idempotent-Replayed`` header and the problem answers
-the layer itself gives. drf-spectacular's schema (:mod:`idempotency.openapi`) and Django
-Ninja's (:mod:`idempotency.http.ninja`) both build on these."""
+the layer itself gives. drf-spectacular's schema
+(:mod:`idempotency.contrib.openapi.spectacular`) and Django Ninja's
+(:mod:`idempotency.contrib.ninja`) both build on these. This module needs no extra."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``idempotency.ninja.protect``: one option for a whole router or API
+"""``idempotency.contrib.ninja.protect``: one option for a whole router or API
 (tests/testapp/ninja_api.py: the ``protected`` router, the ``whole`` API)."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from django.http import HttpRequest
 from django.test import Client
 from ninja import NinjaAPI, Router
 
+from idempotency.contrib.ninja import protect
 from idempotency.exceptions import ImproperlyApplied
 from idempotency.http.view_marks import policy_of
 from idempotency.models import IdempotencyRecord
-from idempotency.ninja import protect
 from tests.testapp.executions import executions
 from tests.testapp.models import Wallet
 

@@ -275,13 +275,15 @@ def test_off_by_default_nothing_is_traced(
     assert request_span(spans) and ours(spans) == []
 
 
-def test_off_opentelemetry_is_never_imported() -> None:
-    """A keyed request with OPENTELEMETRY off imports neither the API nor
-    idempotency.observability.otel."""
+def test_without_the_app_opentelemetry_is_never_imported() -> None:
+    """A keyed request in a project without ``idempotency.contrib.otel`` in its
+    INSTALLED_APPS imports neither the API nor the integration: the engine's tracing hook
+    is the core's own."""
     code = """
 import sys, django
-django.setup()
 from django.conf import settings
+settings.INSTALLED_APPS = [a for a in settings.INSTALLED_APPS if a != "idempotency.contrib.otel"]
+django.setup()
 settings.ROOT_URLCONF = "tests.urls"
 settings.ALLOWED_HOSTS = ["testserver"]
 from django.core.management import call_command
@@ -294,7 +296,7 @@ response = client.post(
     "/t/outcome/", data="{}", content_type="application/json", HTTP_IDEMPOTENCY_KEY="k-1"
 )
 assert response.status_code == 201, response.status_code
-otel = ("opentelemetry", "idempotency.observability.otel")
+otel = ("opentelemetry", "idempotency.contrib.otel")
 loaded = sorted(m for m in sys.modules if m.startswith(otel))
 assert not loaded, loaded
 """

@@ -1,6 +1,6 @@
 """Django Ninja's generated OpenAPI documents the contract on protected operations, as
-the DRF schema does (tests/test_openapi.py): the key header, the replay header and the
-problem answers; valid OpenAPI 3.1 (drf-spectacular's validator)."""
+the DRF schema does (tests/contrib/openapi/test_spectacular.py): the key header, the replay
+header and the problem answers; valid OpenAPI 3.1 (drf-spectacular's validator)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 from drf_spectacular.validation import validate_schema
 
-from idempotency.http.documentation import EXPIRY_EXTENSION, KEY_PATTERNS, PROBLEM_SCHEMA
+from idempotency.contrib.openapi import EXPIRY_EXTENSION, KEY_PATTERNS, PROBLEM_SCHEMA
 from idempotency.problems import PROBLEM_CONTENT_TYPE
 
 PROBLEMS = {400, 403, 409, 410, 413, 422, 503}

@@ -1,4 +1,5 @@
-"""The Celery beat tasks of django-idempotency (registered with :mod:`idempotency.tasks`)."""
+"""The Celery beat tasks of django-idempotency (registered with
+:mod:`idempotency.contrib.celery`)."""
 
 from __future__ import annotations
 

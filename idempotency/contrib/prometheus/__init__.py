@@ -1,7 +1,8 @@
 """Prometheus metrics (optional: ``pip install "/path/to/django-idempotency[metrics]"``).
 
-Enabled by ``IDEMPOTENCY = {"METRICS": True}``; only then is this module (and
-``prometheus_client``) imported. Serve them with :func:`metrics_view`.
+Add ``"idempotency.contrib.prometheus"`` to ``INSTALLED_APPS`` (its ``ready()`` connects
+the receivers) and set ``IDEMPOTENCY = {"METRICS": True}`` (the receivers count only while
+it is on, so ``override_settings`` turns them on too). Serve them with :func:`metrics_view`.
 
 * ``idempotency_outcomes_total{outcome, route, store}``: one count per outcome
   (see :data:`idempotency.signals.OUTCOMES`).
@@ -89,12 +90,12 @@ _RECEIVERS = {outcome: _receiver(outcome) for outcome in signals.OUTCOMES}
 
 
 def connect() -> None:
-    """Connect the metric receivers (idempotent; done when ``METRICS`` is on)."""
+    """Connect the metric receivers (idempotent; done by the app once the setting is on)."""
     for outcome, receive in _RECEIVERS.items():
         signals.OUTCOMES[outcome].connect(
-            receive, dispatch_uid=f"idempotency.observability.metrics.{outcome}"
+            receive, dispatch_uid=f"idempotency.contrib.prometheus.{outcome}"
         )
-    signals.purged.connect(_on_purged, dispatch_uid="idempotency.observability.metrics.purged")
+    signals.purged.connect(_on_purged, dispatch_uid="idempotency.contrib.prometheus.purged")
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:

@@ -16,18 +16,18 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 from django.utils import timezone
 
+from idempotency.contrib.celery import (
+    IdempotentTask,
+    idempotent_task,
+    purge_expired_records_task,
+    purge_expired_submit_tokens_task,
+)
 from idempotency.exceptions import CallInProgress, ImproperlyApplied
 from idempotency.functions.calls import CallableMismatch, fingerprint_of
 from idempotency.functions.results import RESULT_CONTENT_TYPE
 from idempotency.models import IdempotencyRecord, SubmitToken
 from idempotency.stores import get_store
 from idempotency.stores.base import StoredResponse
-from idempotency.tasks import (
-    IdempotentTask,
-    idempotent_task,
-    purge_expired_records_task,
-    purge_expired_submit_tokens_task,
-)
 from tests.support.stores import CACHE_STORE, DB_STORE, using
 from tests.support.tasks import inprocess_app
 

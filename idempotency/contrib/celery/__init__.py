@@ -6,16 +6,16 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from idempotency.tasks import periodic  # noqa: F401 (registers them)
+from idempotency.contrib.celery import periodic  # noqa: F401 (registers them)
 
 # name -> the module that defines it, imported on first use (as idempotency's own
 # names are): importing a sibling module never imports this one's code
 _EXPORTS: dict[str, str] = {
-    "TaskAnswers": "idempotency.tasks.task",
-    "IdempotentTask": "idempotency.tasks.task",
-    "idempotent_task": "idempotency.tasks.task",
-    "purge_expired_records_task": "idempotency.tasks.task",
-    "purge_expired_submit_tokens_task": "idempotency.tasks.task",
+    "TaskAnswers": "idempotency.contrib.celery.task",
+    "IdempotentTask": "idempotency.contrib.celery.task",
+    "idempotent_task": "idempotency.contrib.celery.task",
+    "purge_expired_records_task": "idempotency.contrib.celery.task",
+    "purge_expired_submit_tokens_task": "idempotency.contrib.celery.task",
 }
 
 __all__ = [
@@ -37,10 +37,12 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
-    from idempotency.tasks.task import IdempotentTask as IdempotentTask
-    from idempotency.tasks.task import TaskAnswers as TaskAnswers
-    from idempotency.tasks.task import idempotent_task as idempotent_task
-    from idempotency.tasks.task import purge_expired_records_task as purge_expired_records_task
-    from idempotency.tasks.task import (
+    from idempotency.contrib.celery.task import IdempotentTask as IdempotentTask
+    from idempotency.contrib.celery.task import TaskAnswers as TaskAnswers
+    from idempotency.contrib.celery.task import idempotent_task as idempotent_task
+    from idempotency.contrib.celery.task import (
+        purge_expired_records_task as purge_expired_records_task,
+    )
+    from idempotency.contrib.celery.task import (
         purge_expired_submit_tokens_task as purge_expired_submit_tokens_task,
     )

@@ -3,10 +3,12 @@
 Point DRF at the schema class and every protected operation documents itself, with
 no annotation on any view::
 
-    REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "idempotency.openapi.AutoSchema", ...}
+    REST_FRAMEWORK = {
+        "DEFAULT_SCHEMA_CLASS": "idempotency.contrib.openapi.spectacular.AutoSchema",
+    }
 
 A view is protected when a method carries ``@idempotent`` (also below
-``@api_view``), when it uses :class:`~idempotency.http.mixins.IdempotentMixin` (for the
+``@api_view``), when it uses :class:`~idempotency.contrib.drf.mixins.IdempotentMixin` (for the
 actions it covers), or when :class:`~idempotency.http.middleware.IdempotencyMiddleware`
 is installed and the view is not ``@idempotency_exempt``. Its operations get:
 
@@ -18,7 +20,7 @@ is installed and the view is not ``@idempotency_exempt``. Its operations get:
   ``Retry-After``), 410 (response not stored), 413, 422 (key mismatch) and 503 (store
   unavailable, not durable or misconfigured).
 
-Views guarded by :class:`~idempotency.tokens.SubmitTokenPermission` or
+Views guarded by :class:`~idempotency.contrib.drf.tokens.SubmitTokenPermission` or
 ``@require_submit_token`` get the ``X-Submit-Token`` header and the 400/409
 ``submit-token-*`` problems. A project with its own ``AutoSchema`` mixes in
 :class:`IdempotencySchemaMixin` instead.
@@ -36,20 +38,20 @@ from rest_framework.views import APIView
 from rest_framework.viewsets import ViewSetMixin
 
 from idempotency.conf import idempotency_settings
-from idempotency.http.discovery import functions_of
-from idempotency.http.documentation import (
+from idempotency.contrib.drf.mixins import IdempotentMixin
+from idempotency.contrib.drf.tokens import SubmitTokenPermission
+from idempotency.contrib.openapi import (
     KEY_PATTERNS,
     PROBLEM_SCHEMA,
     REPLAYED_HEADER,
     key_parameter,
     problem_answers,
 )
-from idempotency.http.mixins import IdempotentMixin
+from idempotency.http.discovery import functions_of
 from idempotency.http.options import Policy
 from idempotency.http.requests import UNSAFE_METHODS
 from idempotency.http.view_marks import policy_of
 from idempotency.problems import PROBLEM_CONTENT_TYPE
-from idempotency.tokens import SubmitTokenPermission
 
 #: The middleware's dotted paths: the package's re-export (the README's) and its module.
 MIDDLEWARE_PATHS = frozenset(

@@ -13,9 +13,9 @@ from drf_spectacular.generators import SchemaGenerator
 from hypothesis import given
 from hypothesis import strategies as st
 
+from idempotency.contrib.openapi.spectacular import KEY_PATTERNS
 from idempotency.exceptions import KeyInvalid
 from idempotency.http.keys import parse_key
-from idempotency.openapi import KEY_PATTERNS
 
 
 def accepted(raw: str, *, strict: bool) -> bool:
