@@ -138,7 +138,7 @@ def test_store_lost_while_the_view_ran_and_back_within_the_lease_keeps_the_outco
         def outage() -> None:
             server.freeze()
             frozen.set()
-            time.sleep(4)  # the outage's length, not a wait for another thread
+            time.sleep(4)  # real time: the outage's length, not a wait for another thread
             server.thaw()
 
         timer = threading.Timer(0.3, outage)
@@ -296,6 +296,7 @@ def test_response_cache_outage_under_load_loses_nothing(
                         status = post(client_a, "/t/function/", key).status_code
                         with lock:
                             statuses.append(status)
+                        # real time: the requests spread over a real server's outage
                         time.sleep(0.02)
             except BaseException as exc:  # noqa: BLE001 - reported below
                 errors.append(exc)

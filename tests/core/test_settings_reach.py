@@ -22,6 +22,7 @@ from idempotency.exceptions import InProgress
 from idempotency.models import IdempotencyRecord
 from idempotency.tasks import idempotent_task
 from tests.support.stores import using
+from tests.support.storms import wait_until
 from tests.testapp.celery_app import app
 
 DB_STORE = "idempotency.stores.DatabaseStore"
@@ -172,10 +173,8 @@ def test_wait_comes_from_the_setting(interface: str, client: Client, user: Any) 
         first = threading.Thread(target=call, args=(client, key))
         first.start()
         try:
-            deadline = time.monotonic() + 30
-            while seen.get(key, {}).get("runs") != 1:  # the first run holds the key
-                assert time.monotonic() < deadline
-                time.sleep(0.01)
+            # the first run holds the key
+            assert wait_until(lambda: seen.get(key, {}).get("runs") == 1, timeout=30, interval=0.01)
             started = time.monotonic()
             try:
                 answer = call(logged_in(user), key)

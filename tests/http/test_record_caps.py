@@ -5,8 +5,8 @@ for definitive 4xx answers, on every store, under concurrency on PostgreSQL and 
 from __future__ import annotations
 
 import json
-import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from django.test import Client, override_settings
 from django.utils import timezone
 
 from idempotency.models import IdempotencyRecord
+from tests.support.clocks import QuotaClock, quota_clock
 from tests.support.stores import STORE_VARIANTS, variant_params
 from tests.support.storms import run_threads, succeeded
 from tests.support.users import logged_in_client
@@ -38,13 +39,12 @@ def capped(variant: str, limit: int, **extra: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(autouse=True)
-def fresh_window() -> None:
-    """Start each test at least 10 s before its counting window ends: the windows are
-    fixed (epoch seconds), so requests that straddle a window's end are counted in two
-    windows, and a cap of 3 let a 4th request through (CI, once)."""
-    left = WINDOW - time.time() % WINDOW
-    if left < 10:
-        time.sleep(left + 0.05)
+def fresh_window() -> Iterator[QuotaClock]:
+    """Each test counts in one window, at its start: the windows are fixed (epoch
+    seconds), so on the wall clock requests that straddle a window's end are counted in
+    two windows, and a cap of 3 let a 4th request through (CI, once)."""
+    with quota_clock(WINDOW) as clock:
+        yield clock
 
 
 def test_by_default_nothing_bounds_a_callers_records(
@@ -73,6 +73,16 @@ def test_a_caller_over_its_cap_gets_429_and_its_replays_still_work(
         assert post(client_a, keys[3]).status_code == 429  # still over, never ran
     assert executions(execution_log)[keys[3]] == 0
     assert not IdempotencyRecord.objects.filter(key=keys[3]).exists()
+
+
+def test_a_new_window_lets_a_capped_caller_make_records_again(
+    store_variant: str, client_a: Client, wallet: Any, fresh_window: QuotaClock
+) -> None:
+    with override_settings(IDEMPOTENCY=capped(store_variant, 1)):
+        assert post(client_a, str(uuid.uuid4())).status_code == 201
+        assert post(client_a, str(uuid.uuid4())).status_code == 429
+        fresh_window.advance(WINDOW)
+        assert post(client_a, str(uuid.uuid4())).status_code == 201
 
 
 @pytest.mark.server_db  # concurrent threads: SQLite would lock, not count

@@ -42,7 +42,7 @@ def _worker(master: int) -> int:
         children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
         if children:
             return int(children[0])
-        time.sleep(0.1)
+        time.sleep(0.1)  # real time: waiting for gunicorn to fork its worker
     raise AssertionError("gunicorn started no worker")
 
 
@@ -95,7 +95,7 @@ def test_a_keyed_100_mb_upload_does_not_raise_the_workers_memory(tmp_path: Path,
                 break
             except OSError:
                 assert time.monotonic() < deadline, log.read_text()
-                time.sleep(0.2)
+                time.sleep(0.2)  # real time: waiting for gunicorn to answer
         warm = _peak_kb(worker)
         status, _ = _upload(port, url, big, None)
         unkeyed = _peak_kb(worker)

@@ -96,7 +96,7 @@ class Gunicorn:
                 conn.close()
                 return
             except OSError:
-                time.sleep(0.2)
+                time.sleep(0.2)  # real time: waiting for gunicorn to listen
         raise AssertionError(f"gunicorn did not start:\n{self.log.read_text()}")
 
     def stop(self) -> None:

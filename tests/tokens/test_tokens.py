@@ -92,7 +92,7 @@ def test_foreign_user_and_wrong_purpose_are_invalid_and_do_not_consume(
 
 def test_expired_token_is_invalid(backend: str, alice: Any) -> None:
     token = issue_submit_token(user_or_scope=alice, purpose="checkout", ttl=0.2)
-    time.sleep(0.3)
+    time.sleep(0.3)  # real time: the token's backend judges expiry by its own clock
     with pytest.raises(SubmitTokenInvalid):
         consume_submit_token(token=token, user_or_scope=alice, purpose="checkout")
 
@@ -100,7 +100,7 @@ def test_expired_token_is_invalid(backend: str, alice: Any) -> None:
 def test_consumed_token_answers_used_past_its_expiry(backend: str, alice: Any) -> None:
     token = issue_submit_token(user_or_scope=alice, purpose="checkout", ttl=0.2)
     consume_submit_token(token=token, user_or_scope=alice, purpose="checkout")
-    time.sleep(0.3)
+    time.sleep(0.3)  # real time: the token's backend judges expiry by its own clock
     with pytest.raises(SubmitTokenUsed):
         consume_submit_token(token=token, user_or_scope=alice, purpose="checkout")
 
