@@ -42,11 +42,13 @@ keyword arguments, made into one :class:`RedisConnector`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import importlib.util
+import logging
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, ClassVar
 
 from django.core.exceptions import ImproperlyConfigured
@@ -54,6 +56,8 @@ from django.utils.module_loading import import_string
 
 from idempotency.conf.setting import Setting
 from idempotency.core.backends import KEY_PREFIX
+
+logger = logging.getLogger("idempotency")
 
 DJANGO_REDIS_CACHE = "django.core.cache.backends.redis.RedisCache"
 DJANGO_REDIS_PACKAGE_CACHE = "django_redis.cache.RedisCache"
@@ -223,9 +227,10 @@ class RedisConnector:
         self._client: Any = None
         self._connection: tuple[str, dict[str, Any]] | None = None
         self._cluster: bool | None = None
-        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
-            weakref.WeakKeyDictionary()
-        )
+        # per loop: its client and the generator that closes it when the loop ends
+        self._async: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[Any, AsyncGenerator[None, None]]
+        ] = weakref.WeakKeyDictionary()
 
     def connection(self) -> tuple[str, dict[str, Any]]:
         """The URL and the options the clients are built with (read once)."""
@@ -256,13 +261,20 @@ class RedisConnector:
         return client
 
     def async_client(self) -> Any:
-        """The running event loop's ``redis.asyncio`` client (call it on the loop)."""
+        """The running event loop's ``redis.asyncio`` client (call it on the loop).
+
+        The client is closed when its loop ends (:func:`_close_at_loop_end`): left open,
+        its connections would be closed by the garbage collector, on a loop already
+        closed (``RuntimeError: Event loop is closed`` from redis-py's ``__del__``).
+        """
         loop = asyncio.get_running_loop()
-        client = self._async.get(loop)
-        if client is None:
+        found = self._async.get(loop)
+        if found is None:
             url, kwargs = self.connection()
-            client = self._async[loop] = _build(url, kwargs, asynchronous=True)
-        return client
+            client = _build(url, kwargs, asynchronous=True)
+            closer = _close_at_loop_end(client, lambda: self._async.pop(loop, None))
+            found = self._async[loop] = (client, closer)
+        return found[0]
 
     def is_cluster(self) -> bool:
         cluster = self._cluster
@@ -339,6 +351,42 @@ class RedisBackend:
     def client(self) -> Any:
         """The sync redis-py client (``redis.Redis``, or ``RedisCluster``)."""
         return self.connector.client
+
+
+async def _closed_on_shutdown(
+    client: Any, forget: Callable[[], object]
+) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:
+        forget()
+        try:
+            await client.aclose()
+            pool = getattr(client, "connection_pool", None)  # a RedisCluster has none
+            if pool is not None:
+                await pool.disconnect()  # a pool given to the client outlives aclose()
+        except Exception:  # the server may be gone: the connections are dropped anyway
+            logger.debug(
+                "closing a Redis client at the end of its event loop failed", exc_info=True
+            )
+
+
+def _close_at_loop_end(client: Any, forget: Callable[[], object]) -> AsyncGenerator[None, None]:
+    """Close ``client`` (and call ``forget``) when the running loop shuts down.
+
+    asyncio has no "loop closing" callback, but ``asyncio.run`` (which asgiref's
+    ``async_to_sync``, uvicorn and pytest-asyncio use) calls ``loop.shutdown_asyncgens()``
+    before closing its loop: it closes every async generator the loop saw start and has
+    not finished. The generator returned here is started at once (run to its ``yield``,
+    which awaits nothing) so the loop registers it, and its ``finally`` closes the client
+    on the loop, while the loop can still run the connections' close. The caller keeps
+    the generator referenced until then.
+    """
+    closer = _closed_on_shutdown(client, forget)
+    step: Any = closer.__anext__()  # the loop's first-iteration hook registers the generator
+    with contextlib.suppress(StopIteration):
+        step.send(None)  # runs the body to its yield
+    return closer
 
 
 def _build(url: str, kwargs: dict[str, Any], *, asynchronous: bool) -> Any:

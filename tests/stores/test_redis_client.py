@@ -9,8 +9,11 @@ run against a private ``redis-server``; the others against ``REDIS_URL``.
 from __future__ import annotations
 
 import asyncio
+import gc
 import shutil
 import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -551,3 +554,48 @@ def test_a_cache_with_another_encoding_keeps_redis_pys_packer() -> None:
         assert sent in (b"r\xe9sum\xe9", b"r\xc3\xa9sum\xc3\xa9")
         theirs.delete(ours_key, their_key)
         theirs.close()
+
+
+def _connections_named(name: str) -> int:
+    import redis
+
+    with redis.Redis.from_url(redis_url()) as admin:
+        return sum(1 for client in admin.client_list() if client.get("name") == name)
+
+
+@pytest.mark.redis
+def test_an_async_client_is_closed_on_its_loop_when_the_loop_ends() -> None:
+    """Left open, the connections of a loop's client were closed by the garbage collector
+    after the loop had closed: redis-py's ``__del__`` raised "Event loop is closed" (an
+    unraisable exception, which CPython 3.11.7 turned into a SystemError in a later
+    ``ast.parse``)."""
+    name = f"loop-end-{uuid.uuid4().hex[:12]}"
+    held = [RedisConnector(redis_url(), client_name=name)]
+
+    async def use() -> tuple[int, Any]:
+        client = held[0].async_client()
+        assert held[0].async_client() is client  # one client per loop
+        await client.ping()
+        return _connections_named(name), client
+
+    open_during, first = asyncio.run(use())
+    assert open_during == 1
+    # the server saw the connection closed by the time asyncio.run returned... or a moment
+    # later (it reads the close from its socket): poll the real server, up to 5 s
+    deadline = time.monotonic() + 5
+    while _connections_named(name) and time.monotonic() < deadline:
+        time.sleep(0.02)  # real time: the server reads the close on its own loop
+    assert _connections_named(name) == 0
+
+    # a new loop gets a new client, and dropping everything raises nothing unraisable
+    _, second = asyncio.run(use())
+    assert second is not first
+    unraisable: list[Any] = []
+    previous, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        held.clear()
+        del first, second
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
+    assert unraisable == []
