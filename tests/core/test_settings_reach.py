@@ -21,6 +21,7 @@ from idempotency import idempotent, idempotent_function
 from idempotency.exceptions import InProgress
 from idempotency.models import IdempotencyRecord
 from idempotency.tasks import idempotent_task
+from tests.support.http import new_key
 from tests.support.stores import using
 from tests.support.storms import wait_until
 from tests.testapp.celery_app import app
@@ -123,10 +124,6 @@ def fresh() -> Iterator[None]:
 
 def settings(**options: Any) -> Any:
     return override_settings(IDEMPOTENCY={**using(DB_STORE), **options})
-
-
-def new_key() -> str:
-    return f"options-{uuid.uuid4().hex}"
 
 
 @pytest.mark.parametrize("mode", ["atomic", "lease"])

@@ -1,4 +1,5 @@
-"""Counting what ran: a thread-safe counter of a body's executions, the signals received.
+"""Counting what ran: a thread-safe counter of a body's executions, the signals received,
+the effects a task committed.
 
 Executions that must survive rollbacks and processes are appended to a file instead
 (:mod:`tests.testapp.executions`).
@@ -11,6 +12,8 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from tests.testapp.models import Effect
 
 
 class Counter:
@@ -44,3 +47,8 @@ def received(signal: Any) -> Iterator[list[dict[str, Any]]]:
         yield seen
     finally:
         signal.disconnect(receive)
+
+
+def effects(label: str) -> int:
+    """How many ``Effect`` rows labelled ``label`` committed (a task's or a view's work)."""
+    return Effect.objects.filter(label=label).count()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -20,6 +19,7 @@ from idempotency.models import SubmitToken
 from idempotency.tokens import issue_token, purge_expired_submit_tokens, require_submit_token
 from idempotency.tokens.base import TOMBSTONE_SECONDS
 from tests.support.counting import unique
+from tests.support.problems import problem
 from tests.support.stores import tokens_using
 from tests.support.storms import run_threads
 
@@ -225,11 +225,6 @@ def test_twenty_concurrent_consumptions_on_redis_one_wins(alice: Any) -> None:
 
 
 # -- views -----------------------------------------------------------------------------
-
-
-def problem(response: Any) -> dict[str, Any]:
-    assert response["Content-Type"].startswith("application/problem+json"), response.content
-    return json.loads(response.content)  # type: ignore[no-any-return]
 
 
 @pytest.fixture
