@@ -1,0 +1,111 @@
+"""What one keyed DRF POST on ``DatabaseStore`` loads of the package:
+``python -m bench.footprint`` prints the ``idempotency`` modules (migrations aside) in
+``sys.modules`` after ``django.setup()`` and two requests with one key (the first runs the
+view, the second is replayed), their lines, and the package's own size, as JSON.
+
+The figure a reader faces: every module loaded is one a reader of that request may have
+to open. ``--module`` lists the modules too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+PACKAGE = Path(__file__).resolve().parent.parent / "idempotency"
+
+urlpatterns: list[Any] = []
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def package_size() -> tuple[int, int]:
+    """Modules and lines of ``idempotency/``, migrations aside."""
+    files = [p for p in PACKAGE.rglob("*.py") if "migrations" not in p.parts]
+    return len(files), sum(_lines(p) for p in files)
+
+
+def keyed_drf_post() -> dict[str, Any]:
+    import django
+    from django.conf import settings
+
+    settings.configure(
+        DEBUG=False,
+        SECRET_KEY="footprint",
+        ALLOWED_HOSTS=["testserver"],
+        ROOT_URLCONF=__name__,
+        INSTALLED_APPS=[
+            "django.contrib.contenttypes",
+            "django.contrib.auth",
+            "rest_framework",
+            "idempotency",
+        ],
+        MIDDLEWARE=[],
+        DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
+        USE_TZ=True,
+    )
+    django.setup()
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.urls import path
+    from rest_framework.decorators import api_view
+    from rest_framework.response import Response
+    from rest_framework.test import APIClient
+
+    from idempotency import idempotent
+
+    @api_view(["POST"])
+    @idempotent(required=True)
+    def pay(request: Any) -> Response:
+        return Response({"amount": request.data["amount"]}, status=201)
+
+    urlpatterns[:] = [path("pay", pay)]
+    call_command("migrate", verbosity=0, skip_checks=True)
+    before = {m for m in sys.modules if m.startswith("idempotency")}
+    client = APIClient()
+    client.force_authenticate(User.objects.create(username="alice"))
+    statuses = [
+        client.post("/pay", {"amount": 5}, format="json", HTTP_IDEMPOTENCY_KEY="k-1").status_code
+        for _ in range(2)
+    ]
+    loaded = sorted(
+        name
+        for name, module in sys.modules.items()
+        if (name == "idempotency" or name.startswith("idempotency."))
+        and ".migrations" not in name
+        and getattr(module, "__file__", None)
+    )
+    return {
+        "statuses": statuses,
+        "loaded_by_setup_and_migrate": len(before),
+        "modules": loaded,
+        "lines": sum(_lines(Path(sys.modules[name].__file__ or "")) for name in loaded),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modules", action="store_true", help="list the modules loaded")
+    args = parser.parse_args(argv)
+    found = keyed_drf_post()
+    modules, lines = package_size()
+    report = {
+        "request_statuses": found["statuses"],
+        "request_modules": len(found["modules"]),
+        "request_lines": found["lines"],
+        "package_modules": modules,
+        "package_lines": lines,
+    }
+    if args.modules:
+        report["loaded"] = found["modules"]
+    print(json.dumps(report, indent=2))
+    return 0 if found["statuses"] == [201, 201] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
