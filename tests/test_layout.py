@@ -1,5 +1,8 @@
 """The package's shape: importing it is lazy, the repository's modules import in no circle,
-and no test module imports another test module or a conftest (shared code is in tests/support)."""
+and no test module imports another test module or a conftest (shared code is in tests/support).
+The tests' shape (tests/support/suite.py): the share of modules with a mirrored test file,
+helper names defined in more than one test module, and sleeps that say why they need real
+time."""
 
 from __future__ import annotations
 

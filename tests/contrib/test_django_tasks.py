@@ -23,7 +23,8 @@ from idempotency.exceptions import (
     TaskDeferred,
 )
 from idempotency.models import IdempotencyRecord
-from tests.support.counting import effects, unique
+from tests.support.counting import unique
+from tests.support.effects import effects
 from tests.support.faults import dead_redis_store
 from tests.support.stores import CACHE_STORE, using
 from tests.testapp import djtasks

@@ -19,7 +19,8 @@ import pytest
 
 from idempotency.contrib.django_tasks import DEFERRED_KEY
 from idempotency.models import IdempotencyRecord
-from tests.support.counting import effects, unique
+from tests.support.counting import unique
+from tests.support.effects import effects
 from tests.support.storms import wait_until
 from tests.support.task_workers import DbWorker, db_worker_env
 from tests.testapp import djtasks

@@ -1,5 +1,4 @@
-"""Counting what ran: a thread-safe counter of a body's executions, the signals received,
-the effects a task committed.
+"""Counting what ran: a thread-safe counter of a body's executions, the signals received.
 
 Executions that must survive rollbacks and processes are appended to a file instead
 (:mod:`tests.testapp.executions`).
@@ -12,8 +11,6 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-
-from tests.testapp.models import Effect
 
 
 class Counter:
@@ -47,8 +44,3 @@ def received(signal: Any) -> Iterator[list[dict[str, Any]]]:
         yield seen
     finally:
         signal.disconnect(receive)
-
-
-def effects(label: str) -> int:
-    """How many ``Effect`` rows labelled ``label`` committed (a task's or a view's work)."""
-    return Effect.objects.filter(label=label).count()
