@@ -1,20 +1,90 @@
-"""Where the time of one request goes, measured in-process (no HTTP server, no wrk).
+"""Requests in-process, through Django's WSGI handler (no HTTP server, no wrk), and what
+one of them costs.
 
-The same views run through Django's WSGI handler one request at a time, the variants
-alternating in blocks of 20, next to the price of one PostgreSQL and one Redis round
-trip. Less noisy than the load runs on a shared machine, and it shows what the layer
-adds as time rather than as a throughput ratio.
+:func:`setup`, :func:`caller` and :func:`keys` make the requests (as gunicorn hands them
+to Django) for this run's costs and for :mod:`bench.instructions`. :func:`measure` times
+the variants one request at a time, alternating in blocks of 20, next to the price of
+one PostgreSQL and one Redis round trip: less noisy than the load runs on a shared
+machine, and it shows what the layer adds as time rather than as a throughput ratio.
+:func:`count_round_trips` counts what one request sends to the services, and
+:func:`probes` are single round trips, the prices they are compared with.
 """
 
 from __future__ import annotations
 
+import io
+import os
 import statistics
+import sys
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from bench.profile import caller, keys
+BODY = b'{"amount": 1, "memo": "bench"}'
+
+
+def setup(settings: str = "bench.settings") -> tuple[Any, str]:
+    """Django with ``settings`` (ours, or a peer's ``bench.settings_peer_*``); the WSGI
+    application and the load user's token."""
+    os.environ["DJANGO_SETTINGS_MODULE"] = settings
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.handlers.wsgi import WSGIHandler
+    from rest_framework.authtoken.models import Token
+
+    from bench.benchapp.models import Account
+
+    user, _ = get_user_model().objects.get_or_create(username="bench-profile")
+    Account.objects.get_or_create(user=user)
+    token, _ = Token.objects.get_or_create(user=user)
+    return WSGIHandler(), token.key
+
+
+def caller(app: Any, token: str, path: str) -> Callable[[str], int]:
+    """``call(key) -> status``: one POST through the WSGI handler, as gunicorn makes it."""
+
+    def call(key: str) -> int:
+        environ = {
+            "REQUEST_METHOD": "POST",
+            "PATH_INFO": path,
+            "SCRIPT_NAME": "",
+            "QUERY_STRING": "",
+            "SERVER_NAME": "127.0.0.1",
+            "SERVER_PORT": "8000",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "REMOTE_ADDR": "127.0.0.1",
+            "CONTENT_TYPE": "application/json",
+            "CONTENT_LENGTH": str(len(BODY)),
+            "HTTP_HOST": "127.0.0.1",
+            "HTTP_AUTHORIZATION": f"Token {token}",
+            "HTTP_IDEMPOTENCY_KEY": key,
+            "wsgi.input": io.BytesIO(BODY),
+            "wsgi.url_scheme": "http",
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": False,
+            "wsgi.multiprocess": True,
+            "wsgi.run_once": False,
+            "wsgi.version": (1, 0),
+        }
+        status: list[str] = []
+        body = app(environ, lambda s, h, exc_info=None: status.append(s))
+        b"".join(body)
+        body.close()
+        return int(status[0].split()[0])
+
+    return call
+
+
+def keys(path_kind: str) -> Callable[[], str]:
+    fixed = f"replay-{uuid.uuid4().hex}"
+    if path_kind == "replay":
+        return lambda: fixed
+    return lambda: uuid.uuid4().hex
+
 
 CASES: tuple[tuple[str, str], ...] = (
     ("bare", "first"),
@@ -148,3 +218,37 @@ def count_round_trips(call: Callable[[str], int], next_key: Callable[[], str]) -
         redis.connection.Connection.send_packed_command = send  # type: ignore[method-assign]
         del connection._commit, connection._rollback
     return RoundTrips(**counts)
+
+
+def probes() -> dict[str, Callable[[], object]]:
+    from django.core.cache import cache
+    from django.db import connection, transaction
+    from django_redis import get_redis_connection
+
+    from idempotency.stores.redis import RedisStore
+
+    client = get_redis_connection("default")
+    script = client.register_script("return 1")
+    script()
+    # RedisStore's client: redis-py's, built from the same cache's settings
+    store_script = RedisStore(cache="default").client.register_script("return 1")
+    store_script()
+
+    def select_one() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+
+    def transaction_and_select() -> None:
+        with transaction.atomic():
+            select_one()
+
+    return {
+        "SELECT 1": select_one,
+        "transaction around SELECT 1": transaction_and_select,
+        "django-redis GET (miss)": lambda: cache.get(f"bench-missing-{uuid.uuid4().hex}"),
+        "redis-py EVALSHA": script,
+        "redis-py GET": lambda: client.get("bench-missing"),
+        # RedisStore's: the same script through the store's own redis-py client
+        "RedisStore EVALSHA": store_script,
+    }

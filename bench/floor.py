@@ -22,12 +22,10 @@ from pathlib import Path
 
 from bench.data import reset_data, setup_django
 from bench.load import wrk_path
-from bench.machine import loadavg, machine_facts
 from bench.options import parse
-from bench.phases import measure_steady_paths
-from bench.results import Results
-from bench.servers import prepare_services, running
-from bench.stage import Stage
+from bench.report import Results
+from bench.servers import loadavg, machine_facts, prepare_services, running
+from bench.stages import Stage, measure_steady_paths
 from bench.variants import FIRST, REPLAY, VARIANTS, Variant
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS_FLOOR.md"

@@ -21,14 +21,8 @@ transaction's ``BEGIN`` and ``COMMIT``): what the layer's own Python and the Dja
 work it asks for cost. A real statement costs its driver more than ``SELECT 1`` (more
 parameters, more columns), so this errs towards the layer.
 
-``--ablation`` prices the parts of the layer the same way: each path runs as built and
-with one part replaced by :mod:`bench.ablation`'s stand-in (the fingerprint, the
-outcome signals, the response capture, the replayed response, the stored format's
-JSON); a part's price is the difference, in instructions, exact where the timed
-ablation is within its noise.
-
 Slow (each process runs ~50 times slower under valgrind): about 1 minute per path with
-both CPUs free. Uses the benchmark's database and Redis, like :mod:`bench.breakdown`.
+both CPUs free. Uses the benchmark's database and Redis (:mod:`bench.env`).
 """
 
 from __future__ import annotations
@@ -43,8 +37,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from bench.breakdown import CASES as BREAKDOWN_CASES
-from bench.breakdown import only
 from bench.variants import FIRST, REPLAY, VARIANTS, Variant, reference
 
 if TYPE_CHECKING:
@@ -55,11 +47,20 @@ FEW, MANY = 40, 160
 #: Peers left out: django-idempotency-key's lock lasts milliseconds, so under callgrind's
 #: fiftyfold slowdown its answers change (423 Locked, a repeat run again).
 UNCOUNTED_PEERS = frozenset({"django-idempotency-key"})
-#: (variant, path, reference): :mod:`bench.breakdown`'s HTTP cases, then the peer
-#: libraries' (each in a process of its own settings, against the same references);
-#: probes are ``probe-*`` with path ``call``.
-CASES: tuple[tuple[str, str, str], ...] = tuple(
-    case for case in BREAKDOWN_CASES if not case[0].startswith("fn-")
+#: (variant, path, reference): our HTTP paths, then the peer libraries' (each in a
+#: process of its own settings, against the same references); probes are ``probe-*``
+#: with path ``call``.
+CASES: tuple[tuple[str, str, str], ...] = (
+    ("bare", "first", "bare"),
+    ("redis", "first", "bare"),
+    ("db-atomic", "first", "bare"),
+    ("db-lease", "first", "bare"),
+    ("db-redis-cache", "first", "bare"),
+    ("noop", "replay", "noop"),
+    ("redis", "replay", "noop"),
+    ("db-atomic", "replay", "noop"),
+    ("db-lease", "replay", "noop"),
+    ("db-redis-cache", "replay", "noop"),
 ) + tuple(
     (variant.name, path, reference(path))
     for variant in VARIANTS
@@ -77,14 +78,15 @@ PROBES = {
 STORE_CONNECTIONS = frozenset({"redis"})
 
 
-#: Paths ``--ablation`` prices by default (variant, path).
-ABLATION_CASES = (
-    ("redis", "first"),
-    ("redis", "replay"),
-    ("db-atomic", "first"),
-    ("db-atomic", "replay"),
-)
-AS_BUILT = "as built"
+def only(
+    cases: tuple[tuple[str, str, str], ...], variants: str
+) -> tuple[tuple[str, str, str], ...]:
+    """``cases`` of the comma-separated ``variants`` (``--only``), with the references
+    they are taken against (``bare`` for a first request, ``noop`` for a replay)."""
+    wanted = set(variants.split(","))
+    chosen = [case for case in cases if case[0] in wanted]
+    references = {case[2] for case in chosen}
+    return tuple(case for case in cases if case in chosen or case[0] in references)
 
 
 def peer(variant: str) -> Variant | None:
@@ -106,28 +108,13 @@ def settings_and_url(variant: str) -> tuple[str, str]:
     return "bench.settings", f"/bench/{variant}/"
 
 
-def run_requests(variant: str, path: str, count: int, part: str = AS_BUILT) -> None:
-    """The measured process: warm up, then ``count`` requests of one path (with ``part``
-    replaced by its stand-in from :mod:`bench.ablation`, unless it is ``AS_BUILT``)."""
-    from bench.profile import setup
+def run_requests(variant: str, path: str, count: int) -> None:
+    """The measured process: warm up, then ``count`` requests of one path."""
+    from bench.costs import caller, keys, probes, setup
 
     settings, url = settings_and_url(variant)
     app, token = setup(settings)
-    if part == AS_BUILT:
-        _requests(app, token, variant, url, path, count)
-        return
-    from bench.ablation import applied, stand_ins
-
-    with applied(stand_ins()[part]):
-        _requests(app, token, variant, url, path, count)
-
-
-def _requests(app: object, token: str, variant: str, url: str, path: str, count: int) -> None:
-    from bench.profile import caller, keys
-
     if variant in PROBES:
-        from bench.breakdown import probes
-
         probe = probes()[PROBES[variant]]
 
         def call(key: str) -> object:
@@ -164,7 +151,7 @@ def _check_answers(
         raise RuntimeError(f"{variant} {path}: answered {statuses}, expected {expected}")
 
 
-def collected(variant: str, path: str, count: int, part: str = AS_BUILT) -> int:
+def collected(variant: str, path: str, count: int) -> int:
     """Instructions of a whole process running ``count`` requests, counted by callgrind."""
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     command = [
@@ -178,7 +165,6 @@ def collected(variant: str, path: str, count: int, part: str = AS_BUILT) -> int:
         variant,
         path,
         str(count),
-        part,
     ]
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
@@ -198,46 +184,8 @@ def measure(cases: tuple[tuple[str, str, str], ...], jobs: int) -> dict[tuple[st
     return {(v, p): (totals[(v, p, MANY)] - totals[(v, p, FEW)]) / (MANY - FEW) for v, p in wanted}
 
 
-def measure_parts(
-    cases: tuple[tuple[str, str], ...], jobs: int
-) -> dict[tuple[str, str, str], float]:
-    """Instructions per request of every path as built and with each part stood in."""
-    from bench.ablation import stand_ins
-
-    parts = [AS_BUILT, *stand_ins()]
-    runs = [(v, p, n, part) for v, p in cases for part in parts for n in (FEW, MANY)]
-    with ThreadPoolExecutor(max(1, jobs)) as workers:
-        totals = dict(zip(runs, workers.map(lambda run: collected(*run), runs), strict=True))
-    return {
-        (v, p, part): (totals[(v, p, MANY, part)] - totals[(v, p, FEW, part)]) / (MANY - FEW)
-        for v, p in cases
-        for part in parts
-    }
-
-
-def parts_markdown(
-    cases: tuple[tuple[str, str], ...], counts: dict[tuple[str, str, str], float], load: str
-) -> str:
-    from bench.ablation import stand_ins
-
-    parts = list(stand_ins())
-    lines = [
-        "## What each part costs, in instructions (`python -m bench.instructions --ablation`)\n",
-        f"User-space instructions per request ({MANY} requests minus {FEW}, each arm in its "
-        f"own process; load average at the start {load}): the path as built, and what each "
-        "part costs (as built minus the path with that part replaced by a stand-in).\n",
-        "| path | as built | " + " | ".join(parts) + " |",
-        "| --- | ---: |" + " ---: |" * len(parts),
-    ]
-    for variant, path in cases:
-        built = counts[(variant, path, AS_BUILT)]
-        cells = " | ".join(f"{built - counts[(variant, path, part)]:+,.0f}" for part in parts)
-        lines.append(f"| {variant} {path} | {built:,.0f} | {cells} |")
-    return "\n".join(lines) + "\n"
-
-
 def round_trips(cases: tuple[tuple[str, str, str], ...]) -> dict[tuple[str, str], RoundTrips]:
-    """Each case's round trips, counted as :mod:`bench.breakdown` does: ours in this
+    """Each case's round trips, counted by :func:`bench.costs.count_round_trips`: ours in this
     process, a peer's in a process of its settings (``--trips``)."""
     from bench.costs import RoundTrips
 
@@ -256,8 +204,7 @@ def round_trips(cases: tuple[tuple[str, str, str], ...]) -> dict[tuple[str, str]
 
 
 def _count_trips(settings: str, paths: list[tuple[str, str]]) -> dict[tuple[str, str], RoundTrips]:
-    from bench.costs import count_round_trips
-    from bench.profile import caller, keys, setup
+    from bench.costs import caller, count_round_trips, keys, setup
 
     app, token = setup(settings)
     trips = {}
@@ -315,13 +262,8 @@ def markdown(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__)
-    parser.add_argument("--run", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--run", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--trips", nargs=2, help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--ablation",
-        action="store_true",
-        help="price the layer's parts (fingerprint, signals, capture, ...) instead",
-    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="processes at once")
     parser.add_argument("--markdown", help="also write the table to this file")
     parser.add_argument(
@@ -329,8 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.run:
-        variant, path, count, *part = args.run
-        run_requests(variant, path, int(count), *part)
+        variant, path, count = args.run
+        run_requests(variant, path, int(count))
         return 0
     if args.trips:
         variant, path = args.trips
@@ -341,14 +283,11 @@ def main(argv: list[str] | None = None) -> int:
 
     prepare_services([v for v in VARIANTS if v.installed])
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    if args.ablation:
-        report = parts_markdown(ABLATION_CASES, measure_parts(ABLATION_CASES, args.jobs), load)
-    else:
-        cases = only(CASES, args.only) if args.only else CASES
-        cases = tuple(case for case in cases if _installed(case[0]))
-        # counted first, in a process that imports the code the measured processes run
-        trips = round_trips(cases)
-        report = markdown(cases, measure(cases, args.jobs), trips, load)
+    cases = only(CASES, args.only) if args.only else CASES
+    cases = tuple(case for case in cases if _installed(case[0]))
+    # counted first, in a process that imports the code the measured processes run
+    trips = round_trips(cases)
+    report = markdown(cases, measure(cases, args.jobs), trips, load)
     print(report)
     if args.markdown:
         with open(args.markdown, "w") as out:

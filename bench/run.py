@@ -1,8 +1,8 @@
 """The orchestration of ``python -m bench`` (its command line: :mod:`bench.options`).
 
-Services and servers up, then each stage in turn: the steady paths (:mod:`bench.phases`),
-the storms (:mod:`bench.storms`), the probes (:mod:`bench.probes`), the in-process costs,
-breakdown and growth; then the report (:mod:`bench.report`) and its chart.
+Services and servers up, then each stage in turn (:mod:`bench.stages`): the steady paths,
+the storms, the probes; then, in this process, the costs (:mod:`bench.costs`) and the
+growth (:mod:`bench.growth`); then the report (:mod:`bench.report`) and its chart.
 """
 
 from __future__ import annotations
@@ -15,16 +15,10 @@ from pathlib import Path
 
 from bench.data import reset_data, setup_django
 from bench.load import LoadError, wrk_path
-from bench.machine import loadavg, machine_facts
 from bench.options import Options, parse
-from bench.phases import measure_steady_paths
-from bench.probes import probe_variants
-from bench.progress import log
-from bench.report import render
-from bench.results import Results
-from bench.servers import ServerError, prepare_services, running
-from bench.stage import Stage
-from bench.storms import measure_storms
+from bench.report import Results, render
+from bench.servers import ServerError, loadavg, log, machine_facts, prepare_services, running
+from bench.stages import Stage, measure_steady_paths, measure_storms, probe_variants
 from bench.variants import VARIANTS, Variant
 
 
@@ -67,16 +61,12 @@ def run(options: Options) -> Results:
 
 
 def measure_in_process(options: Options, token: str, results: Results) -> None:
-    """The stages in this process, the servers stopped: costs, breakdown, growth."""
+    """The stages in this process, the servers stopped: costs, growth."""
     if options.cost_blocks:
         from bench import costs
 
         log("costs: one request at a time, in-process")
         results.costs = costs.measure(token, blocks=options.cost_blocks)
-        from bench import breakdown
-
-        log("breakdown: where each path's time goes, by kind of code")
-        results.breakdown = breakdown.report(token, smoke=options.smoke)
     if options.growth:
         from bench import growth
 
@@ -108,8 +98,8 @@ def _chart(report: str, options: Options) -> Path | None:
 
 
 def run_asgi(options: Options) -> int:
-    """``--asgi``: only the ASGI stage (:mod:`bench.asgi_stage`), its table printed."""
-    from bench.asgi_stage import measure_asgi, render_asgi
+    """``--asgi``: only the ASGI stage (:mod:`bench.stages`), its table printed."""
+    from bench.stages import measure_asgi, render_asgi
     from bench.variants import ASGI_VARIANTS
 
     wrk_path()

@@ -1,10 +1,18 @@
-"""The benchmark's servers (gunicorn, or uvicorn for the ASGI variants): start, wait until
-ready, measure, stop."""
+"""The servers a run measures, the services they use, and what the report says of the
+machine.
+
+Each variant gets its own server (gunicorn with 2 sync workers, or uvicorn for the ASGI
+variants) with its settings module; :func:`prepare_services` creates the database,
+migrates every settings module and flushes the benchmark's Redis database first.
+:func:`machine_facts` and :func:`loadavg` describe the machine in the report, and
+:func:`log` is the run's progress on stderr.
+"""
 
 from __future__ import annotations
 
 import http.client
 import os
+import platform
 import signal
 import socket
 import subprocess
@@ -18,10 +26,63 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench import env
-from bench.progress import log
 
 if TYPE_CHECKING:
     from bench.variants import Variant
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def machine_facts() -> dict[str, str]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    facts = {
+        "nproc": str(os.cpu_count()),
+        "cpu": cpu,
+        "python": platform.python_version(),
+    }
+    try:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            mysql = connection.vendor == "mysql"
+            cursor.execute("SELECT VERSION()" if mysql else "SHOW server_version")
+            row = cursor.fetchone()
+            facts["postgresql"] = (
+                (f"(none: MySQL {row[0]})" if mysql else str(row[0])) if row else "?"
+            )
+    except Exception as exc:  # noqa: BLE001 - a fact we report, not a failure
+        facts["postgresql"] = f"? ({exc})"
+    try:
+        import redis
+
+        facts["redis"] = str(redis.Redis.from_url(env.REDIS_URL).info("server")["redis_version"])
+    except Exception as exc:  # noqa: BLE001
+        facts["redis"] = f"? ({exc})"
+    import django
+    import rest_framework
+
+    facts["django"] = django.get_version()
+    facts["drf"] = rest_framework.VERSION
+    try:
+        wrk = subprocess.run(["wrk", "--version"], capture_output=True, text=True)
+        facts["wrk"] = (wrk.stdout or wrk.stderr).split("[", 1)[0].strip()
+    except OSError:
+        facts["wrk"] = "?"
+    return facts
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKERS = 2

@@ -30,7 +30,7 @@ INSTALLED_APPS = [
     "bench.benchapp",
 ]
 
-MIDDLEWARE = ["bench.benchapp.middleware.QueryCountMiddleware"]
+MIDDLEWARE = ["bench.benchapp.views.QueryCountMiddleware"]
 
 ROOT_URLCONF = "bench.urls"
 WSGI_APPLICATION = "bench.wsgi.application"

@@ -12,13 +12,12 @@ from __future__ import annotations
 from django.urls import path
 
 from bench.benchapp import floor_views, ours, views
-from bench.benchapp.named import named_views
 
 urlpatterns = [
     path("bench/health/", views.health),
     path(
         "bench/<slug:name>/",
-        named_views(
+        views.named_views(
             {
                 "bare": views.BareWrite.as_view(),
                 "noop": views.Noop.as_view(),

@@ -6,9 +6,8 @@ from __future__ import annotations
 from django.urls import path
 
 from bench.benchapp import views
-from bench.benchapp.named import named_views
 
 urlpatterns = [
     path("bench/health/", views.health),
-    path("bench/<slug:name>/", named_views({"peer": views.BareWrite.as_view()})),
+    path("bench/<slug:name>/", views.named_views({"peer": views.BareWrite.as_view()})),
 ]

@@ -70,7 +70,7 @@ VARIANTS: tuple[Variant, ...] = (
 
 
 #: The ASGI stage (``python -m bench --asgi``): async views under uvicorn, each against the
-#: bare async view, first requests and replays (:mod:`bench.asgi_stage`).
+#: bare async view, first requests and replays (:mod:`bench.stages`).
 ASGI_VARIANTS: tuple[Variant, ...] = (
     Variant("async-bare", "bare async def view (JSON in, 201 out), no idempotency",
             "bench.settings_asgi", "/bench/async-bare/", "reference", (FIRST, REPLAY),

@@ -10,7 +10,8 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.parsers import FormParser, MultiPartParser
 
 from config.parsers import JSONParser
-from idempotency import SubmitTokenIssueView, metrics_view
+from idempotency.observability.metrics import metrics_view
+from idempotency.tokens import SubmitTokenIssueView
 from orders.apis import ORDER_FORM_TOKEN_PURPOSE
 
 urlpatterns = [

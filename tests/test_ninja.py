@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from django.test import Client
 from ninja import NinjaAPI, Router
 
-from idempotency import ImproperlyApplied
+from idempotency.exceptions import ImproperlyApplied
 from idempotency.http.view_marks import policy_of
 from idempotency.models import IdempotencyRecord
 from idempotency.ninja import protect

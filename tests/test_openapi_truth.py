@@ -13,7 +13,7 @@ from drf_spectacular.generators import SchemaGenerator
 from hypothesis import given
 from hypothesis import strategies as st
 
-from idempotency.exceptions import InvalidIdempotencyKey
+from idempotency.exceptions import KeyInvalid
 from idempotency.http.keys import parse_key
 from idempotency.openapi import KEY_PATTERNS
 
@@ -21,7 +21,7 @@ from idempotency.openapi import KEY_PATTERNS
 def accepted(raw: str, *, strict: bool) -> bool:
     try:
         parse_key(raw, strict=strict)
-    except InvalidIdempotencyKey:
+    except KeyInvalid:
         return False
     return True
 

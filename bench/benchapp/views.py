@@ -4,13 +4,24 @@
 * ``noop``: an authenticated DRF endpoint that does nothing (the replay path's reference).
 * ours (``bench.benchapp.ours``): the same view under ``@idempotent(store=..., mode=...)``.
 * peers (``bench/urls_peers.py``): the bare view, with the peer's middleware in front.
+
+Every path goes through :func:`named_views`, one view that hands a request to the view
+its URL names, so every benchmark path costs Django's resolver the same (see
+:mod:`bench.urls`). :class:`QueryCountMiddleware` counts the SQL statements of every
+request, server-side, into ``X-Bench-SQL``: the load generator sums the header over all
+responses of a phase, so a phase's statements per request are counted where they run,
+not guessed. Only statements that go through Django's cursors are seen: BEGIN (implicit)
+and COMMIT are not.
 """
 
 from __future__ import annotations
 
-from django.db import transaction
+from collections.abc import Callable
+from typing import Any
+
+from django.db import connection, transaction
 from django.db.models import F
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -51,3 +62,40 @@ class Noop(APIView):
 def health(request: HttpRequest) -> HttpResponse:
     """Readiness probe of the orchestrator (no database, no authentication)."""
     return HttpResponse(b"ok", content_type="text/plain")
+
+
+def named_views(views: dict[str, Callable[..., Any]]) -> Callable[..., HttpResponseBase]:
+    """A view of ``request, name`` that calls ``views[name](request)``, or answers 404."""
+
+    def by_name(request: HttpRequest, name: str) -> HttpResponseBase:
+        view = views.get(name)
+        if view is None:
+            raise Http404(name)
+        response: HttpResponseBase = view(request)
+        return response
+
+    by_name.csrf_exempt = True  # type: ignore[attr-defined]  # the views it calls decide
+    return by_name
+
+
+SQL_HEADER = "X-Bench-SQL"
+
+
+class QueryCountMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        count = 0
+
+        def counter(
+            execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any
+        ) -> Any:
+            nonlocal count
+            count += 1
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(counter):
+            response = self.get_response(request)
+        response[SQL_HEADER] = str(count)
+        return response

@@ -14,7 +14,7 @@ deferred copy keeps.
 A run that finds its key in progress elsewhere enqueues a copy of itself to run later
 (``run_after``) where the backend supports deferral (``supports_defer``), and ends with
 :class:`~idempotency.exceptions.TaskDeferred`; elsewhere it fails with
-:class:`~idempotency.exceptions.InProgress` (:class:`~idempotency.exceptions.StoreUnavailable`
+:class:`~idempotency.exceptions.CallInProgress` (:class:`~idempotency.exceptions.StoreUnavailable`
 when the store is unreachable), for the backend's own retry. A copy of a task keyed on
 its result id carries that key (the keyword argument ``_idempotency_key``), since the copy
 has a result id of its own.
@@ -37,9 +37,9 @@ from idempotency.core import engine
 from idempotency.core.job import Job, ReplayedRecord
 from idempotency.core.options import CallPolicy
 from idempotency.exceptions import (
-    IdempotencyKeyMissing,
+    CallInProgress,
     ImproperlyApplied,
-    InProgress,
+    KeyPartMissing,
     StoreUnavailable,
     TaskDeferred,
 )
@@ -61,7 +61,7 @@ from idempotency.functions.calls import (
 )
 from idempotency.functions.decorator import unkeyed
 from idempotency.functions.results import ResultCodec, Serializer, return_annotation
-from idempotency.stores.base import Claim, ClaimStatus
+from idempotency.stores.base import ClaimStatus, KeyState
 
 try:  # Django 6.0+
     from django.tasks.base import Task, TaskContext
@@ -177,7 +177,7 @@ class DjangoTaskAnswers(CallAnswers):
         super().__init__(codec, store_errors, on_replay, legacy, older)
         self.run = run
 
-    def replay(self, job: Job, claim: Claim) -> Any:
+    def replay(self, job: Job, claim: KeyState) -> Any:
         logger.info(
             "idempotency: Django task %s is a duplicate of key %s; answered from its record",
             job.owner,
@@ -185,9 +185,9 @@ class DjangoTaskAnswers(CallAnswers):
         )
         return super().replay(job, claim)
 
-    def refuse(self, job: Job, claim: Claim) -> Any:
+    def refuse(self, job: Job, claim: KeyState) -> Any:
         if claim.status is not ClaimStatus.MISMATCH:
-            raise _Defer(claim.retry_after, InProgress(job.scope, job.key))
+            raise _Defer(claim.retry_after, CallInProgress(job.scope, job.key))
         return super().refuse(job, claim)
 
 
@@ -253,7 +253,7 @@ def _wrap(
         else:
             try:
                 call_key = build(arguments)
-            except IdempotencyKeyMissing as exc:
+            except KeyPartMissing as exc:
                 if not optional:
                     raise
                 unkeyed(f"task {owner}", exc)
@@ -364,7 +364,7 @@ def idempotent_django_task(
     :func:`~idempotency.functions.idempotent_function`'s. A run that finds its key in
     progress (after ``wait``) is deferred with ``run_after`` where the backend supports
     it (it ends with :class:`~idempotency.exceptions.TaskDeferred`), and otherwise fails
-    with :class:`~idempotency.exceptions.InProgress` for the backend to retry.
+    with :class:`~idempotency.exceptions.CallInProgress` for the backend to retry.
     """
     if isinstance(key, type):
         raise TypeError("key must be a format string or a function of the arguments")

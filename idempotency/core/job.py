@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from idempotency import signals
 from idempotency.core.keyed_hashes import log_ref
-from idempotency.stores.base import BaseStore, Claim
+from idempotency.stores.base import BaseStore, KeyState
 
 if TYPE_CHECKING:
     from django.dispatch import Signal
@@ -51,7 +51,7 @@ class ReplayedRecord:
     expires_at: datetime | None
 
     @classmethod
-    def of(cls, job: Job, claim: Claim) -> ReplayedRecord:
+    def of(cls, job: Job, claim: KeyState) -> ReplayedRecord:
         """The record ``job`` replays from ``claim``."""
         expires = claim.expires_at
         return cls(
@@ -127,7 +127,7 @@ class Job:
         match = getattr(self.request, "resolver_match", None)
         return str(match.route) if match is not None and match.route else "<unmatched>"
 
-    def stale(self, claim: Claim, what: str) -> None:
+    def stale(self, claim: KeyState, what: str) -> None:
         """The owner's ``what`` (completion, release) was refused: it lost the key."""
         logger.warning(
             "idempotency: the %s of %s by %s was refused: its lease ran out and another "
@@ -146,16 +146,16 @@ class Adapter(Protocol):
     (a function's caller gets exceptions); async runs call ``akeep`` and ``afailure``
     instead of ``keep`` and ``failure``."""
 
-    def adopts(self, job: Job, claim: Claim) -> bool:
+    def adopts(self, job: Job, claim: KeyState) -> bool:
         """A MISMATCH that is the caller's own record after all (stored under an older
         fingerprint): set ``job.fingerprint`` to it and return True to claim again."""
         ...
 
-    def replay(self, job: Job, claim: Claim) -> Any:
+    def replay(self, job: Job, claim: KeyState) -> Any:
         """The answer from a completed record (``claim.response``)."""
         ...
 
-    def refuse(self, job: Job, claim: Claim) -> Any:
+    def refuse(self, job: Job, claim: KeyState) -> Any:
         """The answer to a caller that cannot run: IN_PROGRESS (the wait ran out) or
         MISMATCH."""
         ...
@@ -164,7 +164,7 @@ class Adapter(Protocol):
         """The answer to a new record over ``MAX_NEW_RECORDS``."""
         ...
 
-    def bind(self, job: Job, claim: Claim | None) -> None:
+    def bind(self, job: Job, claim: KeyState | None) -> None:
         """The caller owns the key (``claim``: None before an optimistic run)."""
         ...
 

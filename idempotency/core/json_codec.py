@@ -3,11 +3,9 @@
 ``json.dumps(value)`` calls ``JSONEncoder.encode``, which builds a new C encoder (and a
 closure) on every call; ``json.loads(text)`` goes through two Python methods before the
 C scanner. For the few bytes a request encodes (a fingerprint's canonical body, a
-stored response's headers) that wrapping is most of the cost: two headers take about
-19,000 instructions through ``json.dumps`` and 4,000 through the C encoder alone
-(``bench/RESULTS_BREAKDOWN.md``). :func:`encoder_of` and :func:`decoder_of` call the C
-parts directly, built once with the options of a given encoder or decoder, and write and
-read exactly what it does.
+stored response's headers) that wrapping is most of the cost. :func:`encoder_of` and
+:func:`decoder_of` call the C parts directly, built once with the options of a given
+encoder or decoder, and write and read exactly what it does.
 
 Only for values that are trees by construction (parsed JSON, lists of strings): the C
 encoder built once runs without the per-call check for circular references, so a cycle

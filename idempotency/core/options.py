@@ -18,7 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from idempotency.conf import MODES, idempotency_settings
 from idempotency.stores import get_store, stores
-from idempotency.stores.base import AtomicStore, BaseStore, Claim, ClaimStatus
+from idempotency.stores.base import AtomicStore, BaseStore, ClaimStatus, KeyState
 
 P = TypeVar("P", bound="CallPolicy")
 
@@ -112,7 +112,7 @@ class CallPolicy:
         return [store_alias, *(alias for alias in extra if alias != store_alias)]
 
 
-def lease_over(claim: Claim | None) -> bool:
+def lease_over(claim: KeyState | None) -> bool:
     """Whether a looked-up state leaves the key to the next claim: an in-progress record
     whose lease ran out (its owner died). None (absent) is not "over": there is nothing."""
     return claim is not None and claim.status is ClaimStatus.IN_PROGRESS and claim.retry_after <= 0

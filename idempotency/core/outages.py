@@ -178,10 +178,6 @@ def outage_raises_unavailable(
     return decorate
 
 
-#: The name :func:`outage_raises_unavailable` had before; kept for code written against it.
-guard = outage_raises_unavailable
-
-
 def wrap_errors(
     method: Callable[Concatenate[S, P], R],
     problem: Callable[[S, tuple[Any, ...], Exception], Exception | None],

@@ -437,8 +437,8 @@ class HiredisPacker:
     """The sync connections' ``command_packer`` (a parameter of redis-py's ``Connection``):
     hiredis' ``pack_command`` on a command's arguments as they are. redis-py's own packer
     passes every argument through its encoder, in a generator, before calling that same
-    function: a third of a store command's instructions, more the more arguments
-    (bench/RESULTS_BREAKDOWN.md). The bytes are the same (UTF-8, strict: used only where
+    function, work that grows with every argument a store command sends. The bytes are
+    the same (UTF-8, strict: used only where
     those are the connection's encoding); a command whose name has a space (``SCRIPT
     LOAD``) or an argument hiredis refuses (``None``, ``bool``, ``bytearray``) is packed
     by a plain redis-py ``Connection``, as it would be without this."""

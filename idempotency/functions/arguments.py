@@ -3,7 +3,7 @@
 A key comes from a format string of the bound arguments, a callable of them, or
 :func:`payload_key` (the SHA-256 of an argument's canonical JSON). A key part that is
 None or empty never becomes part of a key: the call raises
-:class:`~idempotency.exceptions.IdempotencyKeyMissing` (a :class:`ValueError`).
+:class:`~idempotency.exceptions.KeyPartMissing` (a :class:`ValueError`).
 
 A template's part that is a mapping, list, set or other structured value is written as
 its canonical JSON (:func:`~idempotency.core.canonical.key_part`): one key for equal values,
@@ -37,7 +37,7 @@ from idempotency.core.canonical import canonical as canonical
 from idempotency.core.canonical import digest as digest
 from idempotency.core.canonical import qualified_name as qualified_name
 from idempotency.core.keyed_hashes import fingerprint_hex, older_fingerprints
-from idempotency.exceptions import IdempotencyKeyMissing
+from idempotency.exceptions import KeyPartMissing
 from idempotency.functions.payload_keys import PayloadKey as PayloadKey
 from idempotency.functions.payload_keys import is_missing
 from idempotency.functions.payload_keys import payload_key as payload_key
@@ -78,7 +78,7 @@ def check_key(value: Any, *, owner: str) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     if value is None or (isinstance(value, str) and not value.strip()):
-        raise IdempotencyKeyMissing(f"The idempotency key of {owner} is empty (got {value!r})")
+        raise KeyPartMissing(f"The idempotency key of {owner} is empty (got {value!r})")
     if not isinstance(value, str):
         raise TypeError(
             f"The idempotency key of {owner} must be a string, got {type(value).__name__}"
@@ -223,7 +223,7 @@ def key_builder(key: KeySpec, func: Callable[..., Any], *, owner: str) -> Builde
                     f"formatted with the call's arguments: {exc!r}"
                 ) from exc
             if missing:
-                raise IdempotencyKeyMissing(
+                raise KeyPartMissing(
                     f"The idempotency key {template!r} of {owner} needs "
                     f"{', '.join(missing)}, which is None or empty: no key is built from it"
                 )
@@ -257,7 +257,7 @@ def fingerprint_of(kind: str, name: str) -> str:
 def call_fingerprint(kind: str, name: str, arguments: bytes | None) -> str:
     """A call's fingerprint: 32 hex digits of its owner, 32 of the keyed hash of its
     arguments' digest (``arguments``, see :func:`arguments_digest`): a stored record
-    gives no brute-force oracle on the arguments (issue 36, finding 5)."""
+    gives no brute-force oracle on the arguments."""
     owner = fingerprint_of(kind, name)
     return owner if arguments is None else owner[:32] + fingerprint_hex(arguments)[:32]
 

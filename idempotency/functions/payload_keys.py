@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from idempotency.core.canonical import digest
-from idempotency.exceptions import IdempotencyKeyMissing
+from idempotency.exceptions import KeyPartMissing
 
 
 def is_missing(value: Any) -> bool:
@@ -43,7 +43,7 @@ class PayloadKey:
         else:
             missing = [self.argument] if is_missing(payload) else []
         if missing:
-            raise IdempotencyKeyMissing(
+            raise KeyPartMissing(
                 f"The idempotency key of {owner} needs {', '.join(missing)} of argument "
                 f"{self.argument!r}, which is None or empty"
             )
@@ -60,7 +60,7 @@ def payload_key(argument: str, *paths: str, prefix: str = "") -> PayloadKey:
     order share a key, and the key is 64 characters however large the payload. ``paths``
     (dotted, e.g. ``"body.order_id"``; ``"items.0.sku"`` indexes a list) hash only those
     parts of it; one that is None or empty raises
-    :class:`~idempotency.exceptions.IdempotencyKeyMissing`::
+    :class:`~idempotency.exceptions.KeyPartMissing`::
 
         @idempotent_function(key=payload_key("event", "detail.id", prefix="evt:"))
         def on_event(event: dict) -> None: ...

@@ -346,15 +346,15 @@ def storable_error(exc: BaseException) -> bool:
     exception of the body, not one saying the call could not run (in progress, store
     unreachable, stale owner, key mismatch) nor Celery's control flow (Retry, Reject)."""
     from idempotency.exceptions import (
-        IdempotencyKeyMismatch,
-        InProgress,
+        CallInProgress,
+        KeyMismatch,
         StaleOwner,
         StoreUnavailable,
     )
 
     if not isinstance(exc, Exception):
         return False
-    if isinstance(exc, InProgress | StoreUnavailable | StaleOwner | IdempotencyKeyMismatch):
+    if isinstance(exc, CallInProgress | StoreUnavailable | StaleOwner | KeyMismatch):
         return False
     return not type(exc).__module__.startswith("celery.")
 

@@ -228,7 +228,7 @@ def idempotent(view: Any = None, /, **options: Any) -> Any:
     Use it bare (``@idempotent``) or with options (``@idempotent(required=True)``) on a
     function view, a method of a Django class-based view, a DRF ``APIView`` method, a
     viewset action, below ``@api_view``, or on a DRF view class (it then mixes in
-    :class:`~idempotency.IdempotentMixin`). Async views run in lease mode. Every option
+    :class:`~idempotency.http.mixins.IdempotentMixin`). Async views run in lease mode. Every option
     left out (or None) falls back to the view's class attributes, then to the
     ``IDEMPOTENCY`` setting of the same name.
 

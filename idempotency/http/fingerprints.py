@@ -89,13 +89,13 @@ def body_charset(request: HttpRequest) -> str:
     Content-Type's ``charset`` where Python knows it (Django's ``request.encoding``),
     else ``DEFAULT_CHARSET``, as Django's forms and DRF's parsers decode. Two requests
     with the same bytes in two charsets are two different requests (``a=%E9`` is ``é``
-    in ISO-8859-1, not in UTF-8), so the charset is part of the fingerprint; UTF-8 adds
-    nothing, which kept the fingerprints of UTF-8 bodies as they were before."""
+    in ISO-8859-1, not in UTF-8), so the charset is part of the fingerprint; UTF-8, the
+    common case, adds nothing to it."""
     encoding = request.encoding
     if encoding:
         return _charset(encoding)
     global _default_charset
-    if _default_charset is None:  # settings.X costs a microsecond: read it once
+    if _default_charset is None:  # settings.X runs LazySettings.__getattr__: read it once
         _default_charset = _charset(str(settings.DEFAULT_CHARSET))
     return _default_charset
 

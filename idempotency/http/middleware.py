@@ -234,7 +234,7 @@ class IdempotencyMiddleware:
     List it after ``AuthenticationMiddleware`` (system check ``idempotency.E019``
     otherwise): the caller of a Django view is the user that middleware found. Views
     marked :func:`~idempotency.idempotency_exempt` are left alone, and views that
-    handle keys themselves (``@idempotent``, :class:`~idempotency.IdempotentMixin`)
+    handle keys themselves (``@idempotent``, :class:`~idempotency.http.mixins.IdempotentMixin`)
     keep their own policy. DRF views run with the mixin mixed in, so their keys are
     handled after DRF's authentication, permissions and throttles. The options are
     the ``IDEMPOTENCY`` settings. Django Ninja operations take their keys themselves,

@@ -16,7 +16,7 @@ from idempotency.core.backends import Configurable
 
 
 class Holding(abc.ABC):
-    """One lock taken (or being tried) by one :class:`~idempotency.Lock`.
+    """One lock taken (or being tried) by one :class:`~idempotency.locks.Lock`.
 
     Made by :meth:`LockBackend.holding` for one critical section, and used by one
     ``Lock`` at a time (possibly released from another thread than the one that took

@@ -22,7 +22,6 @@ from asgiref.sync import sync_to_async
 from idempotency.core.backends import Configurable
 from idempotency.stores.errors import corrupted, store_operation, unreadable_record
 from idempotency.stores.records import (
-    Claim,
     ClaimStatus,
     KeyState,
     StoredResponse,
@@ -34,7 +33,6 @@ from idempotency.stores.records import (
 __all__ = [
     "AtomicStore",
     "BaseStore",
-    "Claim",
     "ClaimLocked",
     "ClaimStatus",
     "KeyState",
@@ -91,7 +89,7 @@ class BaseStore(Configurable):
         ttl: float,
         method: str = "",
         route: str = "",
-    ) -> Claim:
+    ) -> KeyState:
         """Claim ``key`` in ``scope`` for a request whose fingerprint is ``fingerprint``: one
         atomic step, so of concurrent claims of a key exactly one wins. The answer:
 
@@ -206,7 +204,7 @@ class BaseStore(Configurable):
         ttl: float,
         method: str = "",
         route: str = "",
-    ) -> Claim:
+    ) -> KeyState:
         """:meth:`claim`, awaitable."""
         return await self.run_in_thread(
             self.claim,
@@ -329,7 +327,7 @@ class AtomicStore(BaseStore):
         ttl: float,
         method: str = "",
         route: str = "",
-    ) -> Claim:
+    ) -> KeyState:
         """:meth:`claim` inside the open transaction, its wait on a concurrent duplicate's
         claim bounded by ``LOCK_TIMEOUT``; a lock wait that ends without the lock raises
         :class:`ClaimLocked`."""

@@ -201,7 +201,7 @@ class DatabaseStore(AtomicStore):
             return cached
         connection = connections[self.using]
         # one SELECT through the unique (scope, key) index; plain SQL, because building it
-        # with the ORM cost more than running it
+        # with the ORM costs more than running it
         with connection.cursor() as cursor:
             cursor.execute(self._sql(connection).lookup, {"scope": scope, "key": key})
             found = cursor.fetchone()

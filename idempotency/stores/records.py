@@ -1,10 +1,9 @@
 """What a store answers and keeps: the records of the store contract.
 
 :class:`StoredResponse` (what replay needs), :class:`KeyState` (a store's answer about a
-key; :class:`Claim` is the same class under the name of what :meth:`~idempotency.stores.
-base.BaseStore.claim` returns), :class:`ClaimStatus`, and the values every store draws:
-fencing tokens, the names of records in caches and Redis, the clock in milliseconds and
-the record quota's windows.
+key, what :meth:`~idempotency.stores.base.BaseStore.claim` returns), :class:`ClaimStatus`,
+and the values every store draws: fencing tokens, the names of records in caches and
+Redis, the clock in milliseconds and the record quota's windows.
 """
 
 from __future__ import annotations
@@ -23,8 +22,8 @@ from idempotency.core import json_codec
 class StoredResponse(NamedTuple):
     """What replay needs: status, allow-listed headers and the exact body bytes.
 
-    An immutable record (a named tuple: built in a third of a frozen dataclass's time,
-    and one is built for every replay and every stored response)."""
+    An immutable record (a named tuple: a frozen dataclass sets each field through
+    ``object.__setattr__``, and one is built for every replay and every stored response)."""
 
     status: int
     headers: Sequence[tuple[str, str]] = ()
@@ -56,8 +55,8 @@ class ClaimStatus(enum.Enum):
 class KeyState(NamedTuple):
     """A store's answer about a key: who owns it, or what its record holds.
 
-    An immutable record (a named tuple: built in a third of a frozen dataclass's time,
-    and every claim, lookup and replay builds one)."""
+    An immutable record (a named tuple: a frozen dataclass sets each field through
+    ``object.__setattr__``, and every claim, lookup and replay builds one)."""
 
     status: ClaimStatus
     #: The fencing token that proves ownership (CLAIMED only).
@@ -80,11 +79,6 @@ class KeyState(NamedTuple):
     @property
     def owned(self) -> bool:
         return self.status is ClaimStatus.CLAIMED
-
-
-#: What :meth:`~idempotency.stores.base.BaseStore.claim` returns: the same class as
-#: :class:`KeyState` (the older name, kept for the stores and callers that use it).
-Claim = KeyState
 
 
 #: Fencing tokens' own generator, seeded from ``os.urandom`` and again in every forked

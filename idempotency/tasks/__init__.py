@@ -11,9 +11,7 @@ from idempotency.tasks import periodic  # noqa: F401 (registers them)
 # name -> the module that defines it, imported on first use (as idempotency's own
 # names are): importing a sibling module never imports this one's code
 _EXPORTS: dict[str, str] = {
-    "_Running": "idempotency.tasks.task",
     "TaskAnswers": "idempotency.tasks.task",
-    "_running": "idempotency.tasks.task",
     "IdempotentTask": "idempotency.tasks.task",
     "idempotent_task": "idempotency.tasks.task",
     "purge_expired_records_task": "idempotency.tasks.task",
@@ -41,8 +39,6 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.tasks.task import IdempotentTask as IdempotentTask
     from idempotency.tasks.task import TaskAnswers as TaskAnswers
-    from idempotency.tasks.task import _Running as _Running
-    from idempotency.tasks.task import _running as _running
     from idempotency.tasks.task import idempotent_task as idempotent_task
     from idempotency.tasks.task import purge_expired_records_task as purge_expired_records_task
     from idempotency.tasks.task import (

@@ -12,8 +12,8 @@ from celery.app.task import Context
 from celery.exceptions import Reject, Retry
 
 from idempotency.core.job import Job
-from idempotency.exceptions import InProgress, StoreUnavailable
-from idempotency.stores.base import Claim
+from idempotency.exceptions import CallInProgress, StoreUnavailable
+from idempotency.stores.base import KeyState
 
 logger = logging.getLogger("idempotency")
 
@@ -67,7 +67,7 @@ class Redelivery(BaseTask):
         self._republish(args, kwargs, countdown, reason, exc)
 
     def _defer(
-        self, job: Job, claim: Claim, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, job: Job, claim: KeyState, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> NoReturn:
         """A delivery of a key still in progress: run again once its lease has passed.
 
@@ -78,7 +78,7 @@ class Redelivery(BaseTask):
         """
         request = self.request
         if request.called_directly or request.is_eager:
-            raise InProgress(job.scope, job.key)
+            raise CallInProgress(job.scope, job.key)
         countdown = max(float(claim.retry_after), MIN_DEFER_SECONDS)
         logger.info(
             "idempotency: task %s key %s is in progress elsewhere; deferred %.1f s",

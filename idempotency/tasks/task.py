@@ -17,7 +17,7 @@ from idempotency.conf import idempotency_settings
 from idempotency.core import engine
 from idempotency.core.job import Job
 from idempotency.core.options import CallPolicy
-from idempotency.exceptions import IdempotencyKeyMissing, ImproperlyApplied, StoreUnavailable
+from idempotency.exceptions import ImproperlyApplied, KeyPartMissing, StoreUnavailable
 from idempotency.functions.arguments import (
     CallArguments,
     FingerprintSpec,
@@ -34,7 +34,7 @@ from idempotency.functions.calls import (
 )
 from idempotency.functions.decorator import is_django_task
 from idempotency.functions.results import ResultCodec, return_annotation
-from idempotency.stores.base import Claim, ClaimStatus
+from idempotency.stores.base import ClaimStatus, KeyState
 from idempotency.tasks.periodic import purge_expired_records_task, purge_expired_submit_tokens_task
 from idempotency.tasks.redelivery import Redelivery
 
@@ -58,7 +58,7 @@ class _Running:
 
     task: IdempotentTask
     job: Job
-    claim: Claim
+    claim: KeyState
 
     def release(self, reason: BaseException | None) -> None:
         if not self.job.finished:
@@ -86,9 +86,9 @@ class TaskAnswers(CallAnswers):
         self.task = task
         self.args = args
         self.kwargs = kwargs
-        self.claim: Claim | None = None
+        self.claim: KeyState | None = None
 
-    def replay(self, job: Job, claim: Claim) -> Any:
+    def replay(self, job: Job, claim: KeyState) -> Any:
         logger.info(
             "idempotency: task %s is a duplicate of key %s; acknowledged and skipped",
             self.task.name,
@@ -96,12 +96,12 @@ class TaskAnswers(CallAnswers):
         )
         return super().replay(job, claim)
 
-    def refuse(self, job: Job, claim: Claim) -> Any:
+    def refuse(self, job: Job, claim: KeyState) -> Any:
         if claim.status is not ClaimStatus.MISMATCH:
             self.task._defer(job, claim, self.args, self.kwargs)
         return super().refuse(job, claim)
 
-    def bind(self, job: Job, claim: Claim | None) -> None:
+    def bind(self, job: Job, claim: KeyState | None) -> None:
         self.claim = claim
 
 
@@ -161,7 +161,7 @@ class IdempotentTask(Redelivery):
         )
         try:
             return builder(CallArguments(args, kwargs))
-        except IdempotencyKeyMissing as exc:
+        except KeyPartMissing as exc:
             if not self.idempotency_optional:
                 raise
             logger.warning("idempotency: task %s runs without idempotency: %s", self.name, exc)

@@ -17,7 +17,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from idempotency.conf import idempotency_settings
+from idempotency.contrib.drf.exceptions import APIError
 from idempotency.exceptions import (
+    IdempotencyError,
     ImproperlyApplied,
     StoreUnavailable,
     SubmitTokenInvalid,
@@ -122,7 +124,8 @@ class SubmitTokenPermission(BasePermission):
     authentication, so the token is only consumed once the caller is known and
     allowed. An anonymous caller is refused (401/403) without touching the token.
     It raises :class:`~idempotency.exceptions.SubmitTokenUsed` (409) and
-    :class:`~idempotency.exceptions.SubmitTokenInvalid` (400), which DRF's exception
+    :class:`~idempotency.exceptions.SubmitTokenInvalid` (400) as
+    :class:`~idempotency.contrib.drf.exceptions.APIError`, which DRF's exception
     handler renders. Throttles run after permissions: a throttled request has
     already spent its token.
     """
@@ -153,8 +156,11 @@ class SubmitTokenPermission(BasePermission):
             return False
         token = _header_token(request)
         if token is None:
-            raise _missing()
-        consume_submit_token(token=token, user_or_scope=user, purpose=purpose)
+            raise APIError(_missing())
+        try:
+            consume_submit_token(token=token, user_or_scope=user, purpose=purpose)
+        except IdempotencyError as exc:
+            raise APIError(exc) from exc  # what any DRF exception handler renders
         return True
 
 
@@ -168,7 +174,7 @@ class SubmitTokenIssueView(APIView):
     Its answers are never stored in clear: :class:`~idempotency.IdempotencyMiddleware`
     leaves it alone (issuing again is harmless: each request gets a fresh token), and
     they say ``Cache-Control: no-store``, so a view that mixes in
-    :class:`~idempotency.IdempotentMixin` keeps their status only.
+    :class:`~idempotency.http.mixins.IdempotentMixin` keeps their status only.
     """
 
     #: Never under IdempotencyMiddleware: a raw token must not be stored.

@@ -16,9 +16,9 @@ from idempotency import idempotent_function
 from idempotency.contrib.django_tasks import DEFERRED_KEY, idempotent_django_task
 from idempotency.exceptions import (
     ArgumentsMismatch,
-    IdempotencyKeyMissing,
+    CallInProgress,
     ImproperlyApplied,
-    InProgress,
+    KeyPartMissing,
     StoreUnavailable,
     TaskDeferred,
 )
@@ -212,7 +212,7 @@ def test_a_run_in_progress_elsewhere_is_deferred_where_the_backend_can(
 
     copy = dummy.results[-1]
     assert deferred.value.deferred_id == copy.id
-    assert isinstance(deferred.value, InProgress)
+    assert isinstance(deferred.value, CallInProgress)
     assert copy.task.run_after is not None and copy.args == [label]
     # the copy is the task as this run was enqueued (its priority), not the module's
     assert copy.task.priority == 7 and copy.task.backend == "dummy"
@@ -253,8 +253,10 @@ def test_a_run_in_progress_elsewhere_fails_where_the_backend_cannot_defer(
 
     result = djtasks.on_immediate.enqueue(label)
     assert result.status == TaskResultStatus.FAILED
-    # InProgress itself, not TaskDeferred: nothing was enqueued again
-    assert [e.exception_class_path for e in result.errors] == ["idempotency.exceptions.InProgress"]
+    # CallInProgress itself, not TaskDeferred: nothing was enqueued again
+    assert [e.exception_class_path for e in result.errors] == [
+        "idempotency.exceptions.CallInProgress"
+    ]
 
 
 def test_an_unreachable_store_defers_the_run_where_the_backend_can(
@@ -288,7 +290,7 @@ def test_an_optional_key_with_a_missing_part_runs_without_idempotency(
     run_result(result)
     run_result(result)
     assert runs(execution_log, "optional") == 2
-    with pytest.raises(IdempotencyKeyMissing):
+    with pytest.raises(KeyPartMissing):
         run_result(djtasks.on_dummy.enqueue(None))
 
 

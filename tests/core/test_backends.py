@@ -12,10 +12,11 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
-from idempotency import Lock, consume_submit_token, issue_submit_token, lock
+from idempotency import consume_submit_token, issue_submit_token, lock
 from idempotency.core.backends import UnusableBackend
 from idempotency.exceptions import LockNotAcquired, SubmitTokenInvalid, SubmitTokenUsed
 from idempotency.locks import (
+    Lock,
     MySQLLockBackend,
     PostgresLockBackend,
     RedisLockBackend,

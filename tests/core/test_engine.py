@@ -18,7 +18,7 @@ from django.db import connections
 from idempotency.core import engine
 from idempotency.core.job import Job, Outcome
 from idempotency.stores import get_store
-from idempotency.stores.base import Claim, ClaimStatus, StoredResponse
+from idempotency.stores.base import ClaimStatus, KeyState, StoredResponse
 from tests.support.stores import DB_STORE, store_of, store_params
 from tests.support.storms import Overlap
 
@@ -28,20 +28,20 @@ DUPLICATES = 12
 class Answers:
     """An interface that answers with the stored bytes, and says "busy" or "other"."""
 
-    def adopts(self, job: Job, claim: Claim) -> bool:
+    def adopts(self, job: Job, claim: KeyState) -> bool:
         return False
 
-    def replay(self, job: Job, claim: Claim) -> Any:
+    def replay(self, job: Job, claim: KeyState) -> Any:
         assert claim.response is not None
         return ("replayed", claim.response.body.decode())
 
-    def refuse(self, job: Job, claim: Claim) -> Any:
+    def refuse(self, job: Job, claim: KeyState) -> Any:
         return ("other" if claim.status is ClaimStatus.MISMATCH else "busy", None)
 
     def over_quota(self, job: Job, retry_after: float) -> Any:
         return ("quota", retry_after)
 
-    def bind(self, job: Job, claim: Claim | None) -> None:
+    def bind(self, job: Job, claim: KeyState | None) -> None:
         return None
 
     def keep(self, job: Job, result: str) -> Outcome:

@@ -18,7 +18,7 @@ from django.test import Client, override_settings
 from django.urls import path
 
 from idempotency import idempotent, idempotent_function
-from idempotency.exceptions import InProgress
+from idempotency.exceptions import CallInProgress
 from idempotency.models import IdempotencyRecord
 from idempotency.tasks import idempotent_task
 from tests.support.http import new_key
@@ -175,7 +175,7 @@ def test_wait_comes_from_the_setting(interface: str, client: Client, user: Any) 
             started = time.monotonic()
             try:
                 answer = call(logged_in(user), key)
-            except InProgress:
+            except CallInProgress:
                 answer = None
             waited = time.monotonic() - started
         finally:

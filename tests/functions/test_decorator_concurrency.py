@@ -14,7 +14,7 @@ from django.db import connection
 
 from idempotency import idempotent_function
 from idempotency.core.backoff import Backoff
-from idempotency.exceptions import InProgress
+from idempotency.exceptions import CallInProgress
 from idempotency.functions.calls import fingerprint_of, qualified_name
 from idempotency.models import IdempotencyRecord
 from tests.support.clocks import age
@@ -30,7 +30,7 @@ def test_nested_call_of_a_running_key_raises_in_progress(store: str) -> None:
     @idempotent_function(key="nested:{ref}", store=store, wait=0, fingerprint=["ref"])
     def outer(ref: str, depth: int = 0) -> str:
         if depth == 0:
-            with pytest.raises(InProgress) as caught:
+            with pytest.raises(CallInProgress) as caught:
                 outer(ref, depth=1)
             assert caught.value.key == f"nested:{ref}"
         return "outer"
@@ -90,7 +90,7 @@ def test_stale_owner_takeover_with_the_database_store() -> None:
     fingerprint = fingerprint_of("function", qualified_name(work.__wrapped__))
     dead = store.claim("functions", f"db-slow:{ref}", fingerprint=fingerprint, lease=0.5, ttl=60)
     assert dead.owned
-    with pytest.raises(InProgress):
+    with pytest.raises(CallInProgress):
         idempotent_function(key="db-slow:{ref}", store=store_of(DB_STORE), lease=60, mode="lease")(
             work.__wrapped__
         )(ref)
@@ -170,10 +170,12 @@ def side_effects() -> Iterator[SideEffects]:
 
 
 def _check_outcomes(results: list[Any], expected: dict[str, Any], *, wait: float) -> None:
-    errors = [r for r in results if isinstance(r, BaseException) and not isinstance(r, InProgress)]
+    errors = [
+        r for r in results if isinstance(r, BaseException) and not isinstance(r, CallInProgress)
+    ]
     assert not errors, errors
     answered = [r for r in results if r == expected]
-    in_progress = [r for r in results if isinstance(r, InProgress)]
+    in_progress = [r for r in results if isinstance(r, CallInProgress)]
     assert len(answered) + len(in_progress) == len(results)
     assert answered, "the owner returns its result"
     if wait:
@@ -226,7 +228,7 @@ def test_twenty_threads_on_redis_store_run_the_body_once(redis_client: Any, wait
 @pytest.mark.django_db(transaction=True)
 def test_atomic_mode_twenty_threads_all_get_the_one_result(side_effects: SideEffects) -> None:
     """Atomic mode: duplicates wait on the record's unique index and return the committed
-    result; none sees InProgress, and the body's write happens once."""
+    result; none sees CallInProgress, and the body's write happens once."""
     ref = unique("order")
 
     overlap = Overlap(20)

@@ -16,15 +16,11 @@ import pytest
 from django.test import override_settings
 from pydantic import BaseModel
 
-from idempotency import (
-    ReplayedRecord,
-    StoreCorrupted,
-    StoredError,
-    idempotent_function,
-    idempotent_task,
-    signals,
-)
+from idempotency import idempotent_function, signals
+from idempotency.core.job import ReplayedRecord
 from idempotency.core.keyed_hashes import log_ref
+from idempotency.exceptions import StoreCorrupted, StoredError
+from idempotency.tasks import idempotent_task
 from tests.support.counting import Counter, unique
 from tests.support.stores import ALL_STORES, DB_STORE, store_of, using
 from tests.support.tasks import inprocess_app

@@ -205,7 +205,8 @@ def test_drf_authentication_reading_request_data_first(mixin: bool) -> None:
     from rest_framework.test import APIRequestFactory
     from rest_framework.views import APIView
 
-    from idempotency import IdempotentMixin, idempotent
+    from idempotency import idempotent
+    from idempotency.http.mixins import IdempotentMixin
 
     user = get_user_model().objects.create_user(username="reader")
     runs: list[object] = []

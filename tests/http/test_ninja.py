@@ -18,7 +18,8 @@ from ninja import NinjaAPI, Router
 from ninja.decorators import decorate_view
 from ninja.streaming import JSONL
 
-from idempotency import ImproperlyApplied, idempotent
+from idempotency import idempotent
+from idempotency.exceptions import ImproperlyApplied
 from idempotency.models import IdempotencyRecord
 from tests.support.http import post
 from tests.testapp.executions import executions, record_execution

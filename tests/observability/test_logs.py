@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from idempotency import JsonFormatter, signals
+from idempotency import signals
 from idempotency.observability import metrics
-from idempotency.observability.logs import key_hash
+from idempotency.observability.logs import JsonFormatter, key_hash
 from idempotency.scopes import user_scope
 from idempotency.stores.database import DatabaseStore
 from tests.support.factories import OrderFactory, UserFactory, funded_account

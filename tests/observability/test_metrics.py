@@ -18,9 +18,10 @@ from django.db import connection
 from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
-from idempotency import LockNotAcquired, lock, purge_expired_records
+from idempotency import LockNotAcquired, lock
 from idempotency.models import IdempotencyRecord, RecordState
 from idempotency.stores import DatabaseStore
+from idempotency.stores.purge import purge_expired_records
 from tests.support.factories import OrderFactory, UserFactory, funded_account
 from tests.support.stores import LOCK_BACKENDS, store_of
 from tests.support.storms import run_threads

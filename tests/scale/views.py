@@ -13,7 +13,8 @@ import uuid
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from idempotency import idempotent, shared
+from idempotency import idempotent
+from idempotency.scopes import shared
 from tests.testapp.models import Effect
 
 #: where executions are appended; set by the test (tests/scale/conftest.py)

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from idempotency import idempotent_function, signals
-from idempotency.exceptions import InProgress, StoreUnavailable
+from idempotency.exceptions import CallInProgress, StoreUnavailable
 from idempotency.stores.redis import RedisStore, as_text
 from tests.support.faults import private_redis
 
@@ -88,7 +88,7 @@ def test_redis_killed_and_back_within_the_lease_runs_no_key_twice(tmp_path: Path
                         time.sleep(0.05)
                     except Failed:
                         pass
-                    except InProgress:
+                    except CallInProgress:
                         conflicts.append(key)
                         # real time: a client's retry pace while a key is in progress
                         time.sleep(0.2)

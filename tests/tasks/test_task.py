@@ -16,14 +16,18 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 from django.utils import timezone
 
-from idempotency import IdempotentTask, idempotent_task
-from idempotency.exceptions import ImproperlyApplied, InProgress
-from idempotency.functions.calls import FunctionKeyMismatch, fingerprint_of
+from idempotency.exceptions import CallInProgress, ImproperlyApplied
+from idempotency.functions.calls import CallableMismatch, fingerprint_of
 from idempotency.functions.results import RESULT_CONTENT_TYPE
 from idempotency.models import IdempotencyRecord, SubmitToken
 from idempotency.stores import get_store
 from idempotency.stores.base import StoredResponse
-from idempotency.tasks import purge_expired_records_task, purge_expired_submit_tokens_task
+from idempotency.tasks import (
+    IdempotentTask,
+    idempotent_task,
+    purge_expired_records_task,
+    purge_expired_submit_tokens_task,
+)
 from tests.support.stores import CACHE_STORE, DB_STORE, using
 from tests.support.tasks import inprocess_app
 
@@ -132,7 +136,7 @@ def test_message_key_from_the_arguments() -> None:
     assert effects[f"{message_id}:billing"] == 1
     assert IdempotencyRecord.objects.filter(key=f"msg_{message_id}_billing").exists()
     # two tasks claiming one key is a mistake, not a duplicate
-    with pytest.raises(FunctionKeyMismatch):
+    with pytest.raises(CallableMismatch):
         other_by_message.apply((message_id,)).get()
 
 
@@ -174,7 +178,7 @@ def test_in_progress_key_under_eager_execution_raises() -> None:
         ttl=60,
     )
     assert claim.owned
-    with pytest.raises(InProgress):
+    with pytest.raises(CallInProgress):
         # throw=True (task_eager_propagates): the exception itself, not Celery's
         # pickle-safe copy of it
         by_message.apply((message_id,), throw=True)

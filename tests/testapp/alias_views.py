@@ -13,7 +13,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from idempotency import IdempotentMixin, idempotent, idempotent_function
+from idempotency import idempotent, idempotent_function
+from idempotency.http.mixins import IdempotentMixin
 from idempotency.ninja import protect
 from idempotency.tasks import idempotent_task
 from tests.testapp.celery_app import app

@@ -10,7 +10,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import path
 from django.views.decorators.cache import never_cache
 
-from idempotency import IdempotentMixin, idempotent
+from idempotency import idempotent
+from idempotency.http.mixins import IdempotentMixin
 from idempotency.tokens import SubmitTokenIssueView
 from tests.testapp.executions import record_execution
 

@@ -32,7 +32,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from idempotency import IdempotentMixin, idempotent
+from idempotency import idempotent
+from idempotency.http.mixins import IdempotentMixin
 from idempotency.ninja import protect
 from tests.testapp.models import Effect
 

@@ -17,7 +17,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from idempotency import IdempotentMixin, ReplayedRecord, idempotent
+from idempotency import idempotent
+from idempotency.core.job import ReplayedRecord
+from idempotency.http.mixins import IdempotentMixin
 from idempotency.ninja import protect
 from tests.testapp.executions import record_execution
 

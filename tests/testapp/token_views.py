@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from idempotency import SubmitTokenPermission, require_submit_token
+from idempotency.tokens import SubmitTokenPermission, require_submit_token
 
 
 @require_submit_token("checkout")

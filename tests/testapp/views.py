@@ -26,7 +26,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from idempotency import IdempotentMixin, get_recovery_point, idempotent, recovery_point
+from idempotency import get_recovery_point, idempotent, recovery_point
+from idempotency.http.mixins import IdempotentMixin
 from tests.testapp.executions import record_execution
 from tests.testapp.models import Effect, Wallet
 

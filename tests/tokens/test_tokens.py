@@ -331,7 +331,7 @@ def test_permission_ignores_the_browsable_apis_post_clones_of_a_get(alice: Any) 
     from rest_framework.request import Request, clone_request
     from rest_framework.test import APIRequestFactory
 
-    from idempotency import SubmitTokenPermission
+    from idempotency.tokens import SubmitTokenPermission
     from tests.testapp.token_views import OrderApi
 
     token = issue_submit_token(user_or_scope=alice, purpose="order")

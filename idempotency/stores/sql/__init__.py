@@ -246,7 +246,7 @@ def _lookup(connection: BaseDatabaseWrapper, table: str) -> str:
     # Equality on the unique (scope, key) index only; expiry is checked in Python. A
     # range condition on expires_at would make PostgreSQL's planner probe the end of
     # the expires_at index for its estimate, and right after a purge that end is a
-    # long run of dead entries: planning alone took many times the query.
+    # long run of dead entries: planning alone would take many times the query.
     # On PostgreSQL the server's clock comes back with the row, to judge it by, and the
     # datetimes come back as seconds since the epoch (see as_epoch).
     qn = connection.ops.quote_name
