@@ -20,6 +20,7 @@ from idempotency.core.job import Job, Outcome
 from idempotency.stores import get_store
 from idempotency.stores.base import ClaimStatus, KeyState, StoredResponse
 from tests.support.stores import DB_STORE, store_of, store_params
+from tests.support.storms import Overlap
 
 DUPLICATES = 12
 
@@ -84,15 +85,17 @@ def test_threads_through_the_sync_driver_run_the_work_once(store: str) -> None:
     resolved, key = get_store(store), f"threads-{uuid.uuid4().hex}"
     runs: Counter[str] = Counter()
     go = threading.Barrier(DUPLICATES)
+    overlap = Overlap(DUPLICATES)
     answers: list[Any] = []
 
     def work() -> str:
         runs[key] += 1
+        overlap.hold()  # the others meet the claim while this one runs
         return "result"
 
     def caller() -> None:
         go.wait(10)
-        answers.append(engine.run(job_for(resolved, key), Answers(), work))
+        answers.append(overlap.call(engine.run, job_for(resolved, key), Answers(), work))
 
     threads = [threading.Thread(target=caller) for _ in range(DUPLICATES)]
     for thread in threads:
@@ -109,13 +112,19 @@ def test_tasks_on_one_loop_through_the_async_driver_run_the_work_once(store: str
     resolved, key = get_store(store), f"tasks-{uuid.uuid4().hex}"
     runs: Counter[str] = Counter()
 
+    overlap = Overlap(DUPLICATES)
+
     async def work() -> str:
         runs[key] += 1
-        await asyncio.sleep(0.05)  # the others meet the claim while this one runs
+        await overlap.ahold()  # the others meet the claim while this one runs
         return "result"
 
+    async def call() -> Any:
+        overlap.enter()
+        return await engine.arun(job_for(resolved, key), Answers(), work)
+
     async def storm() -> list[Any]:
-        calls = [engine.arun(job_for(resolved, key), Answers(), work) for _ in range(DUPLICATES)]
+        calls = [call() for _ in range(DUPLICATES)]
         try:
             return list(await asyncio.gather(*calls))
         finally:  # the connection of the thread DatabaseStore's async calls ran in

@@ -59,7 +59,7 @@ def until_answered(call: Any, *, timeout: float = 30.0) -> Any:
         except CallInProgress:
             if time.monotonic() > deadline:
                 raise
-            time.sleep(0.1)
+            time.sleep(0.1)  # real time: a client's retry interval while a real body runs
 
 
 # -- the store contract ------------------------------------------------------------------
@@ -94,7 +94,8 @@ def test_a_long_function_body_runs_once_under_ten_concurrent_retries(store: str)
     @idempotent_function(key="long:{ref}", store=store, lease=LEASE, wait=0)
     def long_body(ref: str) -> dict[str, int]:
         run = runs()
-        time.sleep(2.5 * LEASE)  # past two leases: without renewals it would run again
+        # past two leases: without renewals it would run again
+        time.sleep(2.5 * LEASE)  # real time: the store's server times the lease
         return {"run": run}
 
     ref = unique("ref")
@@ -111,7 +112,8 @@ def test_a_long_task_runs_once_under_ten_concurrent_deliveries(store: str) -> No
     @idempotent_task(app=app, name=f"keepalive.long.{store}", lease=LEASE, store=store)
     def long_task(ref: str) -> dict[str, int]:
         run = runs()
-        time.sleep(2.5 * LEASE)  # past two leases: without renewals it would run again
+        # past two leases: without renewals it would run again
+        time.sleep(2.5 * LEASE)  # real time: the store's server times the lease
         return {"run": run}
 
     task_id = str(uuid.uuid4())
@@ -174,7 +176,7 @@ def test_a_sigkilled_owner_is_taken_over_after_one_lease_period(store: str, tmp_
         while time.monotonic() < alive_until:
             with pytest.raises(CallInProgress):
                 body(ref, 0.0)
-            time.sleep(0.2)
+            time.sleep(0.2)  # real time: the retry pace over lease periods the store's server times
         os.killpg(owner.pid, signal.SIGKILL)
         killed = time.monotonic()
         owner.wait(10)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-import time
 import uuid
 from decimal import Decimal
 from typing import Any
@@ -27,7 +26,7 @@ from idempotency.stores import get_store
 from idempotency.stores.base import StoredResponse
 from tests.support.counting import Counter, unique
 from tests.support.stores import ALL_STORES, DB_STORE, store_of, using
-from tests.support.storms import run_threads
+from tests.support.storms import Overlap, run_threads
 from tests.support.tasks import inprocess_app
 
 pytestmark = pytest.mark.django_db
@@ -198,13 +197,16 @@ def test_reordered_dicts_from_ten_threads_run_once_on_postgres() -> None:
     @idempotent_function(key="sort:{payload}", store=store_of(DB_STORE), wait=30)
     def sort(payload: dict[str, Any]) -> int:
         count = runs()
-        time.sleep(0.3)  # still running while the others claim
+        overlap.hold()  # still running while the others claim
         return count
 
     nonce = unique("n")
     items = [("id", nonce), ("a", 1), ("b", [1, 2]), ("c", {"d": 1, "e": 2})]
 
+    overlap = Overlap(10)
+
     def call(index: int) -> int:
+        overlap.enter()
         rotated = items[index % len(items) :] + items[: index % len(items)]
         payload = dict(rotated)
         if index % 2:

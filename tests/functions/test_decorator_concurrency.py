@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +20,7 @@ from idempotency.models import IdempotencyRecord
 from tests.support.clocks import age
 from tests.support.counting import Counter, unique
 from tests.support.stores import ALL_STORES, DB_STORE, REDIS_STORE, store_of, store_params
-from tests.support.storms import run_threads
+from tests.support.storms import Overlap, run_threads
 
 pytestmark = pytest.mark.django_db
 
@@ -191,13 +190,15 @@ def test_twenty_threads_on_postgres_database_store_run_the_body_once(
 ) -> None:
     ref = unique("order")
 
+    overlap = Overlap(20)
+
     @idempotent_function(key="charge:{ref}", store=store_of(DB_STORE), wait=wait)
     def charge(ref: str) -> dict[str, Any]:
         side_effects.insert(ref)
-        time.sleep(0.3)
+        overlap.hold()  # still running while the others claim
         return {"charged": ref}
 
-    results = run_threads(20, lambda _i: charge(ref))
+    results = run_threads(20, lambda _i: overlap.call(charge, ref))
     _check_outcomes(results, {"charged": ref}, wait=wait)
     assert side_effects.count(ref) == 1
     stored = IdempotencyRecord.objects.get(scope="functions", key=f"charge:{ref}")
@@ -210,13 +211,15 @@ def test_twenty_threads_on_redis_store_run_the_body_once(redis_client: Any, wait
     ref = unique("order")
     counter = f"beyond:effects:{ref}"
 
+    overlap = Overlap(20)
+
     @idempotent_function(key="charge:{ref}", store=store_of(REDIS_STORE), wait=wait)
     def charge(ref: str) -> dict[str, Any]:
         redis_client.incr(counter)
-        time.sleep(0.3)
+        overlap.hold()  # still running while the others claim
         return {"charged": ref}
 
-    results = run_threads(20, lambda _i: charge(ref))
+    results = run_threads(20, lambda _i: overlap.call(charge, ref))
     _check_outcomes(results, {"charged": ref}, wait=wait)
     assert int(redis_client.get(counter)) == 1
 
@@ -228,13 +231,15 @@ def test_atomic_mode_twenty_threads_all_get_the_one_result(side_effects: SideEff
     result; none sees CallInProgress, and the body's write happens once."""
     ref = unique("order")
 
+    overlap = Overlap(20)
+
     @idempotent_function(key="charge:{ref}", store=store_of(DB_STORE), mode="atomic")
     def charge(ref: str) -> dict[str, Any]:
         side_effects.insert(ref)
-        time.sleep(0.3)
+        overlap.hold()  # still running while the others claim
         return {"charged": ref}
 
-    results = run_threads(20, lambda _i: charge(ref))
+    results = run_threads(20, lambda _i: overlap.call(charge, ref))
     assert results == [{"charged": ref}] * 20
     assert side_effects.count(ref) == 1
 

@@ -34,7 +34,7 @@ LEASE = float(os.environ.get("IDEMPOTENCY_TEST_TASK_LEASE", "3"))
 def effect(label: str, seconds: float) -> dict[str, Any]:
     record_execution(f"{label} {os.getpid()}")
     if seconds:
-        time.sleep(seconds)
+        time.sleep(seconds)  # real time: a task's work, which a real worker times
     Effect.objects.create(label=label, amount=1)
     return {"label": label, "pid": os.getpid()}
 

@@ -81,7 +81,7 @@ def work(request: Any, amount: int | None = None, *, linger: bool = True) -> dic
     Effect.objects.create(label=probe[:255], amount=amount)
     delay = float(request.GET.get("sleep", "0"))
     if delay and linger:
-        time.sleep(delay)
+        time.sleep(delay)  # real time: the view's work, as long as the request asks
     return {"run": uuid.uuid4().hex, "amount": amount, "atomic": connection.in_atomic_block}
 
 
@@ -89,7 +89,7 @@ async def awork(request: HttpRequest) -> dict[str, Any]:
     result = await sync_to_async(work)(request, linger=False)
     delay = float(request.GET.get("sleep", "0"))
     if delay:
-        await asyncio.sleep(delay)
+        await asyncio.sleep(delay)  # real time: the view's work, as long as the request asks
     return result
 
 

@@ -77,7 +77,7 @@ def _effect(request: Any) -> Effect:
         effect = Effect.objects.create(label=str(data.get("label", "x")), amount=amount)
         Wallet.objects.filter(pk=1).update(balance=F("balance") - amount)
         if delay:
-            time.sleep(delay)
+            time.sleep(delay)  # real time: the view's work, as long as the request asks
         if request.GET.get("hold") == "1":
             HOLD.stop()
     return effect
@@ -206,7 +206,7 @@ class EffectViewSet(IdempotentMixin, viewsets.ModelViewSet[Effect]):
             serializer.save()
             Wallet.objects.filter(pk=1).update(balance=F("balance") - serializer.instance.amount)
             if delay:
-                time.sleep(delay)
+                time.sleep(delay)  # real time: the view's work, as long as the request asks
 
     @action(detail=True, methods=["post"])
     def bump(self, request: Request, pk: str | None = None) -> Response:

@@ -24,11 +24,11 @@ from idempotency.exceptions import (
 )
 from idempotency.models import IdempotencyRecord
 from tests.support.counting import unique
+from tests.support.effects import effects
 from tests.support.faults import dead_redis_store
 from tests.support.stores import CACHE_STORE, using
 from tests.testapp import djtasks
 from tests.testapp.executions import executions
-from tests.testapp.models import Effect
 
 try:
     from django.tasks import TaskResultStatus, task_backends
@@ -38,10 +38,6 @@ except ImportError:  # Django 5.2: the backport
     from django_tasks.base import Task, TaskContext  # type: ignore[no-redef,import-not-found,unused-ignore]  # is there
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def effects(label: str) -> int:
-    return Effect.objects.filter(label=label).count()
 
 
 def runs(log: Path, label: str) -> int:

@@ -20,10 +20,10 @@ import pytest
 from idempotency.contrib.django_tasks import DEFERRED_KEY
 from idempotency.models import IdempotencyRecord
 from tests.support.counting import unique
+from tests.support.effects import effects
 from tests.support.storms import wait_until
 from tests.support.task_workers import DbWorker, db_worker_env
 from tests.testapp import djtasks
-from tests.testapp.models import Effect
 
 pytestmark = [
     pytest.mark.server_db,
@@ -75,10 +75,6 @@ def runs_of(log: Path, label: str) -> list[int]:
     return [
         int(line.split()[1]) for line in log.read_text().splitlines() if line.split()[0] == label
     ]
-
-
-def effects(label: str) -> int:
-    return Effect.objects.filter(label=label).count()
 
 
 def errors(result: Any) -> list[str]:

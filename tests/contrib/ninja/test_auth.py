@@ -15,6 +15,7 @@ from django.test import AsyncClient, Client, override_settings
 
 from idempotency.models import IdempotencyRecord
 from idempotency.scopes import principal_of, principal_scope
+from tests.support.http import post
 from tests.testapp.executions import executions
 from tests.testapp.models import Wallet
 
@@ -25,15 +26,6 @@ def bearer(token: str) -> Client:
     return Client(HTTP_AUTHORIZATION=f"Bearer {token}")
 
 
-def post(client: Client, url: str, key: str, amount: int = 2) -> Any:
-    return client.post(
-        url,
-        data=json.dumps({"amount": amount}),
-        content_type="application/json",
-        HTTP_IDEMPOTENCY_KEY=key,
-    )
-
-
 @pytest.mark.parametrize("url", ["/n/status/", "/n/async/"])
 def test_a_bearer_token_caller_gets_idempotency_without_a_custom_scope(
     wallet: Wallet, execution_log: Path, url: str
@@ -41,7 +33,7 @@ def test_a_bearer_token_caller_gets_idempotency_without_a_custom_scope(
     """Before, every keyed request of an HttpBearer caller was refused 403
     (idempotency-anonymous-not-allowed): keys were scoped to ``request.user`` only."""
     key = str(uuid.uuid4())
-    first, again = post(bearer("token-a"), url, key), post(bearer("token-a"), url, key)
+    first, again = post(bearer("token-a"), url, key=key), post(bearer("token-a"), url, key=key)
     assert first.status_code == 201
     assert (again.status_code, again.content) == (201, first.content)
     assert again["Idempotent-Replayed"] == "true"
@@ -50,8 +42,8 @@ def test_a_bearer_token_caller_gets_idempotency_without_a_custom_scope(
 
 def test_two_tokens_never_share_records(wallet: Wallet, execution_log: Path) -> None:
     key = str(uuid.uuid4())
-    a = post(bearer("token-a"), "/n/status/", key)
-    b = post(bearer("token-b"), "/n/status/", key)
+    a = post(bearer("token-a"), "/n/status/", key=key)
+    b = post(bearer("token-b"), "/n/status/", key=key)
     assert a.status_code == b.status_code == 201
     assert "Idempotent-Replayed" not in b
     assert a.json()["id"] != b.json()["id"]
@@ -68,9 +60,9 @@ def test_a_user_principal_is_the_users_scope_whichever_way_it_authenticated(
     """``request.auth`` a user (a token that names alice) and alice's session are one
     caller: the same key replays across them, and nobody else's does."""
     key = str(uuid.uuid4())
-    first = post(bearer("user-token-alice"), "/n/status/", key)
+    first = post(bearer("user-token-alice"), "/n/status/", key=key)
     assert IdempotencyRecord.objects.get(key=key).scope == principal_scope(user)
-    by_session = post(client_a, "/n/status/", key)
+    by_session = post(client_a, "/n/status/", key=key)
     assert (by_session.content, by_session["Idempotent-Replayed"]) == (first.content, "true")
     assert executions(execution_log)[key] == 1
 
@@ -79,8 +71,8 @@ def test_bob_never_gets_alices_response(
     user: Any, other_user: Any, wallet: Wallet, execution_log: Path
 ) -> None:
     key = str(uuid.uuid4())
-    post(bearer("user-token-alice"), "/n/status/", key)
-    bobs = post(bearer("user-token-bob"), "/n/status/", key)
+    post(bearer("user-token-alice"), "/n/status/", key=key)
+    bobs = post(bearer("user-token-bob"), "/n/status/", key=key)
     assert "Idempotent-Replayed" not in bobs
     assert executions(execution_log)[key] == 2
 
@@ -89,8 +81,8 @@ def test_authentication_runs_before_the_claim(wallet: Wallet, execution_log: Pat
     """A caller Ninja does not authenticate gets Ninja's 401: no claim, no record, no
     replay of anyone's response, and the key stays free."""
     key = str(uuid.uuid4())
-    post(bearer("token-a"), "/n/status/", key)
-    refused = post(bearer("wrong"), "/n/status/", key)
+    post(bearer("token-a"), "/n/status/", key=key)
+    refused = post(bearer("wrong"), "/n/status/", key=key)
     assert refused.status_code == 401
     assert "Idempotent-Replayed" not in refused
     assert refused.json() == {"detail": "Unauthorized"}
@@ -100,7 +92,7 @@ def test_authentication_runs_before_the_claim(wallet: Wallet, execution_log: Pat
 
 def test_an_anonymous_key_is_refused_by_default(wallet: Wallet, execution_log: Path) -> None:
     key = str(uuid.uuid4())
-    response = post(Client(), "/n/open/", key)
+    response = post(Client(), "/n/open/", key=key)
     assert response.status_code == 403
     assert response.json()["code"] == "idempotency-anonymous-not-allowed"
     assert executions(execution_log)[key] == 0
@@ -109,7 +101,7 @@ def test_an_anonymous_key_is_refused_by_default(wallet: Wallet, execution_log: P
 def test_anonymous_ignore_runs_without_idempotency(wallet: Wallet, execution_log: Path) -> None:
     key = str(uuid.uuid4())
     with override_settings(IDEMPOTENCY={"ANONYMOUS": "ignore"}):
-        answers = [post(Client(), "/n/open/", key) for _ in range(2)]
+        answers = [post(Client(), "/n/open/", key=key) for _ in range(2)]
     assert [a.status_code for a in answers] == [201, 201]
     assert not any("Idempotent-Replayed" in a for a in answers)
     assert executions(execution_log)[key] == 2
@@ -119,7 +111,7 @@ def test_anonymous_ignore_runs_without_idempotency(wallet: Wallet, execution_log
 def test_a_principal_without_an_identity_is_anonymous(wallet: Wallet, execution_log: Path) -> None:
     """An object the default scope cannot name is never given a shared scope."""
     key = str(uuid.uuid4())
-    response = post(bearer("nameless"), "/n/nameless/", key)
+    response = post(bearer("nameless"), "/n/nameless/", key=key)
     assert response.status_code == 403
     assert response.json()["code"] == "idempotency-anonymous-not-allowed"
     assert executions(execution_log)[key] == 0
@@ -172,8 +164,8 @@ def test_the_middleware_lets_ninja_authenticate_first(
     authentication (before, an HttpBearer caller got 403 on every keyed request)."""
     key = str(uuid.uuid4())
     with override_settings(MIDDLEWARE=MIDDLEWARE):
-        first, again = (post(bearer(token), "/n/under-middleware/", key) for _ in range(2))
-        refused = post(bearer("wrong"), "/n/under-middleware/", key)
+        first, again = (post(bearer(token), "/n/under-middleware/", key=key) for _ in range(2))
+        refused = post(bearer("wrong"), "/n/under-middleware/", key=key)
     assert first.status_code == 201
     assert (again.content, again["Idempotent-Replayed"]) == (first.content, "true")
     assert refused.status_code == 401
@@ -184,7 +176,7 @@ def test_without_the_middleware_an_undecorated_operation_is_untouched(
     wallet: Wallet, execution_log: Path
 ) -> None:
     key = str(uuid.uuid4())
-    answers = [post(bearer("token-a"), "/n/plain/", key) for _ in range(2)]
+    answers = [post(bearer("token-a"), "/n/plain/", key=key) for _ in range(2)]
     assert [a.status_code for a in answers] == [201, 201]
     assert executions(execution_log)[key] == 2
 

@@ -4,7 +4,6 @@ result, replays, mismatches, requests in progress, Ninja's exceptions and crashe
 from __future__ import annotations
 
 import functools
-import json
 import threading
 import uuid
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from ninja.streaming import JSONL
 from idempotency import idempotent
 from idempotency.exceptions import ImproperlyApplied
 from idempotency.models import IdempotencyRecord
+from tests.support.http import post
 from tests.testapp.executions import executions, record_execution
 from tests.testapp.models import Effect, Wallet
 from tests.testapp.ninja_api import PayOut
@@ -40,25 +40,15 @@ RESULTS = {
 }
 
 
-def post(client: Client, url: str, key: str | None, body: Any = None) -> Any:
-    extra = {"HTTP_IDEMPOTENCY_KEY": key} if key is not None else {}
-    return client.post(
-        url,
-        data=json.dumps({"amount": 2} if body is None else body),
-        content_type="application/json",
-        **extra,
-    )
-
-
 @pytest.mark.filterwarnings("ignore:Returning tuple:DeprecationWarning")
 @pytest.mark.parametrize("url", list(RESULTS))
 def test_each_kind_of_result_runs_once_and_replays_byte_for_byte(
     client_a: Client, wallet: Wallet, execution_log: Path, url: str
 ) -> None:
     key = str(uuid.uuid4())
-    first, *repeats = [post(client_a, url, key) for _ in range(3)]
+    first, *repeats = [post(client_a, url, key=key) for _ in range(3)]
     assert first.status_code == RESULTS[url]
-    assert first.json() == {"id": Effect.objects.get().pk, "amount": 2}
+    assert first.json() == {"id": Effect.objects.get().pk, "amount": 5}
     assert "Idempotent-Replayed" not in first
     for repeat in repeats:
         assert repeat.status_code == first.status_code
@@ -66,7 +56,7 @@ def test_each_kind_of_result_runs_once_and_replays_byte_for_byte(
         assert repeat["Content-Type"] == first["Content-Type"]
         assert repeat["Idempotent-Replayed"] == "true"
     assert executions(execution_log)[key] == 1
-    assert Wallet.objects.get().balance == 998
+    assert Wallet.objects.get().balance == 995
 
 
 @pytest.mark.parametrize("url", ["/n/status/", "/n/async/"])
@@ -74,8 +64,8 @@ def test_the_same_key_with_another_body_is_a_mismatch(
     client_a: Client, wallet: Wallet, execution_log: Path, url: str
 ) -> None:
     key = str(uuid.uuid4())
-    assert post(client_a, url, key).status_code == 201
-    other = post(client_a, url, key, {"amount": 3})
+    assert post(client_a, url, key=key).status_code == 201
+    other = post(client_a, url, body={"amount": 3}, key=key)
     assert other.status_code == 422
     assert other["Content-Type"] == "application/problem+json"
     assert other.json()["code"] == "idempotency-key-mismatch"
@@ -86,8 +76,8 @@ def test_the_same_key_on_another_operation_is_a_mismatch(
     client_a: Client, wallet: Wallet, execution_log: Path
 ) -> None:
     key = str(uuid.uuid4())
-    assert post(client_a, "/n/status/", key).status_code == 201
-    assert post(client_a, "/n/schema/", key).json()["code"] == "idempotency-key-mismatch"
+    assert post(client_a, "/n/status/", key=key).status_code == 201
+    assert post(client_a, "/n/schema/", key=key).json()["code"] == "idempotency-key-mismatch"
     assert executions(execution_log)[key] == 1
 
 
@@ -106,13 +96,13 @@ def test_a_duplicate_of_a_request_in_progress_gets_409(
     key = str(uuid.uuid4())
     first: list[Any] = []
     held = url + "?hold=before"  # the first stops before its writes (SQLite: no lock held)
-    thread = threading.Thread(target=lambda: first.append(post(client_a, held, key)))
+    thread = threading.Thread(target=lambda: first.append(post(client_a, held, key=key)))
     thread.start()
     try:
         assert gate.entered.wait(10)
         # atomic mode: the duplicate waits on the first's claim up to LOCK_TIMEOUT, then 409
         with override_settings(IDEMPOTENCY={"LOCK_TIMEOUT": 0.5}):
-            duplicate = post(client_a, held, key)
+            duplicate = post(client_a, held, key=key)
     finally:
         gate.release.set()
         thread.join(10)
@@ -120,7 +110,7 @@ def test_a_duplicate_of_a_request_in_progress_gets_409(
     assert duplicate.json()["code"] == "idempotency-request-in-progress"
     assert int(duplicate["Retry-After"]) >= 1
     assert first[0].status_code == 201
-    assert post(client_a, held, key).content == first[0].content
+    assert post(client_a, held, key=key).content == first[0].content
     assert executions(execution_log)[key] == 1
 
 
@@ -129,10 +119,10 @@ def test_a_ninja_http_error_is_a_definitive_answer_stored_and_replayed(
     client_a: Client, wallet: Wallet, execution_log: Path, url: str
 ) -> None:
     key = str(uuid.uuid4())
-    first = post(client_a, url, key)
+    first = post(client_a, url, key=key)
     assert first.status_code == 404
     assert first.json() == {"detail": "no such thing"}
-    again = post(client_a, url, key)
+    again = post(client_a, url, key=key)
     assert (again.status_code, again.content) == (404, first.content)
     assert again["Idempotent-Replayed"] == "true"
     assert executions(execution_log)[key] == 1
@@ -143,9 +133,9 @@ def test_an_unhandled_exception_releases_the_key(
 ) -> None:
     client_a.raise_request_exception = False
     key = str(uuid.uuid4())
-    assert post(client_a, "/n/crash/", key).status_code == 500
+    assert post(client_a, "/n/crash/", key=key).status_code == 500
     assert not IdempotencyRecord.objects.filter(key=key).exists()
-    assert post(client_a, "/n/crash/", key).status_code == 500  # a retry runs it again
+    assert post(client_a, "/n/crash/", key=key).status_code == 500  # a retry runs it again
     assert executions(execution_log)[key] == 2
     assert Effect.objects.count() == 0  # atomic mode rolled each attempt back
 
@@ -160,9 +150,9 @@ def test_a_result_ninja_cannot_answer_releases_the_key(
     client_a.raise_request_exception = False
     key = str(uuid.uuid4())
     with override_settings(IDEMPOTENCY={"MODE": mode}):
-        assert post(client_a, "/n/undeclared-status/", key).status_code == 500
+        assert post(client_a, "/n/undeclared-status/", key=key).status_code == 500
         assert not IdempotencyRecord.objects.filter(key=key).exists()
-        assert post(client_a, "/n/undeclared-status/", key).status_code == 500
+        assert post(client_a, "/n/undeclared-status/", key=key).status_code == 500
     assert executions(execution_log)[key] == 2
     assert Effect.objects.count() == (0 if mode == "atomic" else 2)
 
@@ -171,12 +161,12 @@ def test_invalid_input_is_ninjas_422_before_any_claim(
     client_a: Client, wallet: Wallet, execution_log: Path
 ) -> None:
     key = str(uuid.uuid4())
-    response = post(client_a, "/n/status/", key, {"amount": "lots"})
+    response = post(client_a, "/n/status/", body={"amount": "lots"}, key=key)
     assert response.status_code == 422
     assert "detail" in response.json()  # Ninja's validation answer, not ours
     assert not IdempotencyRecord.objects.filter(key=key).exists()
     assert executions(execution_log)[key] == 0
-    assert post(client_a, "/n/status/", key).status_code == 201  # the key is still free
+    assert post(client_a, "/n/status/", key=key).status_code == 201  # the key is still free
 
 
 def test_safe_methods_and_unkeyed_requests_run_as_usual(
@@ -187,7 +177,7 @@ def test_safe_methods_and_unkeyed_requests_run_as_usual(
         assert response.json() == {"read": True}
         assert "Idempotent-Replayed" not in response
     assert executions(execution_log)["read"] == 2
-    assert [post(client_a, "/n/status/", None).status_code for _ in range(2)] == [201, 201]
+    assert [post(client_a, "/n/status/", key=None).status_code for _ in range(2)] == [201, 201]
     assert Effect.objects.count() == 2
     assert not IdempotencyRecord.objects.exists()
 
@@ -195,7 +185,7 @@ def test_safe_methods_and_unkeyed_requests_run_as_usual(
 def test_a_malformed_key_is_a_problem_and_runs_nothing(
     client_a: Client, wallet: Wallet, execution_log: Path
 ) -> None:
-    response = post(client_a, "/n/status/", "x" * 300)
+    response = post(client_a, "/n/status/", key="x" * 300)
     assert response.status_code == 400
     assert response.json()["code"] == "idempotency-key-invalid"
     assert Effect.objects.count() == 0
