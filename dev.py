@@ -178,9 +178,14 @@ def install(*groups: str) -> None:
 
 # what ``install`` reports: the interpreter and the packages the supported range names
 REPORT_VERSIONS = """import sys
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
+def held(name):
+    try:
+        return f"{name} {version(name)}"
+    except PackageNotFoundError:
+        return f"no {name}"
 names = ["Django", "djangorestframework", "django-redis", "celery", "psycopg", "redis"]
-print(f"Python {sys.version.split()[0]}", *(f"{n} {version(n)}" for n in names), sep=", ")
+print(f"Python {sys.version.split()[0]}", *(held(n) for n in names), sep=", ")
 """
 
 
@@ -252,8 +257,8 @@ def main(argv: list[str]) -> None:
             rest.remove("--all")
             os.environ["IDEMPOTENCY_TEST_ALL"] = "1"
         sh(PYTHON, "-m", "pytest", *rest)
-    elif command == "install":  # the virtualenv alone, then what it holds
-        install()
+    elif command == "install":  # the virtualenv alone (groups named: those), then what it holds
+        install(*rest)
         sh(PYTHON, "-c", REPORT_VERSIONS)
     elif command == "docs":
         docs(rest)

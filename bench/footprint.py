@@ -44,6 +44,7 @@ def keyed_drf_post() -> dict[str, Any]:
             "django.contrib.auth",
             "rest_framework",
             "idempotency",
+            "idempotency.contrib.drf",
         ],
         MIDDLEWARE=[],
         DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},

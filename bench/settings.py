@@ -27,6 +27,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "idempotency",
+    "idempotency.contrib.drf",
     "bench.benchapp",
 ]
 

@@ -11,9 +11,10 @@ from django.shortcuts import render
 from rest_framework import exceptions
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
-from rest_framework.views import exception_handler, set_rollback
+from rest_framework.views import set_rollback
 
 from config.middleware import problem_for_status
+from idempotency.contrib.drf.exceptions import exception_handler
 from idempotency.problems import PROBLEM_CONTENT_TYPE, problem_body, problem_response
 
 #: Seconds a client waits before retrying when the sample's own database is unreachable.
@@ -55,8 +56,11 @@ def database_unreachable(exc: Exception) -> bool:
     return False
 
 
-def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """Render DRF's exceptions (and anything mapped to one) as ``application/problem+json``.
+def problem_exception_handler(
+    exc: Exception, context: dict[str, Any]
+) -> Response | HttpResponse | None:
+    """Render DRF's exceptions (and anything mapped to one) as ``application/problem+json``;
+    the library's own errors answer their problem (its DRF exception handler).
 
     The sample's own database lost mid-request (its session ended by
     ``pg_terminate_backend``, a failover, a restart: Django's ``OperationalError`` or
@@ -81,7 +85,7 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
     response = exception_handler(exc, context)
-    if response is None or not isinstance(exc, exceptions.APIException):
+    if not isinstance(response, Response) or not isinstance(exc, exceptions.APIException):
         return response
     status = response.status_code
     extra: dict[str, Any] = {}

@@ -3,7 +3,7 @@
 The sample's views follow one convention: a nested ``InputSerializer`` for the
 request body and an ``OutputSerializer`` for the answer. This schema class reads
 that convention, so no view carries a schema annotation, and the library's
-``idempotency.openapi.AutoSchema`` underneath adds the Idempotency-Key contract.
+``idempotency.contrib.openapi.spectacular.AutoSchema`` underneath adds the Idempotency-Key contract.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from drf_spectacular.types import OpenApiTypes
 from rest_framework.permissions import AllowAny
 
 from accounts.money import MAX_AMOUNT, MIN_AMOUNT
-from idempotency.openapi import AutoSchema, add_problem
+from idempotency.contrib.openapi.spectacular import AutoSchema, add_problem
 from payments.authentication import SIGNATURE_HEADER
 
 

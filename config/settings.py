@@ -114,6 +114,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "idempotency",
+    "idempotency.contrib.drf",
+    "idempotency.contrib.prometheus",
     "accounts",
     "orders",
     "payments",

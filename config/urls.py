@@ -10,7 +10,8 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.parsers import FormParser, MultiPartParser
 
 from config.parsers import JSONParser
-from idempotency import SubmitTokenIssueView, metrics_view
+from idempotency.contrib.drf.tokens import SubmitTokenIssueView
+from idempotency.contrib.prometheus import metrics_view
 from orders.apis import ORDER_FORM_TOKEN_PURPOSE
 
 urlpatterns = [

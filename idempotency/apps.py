@@ -10,24 +10,14 @@ from django.utils.translation import gettext_lazy as _
 
 
 def connect_observers() -> None:
-    """Connect the log receivers, the metric ones once ``METRICS`` is on, and the
-    OpenTelemetry ones once ``OPENTELEMETRY`` is.
+    """Connect the log receivers; this runs again whenever the settings change.
 
-    ``prometheus_client`` and ``opentelemetry`` are imported only when enabled; this runs
-    again whenever the settings change, so ``override_settings`` turns them on too.
+    Prometheus and OpenTelemetry are apps of their own (``idempotency.contrib.prometheus``,
+    ``idempotency.contrib.otel``) that connect their receivers in their ``ready()``.
     """
-    from idempotency.conf import idempotency_settings
     from idempotency.observability import logs
 
     logs.connect()
-    if idempotency_settings.METRICS:
-        from idempotency.observability import metrics
-
-        metrics.connect()
-    if idempotency_settings.OPENTELEMETRY:
-        from idempotency.observability import otel
-
-        otel.connect()
 
 
 # The system checks (idempotency.checks) import every part they check: registered here,

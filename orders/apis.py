@@ -16,7 +16,8 @@ from accounts.api_errors import api_error_for
 from accounts.apis import request_user
 from accounts.permissions import IsMerchant
 from accounts.serializer_fields import AmountField, IdentifierField
-from idempotency import SubmitTokenPermission, idempotency_settings, idempotent
+from idempotency import idempotency_settings, idempotent
+from idempotency.contrib.drf.tokens import SubmitTokenPermission
 from orders.errors import (
     CancelRefused,
     IllegalTransition,

@@ -18,13 +18,8 @@ from accounts.apis import account_api_error, request_user
 from accounts.errors import AccountError
 from accounts.serializer_fields import AmountField, IdentifierField
 from config.parsers import JSONParser
-from idempotency import (
-    ArgumentsMismatch,
-    IdempotencyRequestInProgress,
-    InProgress,
-    idempotent,
-    idempotent_function,
-)
+from idempotency import CallInProgress, RequestInProgress, idempotent, idempotent_function
+from idempotency.exceptions import ArgumentsMismatch
 from orders.apis import get_order_or_404, order_api_error
 from orders.errors import OrderError
 from payments.authentication import GatewaySignatureAuthentication, IsPaymentGateway
@@ -264,8 +259,8 @@ class GatewayCallbackApi(APIView):
         except ArgumentsMismatch as exc:
             # this trade number was notified before with other content: refused, unrun
             raise payment_api_error(TradeNoConflict(data["trade_no"])) from exc
-        except InProgress:
-            return IdempotencyRequestInProgress(
+        except CallInProgress:
+            return RequestInProgress(
                 "A notification of this trade is still being processed; retry later."
             ).as_response()
         except (PaymentError, OrderError) as exc:

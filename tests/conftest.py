@@ -103,6 +103,7 @@ TIER_OF = {
 TESTAPP_URLS = (
     "tests/client/",
     "tests/contract/",
+    "tests/contrib/ninja/",
     "tests/http/",
     "tests/stores/",
     "tests/storms/",

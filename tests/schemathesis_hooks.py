@@ -13,7 +13,7 @@ from typing import Any
 
 import schemathesis
 
-from idempotency.openapi import KEY_PATTERNS
+from idempotency.contrib.openapi.spectacular import KEY_PATTERNS
 
 HEADER = "Idempotency-Key"
 _VALID = re.compile(KEY_PATTERNS["lenient"])

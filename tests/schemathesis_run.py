@@ -38,7 +38,7 @@ def wait_for(port: int, process: subprocess.Popen[bytes]) -> None:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return
         except OSError:
-            time.sleep(0.2)
+            time.sleep(0.2)  # real time: waiting for the sample server to listen
     raise SystemExit("the sample server did not start within 60 s")
 
 

@@ -7,7 +7,12 @@ import os
 from config.settings import *  # noqa: F403
 from config.settings import DATABASES, INSTALLED_APPS
 
-INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
+INSTALLED_APPS = [
+    *INSTALLED_APPS,
+    "idempotency.contrib.ninja",
+    "idempotency.contrib.otel",
+    "tests.testapp",
+]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 # a second database for the tests of views that write to two aliases (a server database

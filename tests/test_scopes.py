@@ -18,9 +18,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.test import RequestFactory, override_settings
 from django.utils.functional import SimpleLazyObject
 
-from idempotency import idempotent, shared
+from idempotency import idempotent
 from idempotency.models import IdempotencyRecord
-from idempotency.scopes import user_scope
+from idempotency.scopes import shared, user_scope
 from tests.support.counting import Counter
 from tests.support.stores import STORE_VARIANTS, variant_params
 

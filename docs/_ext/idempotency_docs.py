@@ -9,6 +9,10 @@ Directives (MyST: ```{name}``` fences):
   :data:`idempotency.check_messages.MESSAGES`;
 - ``idempotency-command``: a management command's ``--help``, from its own parser;
 - ``idempotency-tasks``: the Celery tasks the app registers, with their docstrings.
+
+And two link fixes: a reference by an object's defining path resolves to where the
+reference documents it (:func:`resolve_alias`), and viewcode's source pages find the
+anchor they link to (:func:`viewcode_anchors`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 from docutils import nodes
 from docutils.parsers.rst import directives
 from docutils.statemachine import StringList
+from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
@@ -152,7 +157,7 @@ class TasksDirective(_TableDirective):
     def lines(self) -> list[str]:
         from celery import current_app
 
-        import idempotency.tasks  # noqa: F401  (registers the tasks)
+        import idempotency.contrib.celery  # noqa: F401  (registers the tasks)
 
         rows = []
         for name in sorted(current_app.tasks):
@@ -222,8 +227,32 @@ def resolve_alias(app: Sphinx, env: Any, node: Any, contnode: nodes.Node) -> nod
     return None
 
 
+def viewcode_anchors(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Give each documented object the anchor viewcode's source page links it by.
+
+    viewcode links every object of a module under one prefix, the documented module of
+    the first object it met from there (``idempotency.`` for ``idempotency.exceptions``,
+    whose daily errors the reference documents under the package): an object of that
+    module documented under its own path (``idempotency.exceptions.TaskDeferred``) gets
+    that anchor too (``idempotency.TaskDeferred``).
+    """
+    modules = getattr(app.env, "_viewcode_modules", {})
+    taken = {id_ for node in doctree.findall(nodes.Element) for id_ in node.get("ids", [])}
+    for signode in doctree.findall(addnodes.desc_signature):
+        module, fullname = signode.get("module"), signode.get("fullname")
+        obj = _import(f"{module}.{fullname}") if module and fullname else None
+        entry = modules.get(getattr(obj, "__module__", None))
+        if not isinstance(entry, tuple):
+            continue
+        anchor = f"{entry[3]}.{fullname}"
+        if anchor not in taken:
+            signode["ids"].append(anchor)
+            taken.add(anchor)
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("missing-reference", resolve_alias)
+    app.connect("doctree-resolved", viewcode_anchors)
     app.add_directive("idempotency-problems", ProblemsDirective)
     app.add_directive("idempotency-checks", ChecksDirective)
     app.add_directive("idempotency-command", CommandDirective)

@@ -40,7 +40,7 @@ from idempotency.core.job import Adapter, Job, Outcome, lease_over, logger
 from idempotency.core.keepalive import kept_alive
 from idempotency.exceptions import StoreUnavailable
 from idempotency.observability.tracing import spanned
-from idempotency.stores.base import AtomicStore, Claim, ClaimLocked, ClaimStatus
+from idempotency.stores.base import AtomicStore, ClaimLocked, ClaimStatus, KeyState
 from idempotency.utils.backoff import Backoff
 from idempotency.utils.outages import is_lock_error, is_outage, unavailable
 
@@ -52,7 +52,7 @@ IN_PROGRESS = ClaimStatus.IN_PROGRESS
 MISMATCH = ClaimStatus.MISMATCH
 
 #: What a caller waiting on a lock it did not get is told: in progress, retry soon.
-BUSY = Claim(IN_PROGRESS, retry_after=1.0)
+BUSY = KeyState(IN_PROGRESS, retry_after=1.0)
 
 #: A completion the store could not take is sent again after these pauses (seconds),
 #: growing, until the lease runs out.
@@ -85,7 +85,7 @@ async def arun(job: Job, adapter: Adapter, work: Callable[[], Awaitable[Any]]) -
     return await arun_lease(job, adapter, work, state)
 
 
-def release(job: Job, claim: Claim, reason: BaseException | None = None) -> None:
+def release(job: Job, claim: KeyState, reason: BaseException | None = None) -> None:
     """Give ``job``'s key back now, while its work runs (a task's ``retry()``): nothing
     is stored when the work ends."""
     job.finished = True
@@ -100,7 +100,7 @@ def release(job: Job, claim: Claim, reason: BaseException | None = None) -> None
 # -- lease mode ------------------------------------------------------------------------
 
 
-def run_lease(job: Job, adapter: Adapter, work: Callable[[], Any], state: Claim | None) -> Any:
+def run_lease(job: Job, adapter: Adapter, work: Callable[[], Any], state: KeyState | None) -> Any:
     """Own the key or answer from its record (``state``: what the first look found);
     over ``MAX_NEW_RECORDS``, give it back; run the work under keep-alive; keep its
     outcome, or release the key."""
@@ -139,7 +139,7 @@ def run_lease(job: Job, adapter: Adapter, work: Callable[[], Any], state: Claim 
     return outcome.answer
 
 
-def _failed(job: Job, adapter: Adapter, claim: Claim, exc: BaseException) -> Any:
+def _failed(job: Job, adapter: Adapter, claim: KeyState, exc: BaseException) -> Any:
     """The work raised ``exc``: store what the interface keeps of it, or release the
     key; answer, or raise ``exc`` again."""
     if job.finished:
@@ -159,7 +159,7 @@ def _failed(job: Job, adapter: Adapter, claim: Claim, exc: BaseException) -> Any
 
 
 def record(
-    job: Job, claim: Claim, outcome: Outcome, exception: BaseException | None = None
+    job: Job, claim: KeyState, outcome: Outcome, exception: BaseException | None = None
 ) -> None:
     """Complete the record with the outcome (sent again while the store is unreachable,
     for as long as the lease lasts), or release it."""
@@ -185,7 +185,7 @@ def record(
     completed(job, claim, outcome, done)
 
 
-def give_back(job: Job, claim: Claim, **extra: Any) -> None:
+def give_back(job: Job, claim: KeyState, **extra: Any) -> None:
     """Give the key back (its lease ends it where the store is unreachable)."""
     try:
         with step(job, "release", "release") as done:
@@ -195,7 +195,7 @@ def give_back(job: Job, claim: Claim, **extra: Any) -> None:
     released(job, claim, freed, extra)
 
 
-def completed(job: Job, claim: Claim, outcome: Outcome, done: bool) -> None:
+def completed(job: Job, claim: KeyState, outcome: Outcome, done: bool) -> None:
     """The completion was sent: ``done``, or refused (a stale owner)."""
     if done:
         job.send(signals.stored, status=outcome.status)
@@ -203,7 +203,7 @@ def completed(job: Job, claim: Claim, outcome: Outcome, done: bool) -> None:
         job.stale(claim, "completion")
 
 
-def released(job: Job, claim: Claim, done: bool, extra: dict[str, Any]) -> None:
+def released(job: Job, claim: KeyState, done: bool, extra: dict[str, Any]) -> None:
     """The release was sent: ``done`` (signalled with ``extra``), or refused."""
     if done:
         job.send(signals.released, **extra)
@@ -235,7 +235,7 @@ def retries(job: Job) -> Backoff:
 # -- atomic mode (sync only) -----------------------------------------------------------
 
 
-def run_atomic(job: Job, adapter: Adapter, work: Callable[[], Any], state: Claim | None) -> Any:
+def run_atomic(job: Job, adapter: Adapter, work: Callable[[], Any], state: KeyState | None) -> Any:
     """Answer from the key's record (``state``: what the first look found), or claim it
     in the work's transaction, run the work and store its outcome there (or, with
     ``optimistic``, run the work and insert the completed record last)."""
@@ -292,7 +292,7 @@ def run_atomic(job: Job, adapter: Adapter, work: Callable[[], Any], state: Claim
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _claim_in_transaction(job: Job, store: AtomicStore) -> Claim:
+def _claim_in_transaction(job: Job, store: AtomicStore) -> KeyState:
     """Claim the key inside the open transaction (its lock wait bounded by ``LOCK_TIMEOUT``)."""
     with step(job, "claim", "claim_in_transaction") as done:
         return done(
@@ -407,7 +407,7 @@ def _atomic_failure(
 class _NotOwner(Exception):
     """Atomic mode: the key is held by a live record; answer from it."""
 
-    def __init__(self, claim: Claim) -> None:
+    def __init__(self, claim: KeyState) -> None:
         super().__init__()
         self.claim = claim
 
@@ -488,7 +488,7 @@ class step:  # noqa: N801 (a context manager, used like a function)
                 job.claim_seconds = (job.claim_seconds or 0.0) + perf_counter() - self.started
 
 
-def claim_key(job: Job) -> Claim:
+def claim_key(job: Job) -> KeyState:
     """Claim the key (lease mode): CLAIMED, or the state of the record that holds it."""
     with step(job, "claim", "claim") as done:
         return done(
@@ -504,19 +504,19 @@ def claim_key(job: Job) -> Claim:
         )
 
 
-def look(job: Job) -> Claim | None:
+def look(job: Job) -> KeyState | None:
     """The key's live record (never CLAIMED), or None."""
     with step(job, "claim", "lookup") as done:
         return done(job.store.lookup(job.scope, job.key, fingerprint=job.fingerprint))
 
 
-def peek(job: Job) -> Claim | None:
+def peek(job: Job) -> KeyState | None:
     """:func:`look`, where None may also mean "not known here" (a response cache missed)."""
     with step(job, "claim", "peek") as done:
         return done(job.store.peek(job.scope, job.key, fingerprint=job.fingerprint))
 
 
-def first_look(job: Job) -> Claim | None:
+def first_look(job: Job) -> KeyState | None:
     """A run's first look: atomic mode peeks (looks up, where the work runs first); lease
     mode claims, or peeks first where its store reads a cache before claiming."""
     if job.mode == "atomic":
@@ -524,7 +524,7 @@ def first_look(job: Job) -> Claim | None:
     return peek(job) if job.store.lookup_before_claim else claim_key(job)
 
 
-def settle(job: Job, adapter: Adapter, state: Claim | None, *, claims: bool) -> Claim | None:
+def settle(job: Job, adapter: Adapter, state: KeyState | None, *, claims: bool) -> KeyState | None:
     """From a first look (or claim) ``state``, the state to act on: CLAIMED (lease mode:
     ``claims``), COMPLETED, IN_PROGRESS once ``job.wait`` ran out, or a MISMATCH that is
     not the caller's; None where atomic mode (not ``claims``) should claim in its
@@ -549,7 +549,7 @@ def settle(job: Job, adapter: Adapter, state: Claim | None, *, claims: bool) -> 
     return None
 
 
-def complete(job: Job, claim: Claim, outcome: Outcome) -> bool:
+def complete(job: Job, claim: KeyState, outcome: Outcome) -> bool:
     """Complete the claimed record with ``outcome`` (fenced by the claim's token)."""
     with step(job, "complete", "complete") as done:
         return done(
@@ -572,24 +572,24 @@ def over_quota(job: Job, adapter: Adapter) -> Any:
     return refused_by_quota(job, adapter, counted)
 
 
-def is_free(state: Claim | None) -> bool:
+def is_free(state: KeyState | None) -> bool:
     """Whether a looked-up state leaves the key to a claim (absent, or its lease over)."""
     return state is None or lease_over(state)
 
 
-def unsettled(state: Claim | None) -> bool:
+def unsettled(state: KeyState | None) -> bool:
     """Whether a first look (or claim) needs :func:`settle` before the run acts on it:
     nothing found (lease mode claims), an owner to wait for, or a mismatch to adopt."""
     return state is None or state.status is IN_PROGRESS or state.status is MISMATCH
 
 
-def replay(job: Job, adapter: Adapter, state: Claim) -> Any:
+def replay(job: Job, adapter: Adapter, state: KeyState) -> Any:
     """The answer from a completed record, in its span (tracing on)."""
     with step(job, "replay", "replay") as done:
         return done(adapter.replay(job, state))
 
 
-def answer(job: Job, adapter: Adapter, state: Claim) -> Any:
+def answer(job: Job, adapter: Adapter, state: KeyState) -> Any:
     """The answer to a caller that does not own the key: the completed record replayed,
     or a refusal (a mismatch, or an owner still running once the wait ran out)."""
     if state.status is COMPLETED:
@@ -613,7 +613,7 @@ def refused_by_quota(job: Job, adapter: Adapter, counted: tuple[int, float]) -> 
 
 
 async def arun_lease(
-    job: Job, adapter: Adapter, work: Callable[[], Awaitable[Any]], state: Claim | None
+    job: Job, adapter: Adapter, work: Callable[[], Awaitable[Any]], state: KeyState | None
 ) -> Any:
     """:func:`run_lease` for async work, on the event loop."""
     if unsettled(state):
@@ -651,7 +651,7 @@ async def arun_lease(
     return outcome.answer
 
 
-async def _afailed(job: Job, adapter: Adapter, claim: Claim, exc: BaseException) -> Any:
+async def _afailed(job: Job, adapter: Adapter, claim: KeyState, exc: BaseException) -> Any:
     """:func:`_failed`, awaiting the interface and the store."""
     if job.finished:
         raise exc
@@ -670,7 +670,7 @@ async def _afailed(job: Job, adapter: Adapter, claim: Claim, exc: BaseException)
 
 
 async def arecord(
-    job: Job, claim: Claim, outcome: Outcome, exception: BaseException | None = None
+    job: Job, claim: KeyState, outcome: Outcome, exception: BaseException | None = None
 ) -> None:
     """:func:`record`, awaiting the store and pausing on the loop."""
     if outcome.stored is None:
@@ -695,7 +695,7 @@ async def arecord(
     completed(job, claim, outcome, done)
 
 
-async def agive_back(job: Job, claim: Claim, **extra: Any) -> None:
+async def agive_back(job: Job, claim: KeyState, **extra: Any) -> None:
     """:func:`give_back`, awaiting ``store.arelease``."""
     try:
         with step(job, "release", "release") as done:
@@ -705,7 +705,7 @@ async def agive_back(job: Job, claim: Claim, **extra: Any) -> None:
     released(job, claim, freed, extra)
 
 
-async def aclaim_key(job: Job) -> Claim:
+async def aclaim_key(job: Job) -> KeyState:
     """:func:`claim_key`, awaiting ``store.aclaim``."""
     with step(job, "claim", "claim") as done:
         return done(
@@ -721,24 +721,24 @@ async def aclaim_key(job: Job) -> Claim:
         )
 
 
-async def alook(job: Job) -> Claim | None:
+async def alook(job: Job) -> KeyState | None:
     """:func:`look`, awaiting ``store.alookup``."""
     with step(job, "claim", "lookup") as done:
         return done(await job.store.alookup(job.scope, job.key, fingerprint=job.fingerprint))
 
 
-async def apeek(job: Job) -> Claim | None:
+async def apeek(job: Job) -> KeyState | None:
     """:func:`peek`, awaiting ``store.apeek``."""
     with step(job, "claim", "peek") as done:
         return done(await job.store.apeek(job.scope, job.key, fingerprint=job.fingerprint))
 
 
-async def afirst_look(job: Job) -> Claim | None:
+async def afirst_look(job: Job) -> KeyState | None:
     """:func:`first_look` of an async run (lease mode)."""
     return await (apeek(job) if job.store.lookup_before_claim else aclaim_key(job))
 
 
-async def asettle(job: Job, adapter: Adapter, state: Claim | None) -> Claim:
+async def asettle(job: Job, adapter: Adapter, state: KeyState | None) -> KeyState:
     """:func:`settle` of an async run (lease mode: it claims), pausing on the loop."""
     if is_free(state):
         state = await aclaim_key(job)
@@ -760,7 +760,7 @@ async def asettle(job: Job, adapter: Adapter, state: Claim | None) -> Claim:
             state = await aclaim_key(job)
 
 
-async def acomplete(job: Job, claim: Claim, outcome: Outcome) -> bool:
+async def acomplete(job: Job, claim: KeyState, outcome: Outcome) -> bool:
     """:func:`complete`, awaiting ``store.acomplete``."""
     with step(job, "complete", "complete") as done:
         return done(

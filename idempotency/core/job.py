@@ -3,7 +3,7 @@
 A :class:`Job` is everything the engine needs to know of one run of work under a key:
 the store, the record's scope, key and fingerprint, the mode and the seconds. HTTP
 (:mod:`idempotency.http.requests`), functions (:mod:`idempotency.functions.calls`) and Celery tasks
-(:mod:`idempotency.tasks`) each build one, and an :class:`Adapter` that says how their
+(:mod:`idempotency.contrib.celery`) each build one, and an :class:`Adapter` that says how their
 callers are answered: a replayed response or a decoded result, a 409 or an exception.
 
 :class:`CallPolicy` is the one resolver of the options views, functions and tasks share:
@@ -25,7 +25,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from idempotency import signals
 from idempotency.conf import MODES, idempotency_settings
-from idempotency.stores.base import AtomicStore, BaseStore, Claim, ClaimStatus, get_store, stores
+from idempotency.stores.base import AtomicStore, BaseStore, ClaimStatus, KeyState, get_store, stores
 from idempotency.utils.hashing import log_ref
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class CallPolicy:
         return [store_alias, *(alias for alias in extra if alias != store_alias)]
 
 
-def lease_over(claim: Claim | None) -> bool:
+def lease_over(claim: KeyState | None) -> bool:
     """Whether a looked-up state leaves the key to the next claim: an in-progress record
     whose lease ran out (its owner died). None (absent) is not "over": there is nothing."""
     return claim is not None and claim.status is ClaimStatus.IN_PROGRESS and claim.retry_after <= 0
@@ -158,7 +158,7 @@ class ReplayedRecord:
     expires_at: datetime | None
 
     @classmethod
-    def of(cls, job: Job, claim: Claim) -> ReplayedRecord:
+    def of(cls, job: Job, claim: KeyState) -> ReplayedRecord:
         """The record ``job`` replays from ``claim``."""
         expires = claim.expires_at
         return cls(
@@ -234,7 +234,7 @@ class Job:
         match = getattr(self.request, "resolver_match", None)
         return str(match.route) if match is not None and match.route else "<unmatched>"
 
-    def stale(self, claim: Claim, what: str) -> None:
+    def stale(self, claim: KeyState, what: str) -> None:
         """The owner's ``what`` (completion, release) was refused: it lost the key."""
         logger.warning(
             "idempotency: the %s of %s by %s was refused: its lease ran out and another "
@@ -253,16 +253,16 @@ class Adapter(Protocol):
     (a function's caller gets exceptions); async runs call ``akeep`` and ``afailure``
     instead of ``keep`` and ``failure``."""
 
-    def adopts(self, job: Job, claim: Claim) -> bool:
+    def adopts(self, job: Job, claim: KeyState) -> bool:
         """A MISMATCH that is the caller's own record after all (stored under an older
         fingerprint): set ``job.fingerprint`` to it and return True to claim again."""
         ...
 
-    def replay(self, job: Job, claim: Claim) -> Any:
+    def replay(self, job: Job, claim: KeyState) -> Any:
         """The answer from a completed record (``claim.response``)."""
         ...
 
-    def refuse(self, job: Job, claim: Claim) -> Any:
+    def refuse(self, job: Job, claim: KeyState) -> Any:
         """The answer to a caller that cannot run: IN_PROGRESS (the wait ran out) or
         MISMATCH."""
         ...
@@ -271,7 +271,7 @@ class Adapter(Protocol):
         """The answer to a new record over ``MAX_NEW_RECORDS``."""
         ...
 
-    def bind(self, job: Job, claim: Claim | None) -> None:
+    def bind(self, job: Job, claim: KeyState | None) -> None:
         """The caller owns the key (``claim``: None before an optimistic run)."""
         ...
 

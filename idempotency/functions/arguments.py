@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from idempotency.conf import MAX_KEY_LENGTH
-from idempotency.exceptions import IdempotencyKeyMissing
+from idempotency.exceptions import KeyPartMissing
 from idempotency.utils.hashing import fingerprint_hex, older_fingerprints
 
 
@@ -246,7 +246,7 @@ class PayloadKey:
         else:
             missing = [self.argument] if is_missing(payload) else []
         if missing:
-            raise IdempotencyKeyMissing(
+            raise KeyPartMissing(
                 f"The idempotency key of {owner} needs {', '.join(missing)} of argument "
                 f"{self.argument!r}, which is None or empty"
             )
@@ -263,7 +263,7 @@ def payload_key(argument: str, *paths: str, prefix: str = "") -> PayloadKey:
     order share a key, and the key is 64 characters however large the payload. ``paths``
     (dotted, e.g. ``"body.order_id"``; ``"items.0.sku"`` indexes a list) hash only those
     parts of it; one that is None or empty raises
-    :class:`~idempotency.exceptions.IdempotencyKeyMissing`::
+    :class:`~idempotency.exceptions.KeyPartMissing`::
 
         @idempotent_function(key=payload_key("event", "detail.id", prefix="evt:"))
         def on_event(event: dict) -> None: ...
@@ -323,7 +323,7 @@ def check_key(value: Any, *, owner: str) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     if value is None or (isinstance(value, str) and not value.strip()):
-        raise IdempotencyKeyMissing(f"The idempotency key of {owner} is empty (got {value!r})")
+        raise KeyPartMissing(f"The idempotency key of {owner} is empty (got {value!r})")
     if not isinstance(value, str):
         raise TypeError(
             f"The idempotency key of {owner} must be a string, got {type(value).__name__}"
@@ -468,7 +468,7 @@ def key_builder(key: KeySpec, func: Callable[..., Any], *, owner: str) -> Builde
                     f"formatted with the call's arguments: {exc!r}"
                 ) from exc
             if missing:
-                raise IdempotencyKeyMissing(
+                raise KeyPartMissing(
                     f"The idempotency key {template!r} of {owner} needs "
                     f"{', '.join(missing)}, which is None or empty: no key is built from it"
                 )

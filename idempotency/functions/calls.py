@@ -4,8 +4,8 @@ A call's job (:func:`call_job`) holds its key, its scope and its fingerprint, wi
 options resolved as a view's are (``None``: the ``IDEMPOTENCY`` setting of the same
 name, ``MODE`` included). :class:`CallAnswers` is the engine's adapter for them: a
 completed key returns its stored result (a stored exception is raised again), a key in
-progress raises :class:`~idempotency.exceptions.InProgress`, and a key of another
-callable or other arguments :class:`FunctionKeyMismatch` or :class:`ArgumentsMismatch`.
+progress raises :class:`~idempotency.exceptions.CallInProgress`, and a key of another
+callable or other arguments :class:`CallableMismatch` or :class:`ArgumentsMismatch`.
 Keys and argument hashes come from :mod:`idempotency.functions.arguments`, stored results from
 :mod:`idempotency.functions.results`.
 
@@ -26,9 +26,9 @@ from idempotency import signals
 from idempotency.core.job import CallPolicy, Job, Outcome, ReplayedRecord
 from idempotency.exceptions import (
     ArgumentsMismatch,
-    FunctionKeyMismatch,
-    IdempotencyKeyMismatch,
-    InProgress,
+    CallableMismatch,
+    CallInProgress,
+    KeyMismatch,
 )
 from idempotency.functions.arguments import (
     KeySpec,
@@ -39,12 +39,12 @@ from idempotency.functions.arguments import (
     qualified_name,
 )
 from idempotency.functions.results import ResultCodec, UnreadableResult, storable_error
-from idempotency.stores.base import AtomicStore, Claim, ClaimStatus, unreadable_record
+from idempotency.stores.base import AtomicStore, ClaimStatus, KeyState, unreadable_record
 
 __all__ = [
     "ArgumentsMismatch",
     "CallAnswers",
-    "FunctionKeyMismatch",
+    "CallableMismatch",
     "KeySpec",
     "call_fingerprint",
     "call_job",
@@ -106,7 +106,7 @@ class CallAnswers:
     #: fingerprints were keyed): records stored with one of them are this call's own
     older: Callable[[], list[str]] | None = None
 
-    def adopts(self, job: Job, claim: Claim) -> bool:
+    def adopts(self, job: Job, claim: KeyState) -> bool:
         """A MISMATCH that is this callable's own record after all: one stored under an
         older secret or unkeyed (:attr:`older`), or without the arguments' hash (or with
         it, where this call leaves arguments out). The call takes that record's
@@ -124,7 +124,7 @@ class CallAnswers:
             return True
         return False
 
-    def replay(self, job: Job, claim: Claim) -> Any:
+    def replay(self, job: Job, claim: KeyState) -> Any:
         """The stored result of a completed key (a stored exception is raised)."""
         record = ReplayedRecord.of(job, claim)
         job.send(signals.replayed, record=record, expires_at=record.expires_at)
@@ -140,24 +140,24 @@ class CallAnswers:
             result = self.on_replay(result, record)
         return result
 
-    def refuse(self, job: Job, claim: Claim) -> Any:
+    def refuse(self, job: Job, claim: KeyState) -> Any:
         raise self.refusal(job, claim)
 
-    def refusal(self, job: Job, claim: Claim) -> Exception:
+    def refusal(self, job: Job, claim: KeyState) -> Exception:
         """The exception for a call that cannot run: in progress, or a key mismatch."""
         if claim.status is not ClaimStatus.MISMATCH:
-            return InProgress(job.scope, job.key)
-        mismatch: IdempotencyKeyMismatch
+            return CallInProgress(job.scope, job.key)
+        mismatch: KeyMismatch
         if claim.fingerprint and claim.fingerprint[:32] == job.fingerprint[:32]:
             mismatch = ArgumentsMismatch(job.scope, job.key, job.owner)
         else:
-            mismatch = FunctionKeyMismatch(job.scope, job.key, job.owner)
+            mismatch = CallableMismatch(job.scope, job.key, job.owner)
         return mismatch
 
     def over_quota(self, job: Job, retry_after: float) -> Any:  # pragma: no cover
         raise AssertionError("calls have no MAX_NEW_RECORDS")
 
-    def bind(self, job: Job, claim: Claim | None) -> None:
+    def bind(self, job: Job, claim: KeyState | None) -> None:
         return None
 
     def keep(self, job: Job, result: Any) -> Outcome:

@@ -14,7 +14,7 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from idempotency.conf import idempotency_settings
 from idempotency.core import engine
 from idempotency.core.job import CallPolicy, Job, ReplayedRecord
-from idempotency.exceptions import IdempotencyKeyMissing, ImproperlyApplied
+from idempotency.exceptions import ImproperlyApplied, KeyPartMissing
 from idempotency.functions.arguments import (
     CallArguments,
     FingerprintSpec,
@@ -25,8 +25,8 @@ from idempotency.functions.arguments import (
 )
 from idempotency.functions.calls import (
     ArgumentsMismatch,
+    CallableMismatch,
     CallAnswers,
-    FunctionKeyMismatch,
     KeySpec,
     call_fingerprint,
     call_job,
@@ -36,7 +36,7 @@ from idempotency.functions.results import ResultCodec, Serializer, return_annota
 
 __all__ = [
     "ArgumentsMismatch",
-    "FunctionKeyMismatch",
+    "CallableMismatch",
     "IdempotentCallable",
     "idempotent_function",
 ]
@@ -85,7 +85,7 @@ def is_django_task(obj: object) -> bool:
     )
 
 
-def unkeyed(owner: str, exc: IdempotencyKeyMissing) -> None:
+def unkeyed(owner: str, exc: KeyPartMissing) -> None:
     logger.warning("idempotency: %s runs without idempotency (optional key): %s", owner, exc)
 
 
@@ -116,7 +116,7 @@ def idempotent_function(
         :func:`~idempotency.functions.arguments.payload_key`. Keys are 1 to 255 characters. Name
         the operation in them (``"pay_callback:{trade_no}"``); never a timestamp or a
         bare user id. A part that is None or empty raises
-        :class:`~idempotency.exceptions.IdempotencyKeyMissing` (a ``ValueError``).
+        :class:`~idempotency.exceptions.KeyPartMissing` (a ``ValueError``).
     ``scope``
         Namespace of the keys (default ``"functions"``); a key is unique per scope.
     ``ttl``
@@ -129,7 +129,7 @@ def idempotent_function(
         An alias of ``IDEMPOTENCY["STORES"]`` (default ``"default"``) or a store instance.
     ``wait``
         Seconds a repeat waits for a running first call before raising
-        :class:`~idempotency.exceptions.InProgress` (default: the ``WAIT`` setting).
+        :class:`~idempotency.exceptions.CallInProgress` (default: the ``WAIT`` setting).
     ``mode``
         ``"lease"`` (claim, run, complete), ``"atomic"`` (with
         :class:`~idempotency.stores.database.DatabaseStore`: the claim, the function's database
@@ -152,7 +152,7 @@ def idempotent_function(
         (default: the ``STORE_ERRORS`` setting).
     ``on_replay``
         ``on_replay(result, record)`` is called on each replay with the stored result and
-        a :class:`~idempotency.ReplayedRecord` (scope, key, expiry); its return
+        a :class:`~idempotency.core.job.ReplayedRecord` (scope, key, expiry); its return
         value is what the call returns.
 
     The wrapper has ``key_for(*args, **kwargs)`` (the key of a call) and
@@ -190,7 +190,7 @@ def idempotent_function(
             arguments = CallArguments(args, kwargs)  # bound by name once, for both
             try:
                 call_key = build(arguments)
-            except IdempotencyKeyMissing as exc:
+            except KeyPartMissing as exc:
                 if not optional:
                     raise
                 unkeyed(owner, exc)

@@ -44,8 +44,8 @@ from typing import Any, Protocol, TypeGuard
 
 from idempotency.conf import idempotency_settings, on_reload
 from idempotency.exceptions import (
-    IdempotencyKeyMismatch,
-    InProgress,
+    CallInProgress,
+    KeyMismatch,
     StaleOwner,
     StoredError,
     StoreUnavailable,
@@ -354,7 +354,7 @@ def storable_error(exc: BaseException) -> bool:
     unreachable, stale owner, key mismatch) nor Celery's control flow (Retry, Reject)."""
     if not isinstance(exc, Exception):
         return False
-    if isinstance(exc, InProgress | StoreUnavailable | StaleOwner | IdempotencyKeyMismatch):
+    if isinstance(exc, CallInProgress | StoreUnavailable | StaleOwner | KeyMismatch):
         return False
     return not type(exc).__module__.startswith("celery.")
 

@@ -23,10 +23,10 @@ from idempotency.conf import idempotency_settings
 from idempotency.core.job import Job, Outcome, ReplayedRecord
 from idempotency.exceptions import (
     IdempotencyError,
-    IdempotencyKeyMismatch,
-    IdempotencyRequestInProgress,
-    IdempotencyTooManyRecords,
     ImproperlyApplied,
+    KeyMismatch,
+    RequestInProgress,
+    TooManyRecords,
 )
 from idempotency.http.options import Policy, ReplayHook
 from idempotency.http.requests import IdempotencyContext, resolve, ttl_for
@@ -40,7 +40,7 @@ from idempotency.http.responses import (
     replay,
     retry_after,
 )
-from idempotency.stores.base import Claim, ClaimStatus, unreadable_record
+from idempotency.stores.base import ClaimStatus, KeyState, unreadable_record
 
 Call = Callable[[], HttpResponseBase]
 Convert = Callable[[Exception], HttpResponseBase]
@@ -65,7 +65,7 @@ class HttpAnswers:
 
     # -- a request that does not own its key --------------------------------------------
 
-    def adopts(self, job: Job, claim: Claim) -> bool:
+    def adopts(self, job: Job, claim: KeyState) -> bool:
         """A MISMATCH whose record is this request's own after all, fingerprinted under an
         older secret or unkeyed (before fingerprints were keyed). Not for fingerprint
         functions of the project's own (they have no older form)."""
@@ -86,7 +86,7 @@ class HttpAnswers:
         job.fingerprint = stored
         return True
 
-    def replay(self, job: Job, claim: Claim) -> HttpResponseBase:
+    def replay(self, job: Job, claim: KeyState) -> HttpResponseBase:
         """The stored response, read through the replay allow-list (a record it refuses
         is unreadable: nothing runs), with the view's ``on_replay`` hook's headers."""
         assert claim.response is not None
@@ -100,18 +100,18 @@ class HttpAnswers:
         job.send(signals.replayed)
         return response
 
-    def refuse(self, job: Job, claim: Claim) -> HttpResponseBase:
+    def refuse(self, job: Job, claim: KeyState) -> HttpResponseBase:
         if claim.status is ClaimStatus.MISMATCH:
-            return IdempotencyKeyMismatch().as_response()
+            return KeyMismatch().as_response()
         wait = retry_after(claim.retry_after, job.lease)
-        return IdempotencyRequestInProgress(retry_after=wait).as_response()
+        return RequestInProgress(retry_after=wait).as_response()
 
     def over_quota(self, job: Job, left: float) -> HttpResponseBase:
-        return IdempotencyTooManyRecords(retry_after=math.ceil(left)).as_response()
+        return TooManyRecords(retry_after=math.ceil(left)).as_response()
 
     # -- the owner ----------------------------------------------------------------------
 
-    def bind(self, job: Job, claim: Claim | None) -> None:
+    def bind(self, job: Job, claim: KeyState | None) -> None:
         """The request owns its key: ``request.idempotency`` (set here and nowhere else),
         which also tells inner interfaces that this request is handled."""
         assert job.request is not None
@@ -205,7 +205,7 @@ class HttpAnswers:
 _NOT_FROM_HOOKS = NEVER_REPLAYED - {"set-cookie", "set-cookie2"}
 
 
-def on_replay(hook: ReplayHook, job: Job, claim: Claim, response: HttpResponse) -> None:
+def on_replay(hook: ReplayHook, job: Job, claim: KeyState, response: HttpResponse) -> None:
     """Call a view's ``on_replay`` ``hook`` with the replayed ``response``: it may add
     headers, nothing else. A hook that changes the status, the body or the
     ``Idempotent-Replayed`` marker, sets a hop-by-hop header, or returns a response of

@@ -3,7 +3,7 @@
 ``@idempotent`` works on function views, on methods of Django's class-based
 views and DRF's ``APIView`` (``def post(self, request)``), on viewset
 actions, on ``@api_view`` functions (put it below ``@api_view``) and on a
-DRF view class (it mixes in :class:`~idempotency.http.mixins.IdempotentMixin`).
+DRF view class (it mixes in :class:`~idempotency.contrib.drf.mixins.IdempotentMixin`).
 Sync and async functions alike. On ``dispatch`` (``method_decorator(idempotent,
 name="dispatch")``) it handles the key around the handler ``dispatch`` calls, after
 the checks ``dispatch`` makes first (:func:`defer_to_handler`), never before them.
@@ -20,23 +20,18 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
-from django.http import HttpRequest, HttpResponseBase
+from django.http import HttpResponseBase
 from django.views import View
-from rest_framework.request import Request
-from rest_framework.views import APIView
 
 from idempotency.exceptions import ImproperlyApplied
+from idempotency.http import frameworks, requests
 from idempotency.http import handler as handling
-from idempotency.http import ninja, requests
-from idempotency.http.drf import hooks, view_of
 from idempotency.http.misapplied import (
     checked_response,
     declared_non_response,
     refuse_non_response,
-    refuse_unbound,
     refuse_unwrappable,
 )
-from idempotency.http.mixins import IdempotentMixin
 from idempotency.http.options import Policy, ReplayHook
 from idempotency.http.view_marks import MARKER, in_flow, policy_of, split_view_args
 
@@ -55,7 +50,7 @@ def _dispatch_owner(func: Any, args: tuple[Any, ...]) -> View | None:
     return owner if isinstance(owner, View) else None
 
 
-def defer_to_handler(view: View, request: HttpRequest | Request, policy: Policy) -> None:
+def defer_to_handler(view: View, request: Any, policy: Policy) -> None:
     """Handle the key around the handler ``view.dispatch`` is about to call for
     ``request`` (``post``, ``put``, ...), not around ``dispatch`` itself: what
     ``dispatch`` checks first (DRF's authentication, permissions and throttles in
@@ -66,7 +61,7 @@ def defer_to_handler(view: View, request: HttpRequest | Request, policy: Policy)
     if method not in requests.UNSAFE_METHODS or method.lower() not in view.http_method_names:
         return
     handler = getattr(view, method.lower(), None)
-    if handler is None or policy_of(handler) is not None or isinstance(view, IdempotentMixin):
+    if handler is None or policy_of(handler) is not None or frameworks.handles_keys(type(view)):
         return  # no such method (405 follows), or keys handled there already
     setattr(view, method.lower(), _wrap(handler, policy))
 
@@ -85,19 +80,11 @@ def _resolve_signature(wrapped: Callable[..., Any], func: Callable[..., Any]) ->
 
 def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> Callable[..., Any]:
     """``func`` under ``policy``; ``built``: the function of a Ninja operation already
-    built, which :func:`idempotency.ninja.protect` wraps in place."""
+    built, which :func:`idempotency.contrib.ninja.protect` wraps in place."""
     if isinstance(func, type):
-        if issubclass(func, APIView):
-            return type(
-                func.__name__,
-                (IdempotentMixin, func),
-                {
-                    "idempotency_policy": policy,
-                    "__module__": func.__module__,
-                    "__qualname__": func.__qualname__,
-                    "__doc__": func.__doc__,
-                },
-            )
+        keyed_class = frameworks.view_class(func, policy)  # DRF: IdempotentMixin mixed in
+        if keyed_class is not None:
+            return keyed_class
         raise ImproperlyApplied(
             f"@idempotent cannot decorate the class {func.__name__}: decorate its post()/put()/"
             "patch()/delete() methods (or use method_decorator), or use IdempotentMixin for DRF."
@@ -119,13 +106,11 @@ def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> C
             _view, request = split_view_args(args, decorator="@idempotent")
             if in_flow(request):
                 return await func(*args, **kwargs)
-            operation = ninja.operation_of(request) if ninja.loaded() else None
-            if operation is not None:
-                return await ninja.call_async(
-                    operation, request, lambda: func(*args, **kwargs), policy, kwargs
-                )
-            if ninja.loaded() and ninja.called_by_ninja(request):
-                refuse_unbound(func)
+            own = await frameworks.arun(  # a Ninja operation's: its own response
+                func, request, lambda: func(*args, **kwargs), policy, kwargs
+            )
+            if own is not None:
+                return own
             if declared is not None:
                 refuse_non_response(func, declared)
 
@@ -149,20 +134,16 @@ def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> C
                     return func(*args, **kwargs)
             if in_flow(request):
                 return func(*args, **kwargs)
-            if ninja.loaded():
-                operation = ninja.operation_of(request)
-                if operation is not None:
-                    return ninja.call_sync(
-                        operation, request, lambda: func(*args, **kwargs), policy, kwargs
-                    )
-                if ninja.called_by_ninja(request):
-                    refuse_unbound(func)
+            own = frameworks.run(  # a Ninja operation's: its own response
+                func, request, lambda: func(*args, **kwargs), policy, kwargs
+            )
+            if own is not None:
+                return own
             if declared is not None:
                 refuse_non_response(func, declared)
-            if not isinstance(view, APIView):
-                view = view_of(request)
-            if view is not None:
-                convert, finalize = hooks(view, request)
+            answers = frameworks.answers(view, request)  # a DRF view's own exception handling
+            if answers is not None:
+                convert, finalize = answers
                 return handling.run(
                     request,
                     lambda: checked_response(func, func(*args, **kwargs)),
@@ -177,9 +158,7 @@ def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> C
         wrapped = functools.wraps(func)(wrapper)
     setattr(wrapped, MARKER, policy)
     _resolve_signature(wrapped, func)
-    # Django Ninja builds an operation from the function: it calls this hook with it
-    callbacks = list(getattr(func, "_ninja_contribute_to_operation", []))
-    vars(wrapped)["_ninja_contribute_to_operation"] = [ninja.contribute, *callbacks]
+    frameworks.mark(wrapped, func)  # Django Ninja: the hook it calls with the operation
     return wrapped
 
 
@@ -228,8 +207,8 @@ def idempotent(view: Any = None, /, **options: Any) -> Any:
     Use it bare (``@idempotent``) or with options (``@idempotent(required=True)``) on a
     function view, a method of a Django class-based view, a DRF ``APIView`` method, a
     viewset action, below ``@api_view``, or on a DRF view class (it then mixes in
-    :class:`~idempotency.IdempotentMixin`). Async views run in lease mode. Every option
-    left out (or None) falls back to the view's class attributes, then to the
+    :class:`~idempotency.contrib.drf.mixins.IdempotentMixin`). Async views run in lease
+    mode. Every option left out (or None) falls back to the view's class attributes, then to the
     ``IDEMPOTENCY`` setting of the same name.
 
     Args:

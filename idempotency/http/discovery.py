@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from idempotency.http import ninja
+from idempotency.http import frameworks
 from idempotency.http.view_marks import policy_of
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def functions_of(handler: Any) -> Iterator[Any]:
             yield content
 
 
-def _handler_policies(handler: Any) -> Iterator[Policy]:
+def handler_policies(handler: Any) -> Iterator[Policy]:
     for func in functions_of(handler):
         policy = policy_of(func)
         if policy is not None:
@@ -45,15 +45,12 @@ def _handler_policies(handler: Any) -> Iterator[Policy]:
 
 def view_policies(callback: Any) -> Iterator[Policy]:
     """The policies a view callable (what a URL pattern calls) applies to its requests."""
-    from idempotency.http.mixins import IdempotentMixin
-
     policy = policy_of(callback)
     if policy is not None:
         yield policy
-    path_view = ninja.path_view_of(callback)
-    if path_view is not None:  # a Django Ninja path: its operations' own policies
-        for operation in path_view.operations:
-            yield from _handler_policies(operation.view_func)
+    own = frameworks.view_policies(callback)  # a Django Ninja path: its operations'
+    if own is not None:
+        yield from own
         return
     cls = getattr(callback, "cls", None) or getattr(callback, "view_class", None)
     if not isinstance(cls, type):
@@ -61,13 +58,10 @@ def view_policies(callback: Any) -> Iterator[Policy]:
     actions = getattr(callback, "actions", None) or {}
     names = {*HANDLER_NAMES, *actions.values()}
     for name in sorted(names):
-        yield from _handler_policies(getattr(cls, name, None))
-    if issubclass(cls, IdempotentMixin):
-        try:
-            view = cls(**(getattr(callback, "initkwargs", None) or {}))
-            yield view.get_idempotency_policy()
-        except Exception:  # noqa: BLE001 - a view that cannot be built here is not ours
-            return
+        yield from handler_policies(getattr(cls, name, None))
+    class_policy = frameworks.class_policy(cls, callback)  # DRF: IdempotentMixin's
+    if class_policy is not None:
+        yield class_policy
 
 
 def _patterns(patterns: Any, prefix: str) -> Iterator[tuple[str, Any]]:

@@ -59,6 +59,7 @@ from django.http import HttpRequest
 from django.http.request import RawPostDataException
 
 from idempotency.conf import idempotency_settings, on_reload
+from idempotency.http import frameworks
 from idempotency.http.keys import header_value
 from idempotency.utils.hashing import (
     fingerprint_end,
@@ -269,11 +270,10 @@ def _parse_multipart(request: Any) -> tuple[Any, Any]:
 
 def _parsed_body(request: Any, drop: frozenset[str]) -> bytes:
     """The body of a multipart request, or of one whose stream something else consumed."""
-    from rest_framework.request import Empty
-
     try:
-        if getattr(request, "_data", Empty) is not Empty:  # a DRF Request that parsed it
-            data, files = request.data, request.FILES
+        parsed = frameworks.parsed_data(request)  # a DRF Request that parsed it
+        if parsed is not None:
+            data, files = parsed
         elif media_type(request) == MULTIPART_TYPE:
             data, files = _parse_multipart(request)
         else:

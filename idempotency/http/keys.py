@@ -22,7 +22,7 @@ import re
 from django.http import HttpRequest
 
 from idempotency.conf import MAX_KEY_LENGTH, idempotency_settings
-from idempotency.exceptions import InvalidIdempotencyKey
+from idempotency.exceptions import KeyInvalid
 
 #: RFC 8941 parameters after an Item: ``;key[=bare-item]``, repeated.
 _BARE_ITEM = (
@@ -46,7 +46,7 @@ def _unquote(value: str, *, strict: bool) -> str:
         ch = value[i]
         if ch == "\\":
             if i + 1 >= len(value) or value[i + 1] not in '"\\':
-                raise InvalidIdempotencyKey("The quoted Idempotency-Key has an invalid escape.")
+                raise KeyInvalid("The quoted Idempotency-Key has an invalid escape.")
             chars.append(value[i + 1])
             i += 2
             continue
@@ -55,7 +55,7 @@ def _unquote(value: str, *, strict: bool) -> str:
             return "".join(chars)
         chars.append(ch)
         i += 1
-    raise InvalidIdempotencyKey("The quoted Idempotency-Key is not terminated.")
+    raise KeyInvalid("The quoted Idempotency-Key is not terminated.")
 
 
 def _check_rest(rest: str, *, strict: bool) -> None:
@@ -64,8 +64,8 @@ def _check_rest(rest: str, *, strict: bool) -> None:
     if not rest or (strict and _PARAMETERS.fullmatch(rest)):
         return  # strict: an Item's well-formed parameters, no part of the key
     if "," in rest if strict else rest.lstrip(" \t").startswith(","):
-        raise InvalidIdempotencyKey("Send exactly one Idempotency-Key header.")
-    raise InvalidIdempotencyKey(
+        raise KeyInvalid("Send exactly one Idempotency-Key header.")
+    raise KeyInvalid(
         "The Idempotency-Key must be one RFC 8941 string, with well-formed parameters."
         if strict
         else "The Idempotency-Key must be a single string, without parameters."
@@ -83,30 +83,26 @@ def parse_key(raw: str | None, *, strict: bool | None = None) -> str | None:
         strict = idempotency_settings.KEY_SYNTAX == "strict"
     value = raw.strip(" \t")
     if not (value.isascii() and value.isprintable()):  # _printable, inlined: every request
-        raise InvalidIdempotencyKey("The Idempotency-Key must be printable ASCII.")
+        raise KeyInvalid("The Idempotency-Key must be printable ASCII.")
     if value.startswith('"'):
         key = _unquote(value, strict=strict)
     elif strict:
-        raise InvalidIdempotencyKey(
-            'The Idempotency-Key must be an RFC 8941 string: quote it, as in "abc".'
-        )
+        raise KeyInvalid('The Idempotency-Key must be an RFC 8941 string: quote it, as in "abc".')
     else:
         if "," in value:
-            raise InvalidIdempotencyKey("Send exactly one Idempotency-Key header.")
+            raise KeyInvalid("Send exactly one Idempotency-Key header.")
         if '"' in value or "\\" in value:
-            raise InvalidIdempotencyKey("The Idempotency-Key has stray quotes or backslashes.")
+            raise KeyInvalid("The Idempotency-Key has stray quotes or backslashes.")
         if ";" in value:
-            raise InvalidIdempotencyKey(
+            raise KeyInvalid(
                 "The Idempotency-Key must be a single string, without parameters "
                 '(quote a key that contains ";", as in "a;b").'
             )
         key = value
     if not key:
-        raise InvalidIdempotencyKey("The Idempotency-Key is empty.")
+        raise KeyInvalid("The Idempotency-Key is empty.")
     if len(key) > MAX_KEY_LENGTH:
-        raise InvalidIdempotencyKey(
-            f"The Idempotency-Key is longer than {MAX_KEY_LENGTH} characters."
-        )
+        raise KeyInvalid(f"The Idempotency-Key is longer than {MAX_KEY_LENGTH} characters.")
     return key
 
 

@@ -16,16 +16,14 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.urls import ResolverMatch, get_resolver
 from django.utils.module_loading import import_string
 from django.views import View
-from rest_framework.views import APIView
 
 from idempotency.conf import idempotency_settings
+from idempotency.http import frameworks, requests
 from idempotency.http import handler as handling
-from idempotency.http import ninja, requests
 from idempotency.http.decorators import defer_to_handler
 from idempotency.http.discovery import access_gate
 from idempotency.http.fingerprints import keep_body
 from idempotency.http.keys import header_value
-from idempotency.http.mixins import IdempotentMixin
 from idempotency.http.options import Policy
 from idempotency.http.view_marks import policy_of
 
@@ -67,7 +65,7 @@ def _handles_keys_itself(view_func: Any, cls: Any, method: str) -> bool:
     if policy_of(view_func) is not None:
         return True
     if isinstance(cls, type):
-        if issubclass(cls, IdempotentMixin):
+        if frameworks.handles_keys(cls):
             return True
         name = (getattr(view_func, "actions", None) or {}).get(method.lower(), method.lower())
         return _decorated(getattr(cls, name, None)) or _decorated(getattr(cls, "dispatch", None))
@@ -82,22 +80,6 @@ def _atomic_requests(view: Callable[..., Any], view_func: Any) -> Callable[..., 
         if settings_dict["ATOMIC_REQUESTS"] and alias not in non_atomic:
             view = transaction.atomic(using=alias)(view)
     return view
-
-
-def _drf_view(cls: type[APIView], view_func: Any) -> Callable[..., Any]:
-    non_atomic: set[str] = getattr(view_func, "_non_atomic_requests", set())
-    attrs: dict[str, Any] = {"__module__": cls.__module__}
-    if non_atomic and getattr(cls, "idempotency_mode", None) is None:
-        attrs["idempotency_mode"] = "lease"  # the view asked for no transaction
-    subclass: Any = type(cls.__name__, (IdempotentMixin, cls), attrs)
-    initkwargs = getattr(view_func, "initkwargs", {}) or {}
-    actions = getattr(view_func, "actions", None)
-    view: Callable[..., Any]
-    if actions is not None:
-        view = subclass.as_view(actions, **initkwargs)
-    else:
-        view = subclass.as_view(**initkwargs)
-    return _atomic_requests(view, view_func)
 
 
 if TYPE_CHECKING:
@@ -141,7 +123,7 @@ def gated_view(view_func: Callable[..., Any]) -> str | None:
         return None
     if any(_handles_keys_itself(view_func, cls, m) for m in requests.UNSAFE_METHODS):
         return None
-    if isinstance(cls, type) and issubclass(cls, APIView):
+    if isinstance(cls, type) and frameworks.owns(cls):
         return None
     if isinstance(cls, type) and issubclass(cls, View) and _is_plain_as_view(view_func):
         return None
@@ -153,19 +135,13 @@ def plan_for(view_func: Callable[..., Any], method: str) -> Plan:
     cls = _view_class(view_func)
     if getattr(view_func, "idempotency_exempt", False) or getattr(cls, "idempotency_exempt", False):
         return SKIP
-    path_view = ninja.path_view_of(view_func)
-    if path_view is not None:
-        # Ninja authenticates inside the view: its operations take the key themselves,
-        # after authentication (decorated ones with their own options)
-        from idempotency.ninja import protect_operation
-
-        for operation in path_view.operations:
-            protect_operation(operation, Policy())
+    if frameworks.takes_own_keys(view_func):  # Django Ninja's operations, after its auth
         return SKIP
     if _handles_keys_itself(view_func, cls, method):
         return SKIP
-    if isinstance(cls, type) and issubclass(cls, APIView):
-        return Plan(substitute=_drf_view(cls, view_func))
+    substitute = frameworks.substitute(cls, view_func) if isinstance(cls, type) else None
+    if substitute is not None:  # DRF: the view with IdempotentMixin mixed in
+        return Plan(substitute=substitute)
     is_async = iscoroutinefunction(view_func)
     lease = is_async or getattr(view_func, "_non_atomic_requests", None)
     # a transaction cannot span an await, and a non_atomic_requests view asked for none
@@ -234,12 +210,13 @@ class IdempotencyMiddleware:
     List it after ``AuthenticationMiddleware`` (system check ``idempotency.E019``
     otherwise): the caller of a Django view is the user that middleware found. Views
     marked :func:`~idempotency.idempotency_exempt` are left alone, and views that
-    handle keys themselves (``@idempotent``, :class:`~idempotency.IdempotentMixin`)
-    keep their own policy. DRF views run with the mixin mixed in, so their keys are
-    handled after DRF's authentication, permissions and throttles. The options are
+    handle keys themselves (``@idempotent``,
+    :class:`~idempotency.contrib.drf.mixins.IdempotentMixin`) keep their own policy. DRF
+    views run with the mixin mixed in, so their keys are handled after DRF's
+    authentication, permissions and throttles. The options are
     the ``IDEMPOTENCY`` settings. Django Ninja operations take their keys themselves,
     after Ninja's authentication (the middleware puts them under
-    :func:`idempotency.ninja.protect`'s wrapping the first time it routes to them).
+    :func:`idempotency.contrib.ninja.protect`'s wrapping the first time it routes to them).
     Sync and async (WSGI and ASGI); it wraps the rest of
     the request, so ``ATOMIC_REQUESTS``, other middleware, template responses and
     streaming work as usual.

@@ -17,14 +17,13 @@ from asgiref.sync import iscoroutinefunction
 from django.http import HttpResponseBase
 
 from idempotency.exceptions import ImproperlyApplied
-from idempotency.http import ninja
+from idempotency.http import frameworks
 from idempotency.http.options import Policy
 
 __all__ = [
     "checked_response",
     "declared_non_response",
     "refuse_non_response",
-    "refuse_unbound",
     "refuse_unwrappable",
 ]
 
@@ -75,20 +74,7 @@ def refuse_unwrappable(func: Callable[..., Any], policy: Policy, *, built: bool)
     """What ``@idempotent`` can tell it cannot wrap from the callable alone: refused now,
     before any body can run."""
     name = getattr(func, "__qualname__", repr(func))
-    if ninja.is_operation_run(func):
-        raise ImproperlyApplied(
-            "@idempotent was applied to a Ninja operation's run (decorate_view, or "
-            'add_decorator(..., mode="view")): it would claim the key before Ninja '
-            "authenticates the caller. Put @idempotent directly below the route decorator "
-            "(@api.post(...)), or use idempotency.ninja.protect(api_or_router)."
-        )
-    if not built and getattr(func, "_ninja_operation", None) is not None:
-        raise ImproperlyApplied(
-            f"@idempotent was applied to {name} after Django Ninja built its operation (above "
-            "the route decorator, or through Router/NinjaAPI.add_decorator): the flow could "
-            "not reach the operation. Put @idempotent directly below @api.post(...), or use "
-            "idempotency.ninja.protect(api_or_router) for a whole router."
-        )
+    frameworks.refuse(func, built=built)  # Django Ninja: an operation's run, or built
     if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
         raise ImproperlyApplied(
             f"@idempotent cannot wrap the generator {name}: its items are produced after it "
@@ -112,16 +98,6 @@ def refuse_non_response(func: Callable[..., Any], declared: Any) -> None:
         f"@idempotent on {getattr(func, '__qualname__', func)!r}, a view that is not a Django "
         f"Ninja operation, declares it returns {declared!r}: a view must return an "
         "HttpResponse. (Under Ninja, put @idempotent directly below the route decorator.)"
-    )
-
-
-def refuse_unbound(func: Callable[..., Any]) -> None:
-    """A view runs inside a Ninja operation it was not bound to."""
-    raise ImproperlyApplied(
-        f"@idempotent on {getattr(func, '__qualname__', func)!r} runs inside a Django Ninja "
-        "operation it was not bound to (Router.add_decorator or a wrapper around the route): "
-        "it cannot turn the result into Ninja's response. Put @idempotent directly below the "
-        "route decorator, or use idempotency.ninja.protect(api_or_router)."
     )
 
 

@@ -19,9 +19,9 @@ from idempotency import signals
 from idempotency.conf import DEFAULTS, idempotency_settings, on_reload
 from idempotency.core.job import Job
 from idempotency.exceptions import (
-    IdempotencyAnonymousNotAllowed,
-    IdempotencyKeyRequired,
-    InvalidIdempotencyKey,
+    AnonymousNotAllowed,
+    KeyInvalid,
+    KeyRequired,
     StaleOwner,
 )
 from idempotency.http.keys import header_value, parse_key
@@ -191,7 +191,7 @@ def prepare(request: HttpRequest, policy: Policy) -> Job | HttpResponseBase | No
         key = parse_key(header_value(plain, idempotency_settings.HEADER))
         if key is None:
             if policy.get_required():
-                raise IdempotencyKeyRequired(
+                raise KeyRequired(
                     f"This endpoint requires an {idempotency_settings.HEADER} header."
                 )
             return None
@@ -199,10 +199,10 @@ def prepare(request: HttpRequest, policy: Policy) -> Job | HttpResponseBase | No
         if scope is None:
             if idempotency_settings.ANONYMOUS == "ignore":
                 return None
-            raise IdempotencyAnonymousNotAllowed()
+            raise AnonymousNotAllowed()
         fingerprint = policy.get_fingerprint(request)
-    except (InvalidIdempotencyKey, IdempotencyKeyRequired, IdempotencyAnonymousNotAllowed) as exc:
-        if not isinstance(exc, IdempotencyAnonymousNotAllowed):
+    except (KeyInvalid, KeyRequired, AnonymousNotAllowed) as exc:
+        if not isinstance(exc, AnonymousNotAllowed):
             signals.invalid_key.send(
                 sender=None,
                 request=request,

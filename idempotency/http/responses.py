@@ -252,7 +252,7 @@ def _kept_headers(response: HttpResponseBase) -> list[tuple[str, str]]:
 def not_stored(status: int, *, size: int | None, limit: int | None) -> StoredResponse:
     """What a key whose response could not be stored replays: a 410 problem naming the
     original status, so a retry learns the request completed and does not run it again."""
-    from idempotency.exceptions import IdempotencyResponseNotStored
+    from idempotency.exceptions import ResponseNotStored
 
     how_big = f"{size} bytes" if size is not None else "a stream"
     reason = (
@@ -260,7 +260,7 @@ def not_stored(status: int, *, size: int | None, limit: int | None) -> StoredRes
         if limit is not None
         else "its response was an async stream, which cannot be stored"
     )
-    problem = IdempotencyResponseNotStored(
+    problem = ResponseNotStored(
         f"The request with this idempotency key already completed with status {status}, "
         f"but {reason}, so it cannot be replayed. It will not run again.",
         original_status=status,

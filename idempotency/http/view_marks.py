@@ -9,27 +9,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest
-from rest_framework.request import Request
-
 from idempotency.exceptions import ImproperlyApplied
-from idempotency.http import requests
+from idempotency.http import frameworks, requests
 from idempotency.http.options import Policy
 
 #: Attribute under which ``@idempotent`` leaves its policy on the function it returns.
 MARKER = "_idempotency_policy"
-#: What a view's request is (a tuple, not a union built again on every call).
-REQUEST_TYPES = (HttpRequest, Request)
 
 
-def split_view_args(args: tuple[Any, ...], *, decorator: str) -> tuple[Any, HttpRequest | Request]:
+def split_view_args(args: tuple[Any, ...], *, decorator: str) -> tuple[Any, Any]:
     """``(view_instance_or_None, request)`` from a view's positional arguments.
 
     ``decorator`` (``"@idempotent"``) names the culprit when there is no request.
     """
-    if args and isinstance(args[0], REQUEST_TYPES):
+    types = frameworks.request_types()  # Django's, and DRF's once its app registered it
+    if args and isinstance(args[0], types):
         return None, args[0]
-    if len(args) > 1 and isinstance(args[1], REQUEST_TYPES):
+    if len(args) > 1 and isinstance(args[1], types):
         return args[0], args[1]
     raise ImproperlyApplied(
         f"{decorator} decorates views: the decorated callable was not called with a "
@@ -42,13 +38,14 @@ def in_flow(request: Any) -> bool:
     already handles this request's key: an inner one then only runs the view.
 
     :meth:`~idempotency.http.answers.HttpAnswers.bind` sets ``request.idempotency`` on
-    the request it was given, a DRF ``Request`` or the Django one it wraps, and only
-    ever on the instance: both instance dictionaries are read. (``getattr`` on a DRF
-    ``Request`` that lacks the attribute raises and catches three ``AttributeError`` on
-    every decorated request.)"""
-    context = vars(request).get("idempotency")
-    if context is None and isinstance(request, Request):
-        context = vars(request._request).get("idempotency")
+    the request it was given, a DRF ``Request`` or the Django one it wraps (its
+    ``_request``), and only ever on the instance: both instance dictionaries are read.
+    (``getattr`` on a DRF ``Request`` that lacks the attribute raises and catches three
+    ``AttributeError`` on every decorated request.)"""
+    attributes = vars(request)
+    context = attributes.get("idempotency")
+    if context is None and "_request" in attributes:
+        context = vars(attributes["_request"]).get("idempotency")
     return isinstance(context, requests.IdempotencyContext)
 
 

@@ -24,7 +24,7 @@ from idempotency.utils.backoff import Backoff
 
 
 class Holding(abc.ABC):
-    """One lock taken (or being tried) by one :class:`~idempotency.Lock`.
+    """One lock taken (or being tried) by one :class:`~idempotency.locks.Lock`.
 
     Made by :meth:`LockBackend.holding` for one critical section, and used by one
     ``Lock`` at a time (possibly released from another thread than the one that took

@@ -1,17 +1,17 @@
-"""The gate to OpenTelemetry: :func:`step` runs one step of a keyed request or call (a
-store call, a replay) inside a span when ``IDEMPOTENCY["OPENTELEMETRY"]`` is on, and
-plainly otherwise, where it costs one settings read and ``opentelemetry`` is never
-imported (the spans themselves: :mod:`idempotency.observability.otel`)."""
+"""The engine's hook for tracing: :func:`spanned` runs one step of a keyed request or call
+(a store call, a replay) inside the span of the tracer an integration registered with
+:func:`register` (:mod:`idempotency.contrib.otel` does, in its ``ready()``), when
+``IDEMPOTENCY["OPENTELEMETRY"]`` is on; plainly otherwise. The engine imports this hook,
+never the integration."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any, ParamSpec, Protocol, TypeVar
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, Protocol, TypeVar
 
 from idempotency.conf import idempotency_settings
 
-P = ParamSpec("P")
 T = TypeVar("T")
 
 
@@ -36,28 +36,27 @@ class Keyed(Protocol):
         """``http``, ``function`` or ``task``."""
 
 
-def step(name: str, owner: Keyed, call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-    """``call(*args, **kwargs)``, in the span ``idempotency.<name>`` when tracing is on.
+#: ``spans(name, owner, operation)``: a block around one step that yields the function
+#: the step's result is handed to (it records the outcome and returns the result).
+Spans = Callable[[str, Keyed, str], AbstractContextManager[Callable[[Any], Any]]]
 
-    ``name`` is ``claim`` (a store call that decides who owns the key: a look-up or the
-    claim), ``replay``, ``complete`` or ``release``; the span's outcome is read from what
-    ``call`` returns (:func:`idempotency.observability.otel.outcome`)."""
-    if not idempotency_settings.OPENTELEMETRY:
-        return call(*args, **kwargs)
-    with spanned(name, owner, getattr(call, "__name__", name)) as done:
-        return done(call(*args, **kwargs))
+_spans: list[Spans] = []
+
+
+def register(spans: Spans) -> None:
+    """Make ``spans`` the tracer of every step (the last one registered wins)."""
+    _spans[:] = [spans]
 
 
 @contextmanager
 def spanned(name: str, owner: Keyed, operation: str) -> Iterator[Callable[[T], T]]:
-    """The span of one step (:func:`idempotency.observability.otel.spanned`) when tracing
-    is on; else a block whose recorder returns what it is given."""
-    if not idempotency_settings.OPENTELEMETRY:
+    """The span ``idempotency.<name>`` of one step whose store method is ``operation``,
+    from the registered tracer, when tracing is on; else a block whose recorder returns
+    what it is given."""
+    if not idempotency_settings.OPENTELEMETRY or not _spans:
         yield _as_is
         return
-    from idempotency.observability.otel import spanned as otel_spanned
-
-    with otel_spanned(name, owner, operation) as done:
+    with _spans[0](name, owner, operation) as done:
         yield done
 
 
@@ -65,4 +64,4 @@ def _as_is(result: T) -> T:
     return result
 
 
-__all__ = ["Keyed", "spanned", "step"]
+__all__ = ["Keyed", "Spans", "register", "spanned"]

@@ -26,7 +26,6 @@ from typing import Any, ClassVar, ParamSpec, TypeVar
 from asgiref.sync import sync_to_async
 
 from idempotency.stores.records import (
-    Claim,
     ClaimStatus,
     KeyState,
     StoredResponse,
@@ -40,7 +39,6 @@ from idempotency.utils.outages import corrupted, store_operation, unreadable_rec
 __all__ = [
     "AtomicStore",
     "BaseStore",
-    "Claim",
     "ClaimLocked",
     "ClaimStatus",
     "KeyState",
@@ -101,7 +99,7 @@ class BaseStore(Configurable):
         ttl: float,
         method: str = "",
         route: str = "",
-    ) -> Claim:
+    ) -> KeyState:
         """Claim ``key`` in ``scope`` for a request whose fingerprint is ``fingerprint``: one
         atomic step, so of concurrent claims of a key exactly one wins. The answer:
 
@@ -216,7 +214,7 @@ class BaseStore(Configurable):
         ttl: float,
         method: str = "",
         route: str = "",
-    ) -> Claim:
+    ) -> KeyState:
         """:meth:`claim`, awaitable."""
         return await self.run_in_thread(
             self.claim,
@@ -339,7 +337,7 @@ class AtomicStore(BaseStore):
         ttl: float,
         method: str = "",
         route: str = "",
-    ) -> Claim:
+    ) -> KeyState:
         """:meth:`claim` inside the open transaction, its wait on a concurrent duplicate's
         claim bounded by ``LOCK_TIMEOUT``; a lock wait that ends without the lock raises
         :class:`ClaimLocked`."""

@@ -34,8 +34,8 @@ from idempotency.conf import Setting
 from idempotency.stores import authentication
 from idempotency.stores.base import (
     BaseStore,
-    Claim,
     ClaimStatus,
+    KeyState,
     StoredResponse,
     new_fence,
     quota_window,
@@ -237,7 +237,7 @@ class CacheStore(BaseStore):
 
     def _as_claim(
         self, record: dict[str, Any], scope: str, key: str, fingerprint: str
-    ) -> Claim | None:
+    ) -> KeyState | None:
         """The state of ``record``; None when it is completed and its authenticated
         expiry has passed (a completed record is authenticated before anything is
         answered from it: :mod:`~idempotency.stores.authentication`)."""
@@ -250,15 +250,15 @@ class CacheStore(BaseStore):
             if min(expires, float(record["expires"])) <= time.time():
                 return None
             if record["fp"] != fingerprint:
-                return Claim(ClaimStatus.MISMATCH, fingerprint=str(record["fp"]))
-            return Claim(
+                return KeyState(ClaimStatus.MISMATCH, fingerprint=str(record["fp"]))
+            return KeyState(
                 ClaimStatus.COMPLETED,
                 response=kept._replace(body=unseal(kept.body)),
                 expires_at=min(expires, float(record["expires"])),
             )
         if record["fp"] != fingerprint:
-            return Claim(ClaimStatus.MISMATCH, fingerprint=str(record["fp"]))
-        return Claim(
+            return KeyState(ClaimStatus.MISMATCH, fingerprint=str(record["fp"]))
+        return KeyState(
             ClaimStatus.IN_PROGRESS,
             retry_after=max(0.0, record["lease"] - time.time()),
             recovery_point=record.get("rp", ""),
@@ -276,7 +276,7 @@ class CacheStore(BaseStore):
         ttl: float,
         method: str = "",
         route: str = "",
-    ) -> Claim:
+    ) -> KeyState:
         name = self.record_key(scope, key)
         for _attempt in range(5):
             fence = new_fence()
@@ -293,7 +293,7 @@ class CacheStore(BaseStore):
                 "rd": None,
             }
             if self.raw.add(name, dump_record(record), ttl):
-                return Claim(ClaimStatus.CLAIMED, fence=fence)
+                return KeyState(ClaimStatus.CLAIMED, fence=fence)
             existing = self._get(name)
             claim = None if existing is None else self._as_claim(existing, scope, key, fingerprint)
             if existing is None or claim is None:
@@ -306,17 +306,17 @@ class CacheStore(BaseStore):
                 return claim
             taken = {**existing, "fence": fence, "lease": now + lease}
             self._set(name, taken, max(1, int(existing["expires"] - now)))
-            return Claim(
+            return KeyState(
                 ClaimStatus.CLAIMED,
                 fence=fence,
                 recovery_point=existing.get("rp", ""),
                 recovery_data=existing.get("rd"),
                 taken_over=True,
             )
-        return Claim(ClaimStatus.IN_PROGRESS, retry_after=1.0)
+        return KeyState(ClaimStatus.IN_PROGRESS, retry_after=1.0)
 
     @store_operation("cache")
-    def lookup(self, scope: str, key: str, *, fingerprint: str) -> Claim | None:
+    def lookup(self, scope: str, key: str, *, fingerprint: str) -> KeyState | None:
         record = self._get(self.record_key(scope, key))
         return None if record is None else self._as_claim(record, scope, key, fingerprint)
 

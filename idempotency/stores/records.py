@@ -1,10 +1,9 @@
 """What a store answers and keeps: the records of the store contract.
 
 :class:`StoredResponse` (what replay needs), :class:`KeyState` (a store's answer about a
-key; :class:`Claim` is the same class under the name of what :meth:`~idempotency.stores.
-base.BaseStore.claim` returns), :class:`ClaimStatus`, and the values every store draws:
-fencing tokens, the names of records in caches and Redis, the clock in milliseconds and
-the record quota's windows.
+key, what :meth:`~idempotency.stores.base.BaseStore.claim` returns), :class:`ClaimStatus`,
+and the values every store draws: fencing tokens, the names of records in caches and
+Redis, the clock in milliseconds and the record quota's windows.
 """
 
 from __future__ import annotations
@@ -80,11 +79,6 @@ class KeyState(NamedTuple):
     @property
     def owned(self) -> bool:
         return self.status is ClaimStatus.CLAIMED
-
-
-#: What :meth:`~idempotency.stores.base.BaseStore.claim` returns: the same class as
-#: :class:`KeyState` (the older name, kept for the stores and callers that use it).
-Claim = KeyState
 
 
 #: Fencing tokens' own generator, seeded from ``os.urandom`` and again in every forked

@@ -14,18 +14,12 @@ from idempotency.tokens.base import (
 )
 from idempotency.tokens.database import DatabaseTokens
 from idempotency.tokens.redis import RedisTokens
-from idempotency.tokens.views import (
-    SubmitTokenIssueView,
-    SubmitTokenPermission,
-    require_submit_token,
-)
+from idempotency.tokens.views import require_submit_token
 
 __all__ = [
     "DatabaseTokens",
     "IssuedToken",
     "RedisTokens",
-    "SubmitTokenIssueView",
-    "SubmitTokenPermission",
     "TokenBackend",
     "consume_submit_token",
     "get_token_backend",

@@ -10,6 +10,7 @@ from django.db import connection, transaction
 from django.test import Client, override_settings
 
 from idempotency import signals
+from tests.support.http import post
 from tests.support.stores import STORE_VARIANTS
 from tests.testapp.models import Effect, Wallet
 
@@ -26,25 +27,21 @@ def released() -> Any:
     signals.released.disconnect(receive)
 
 
-def post(client: Client, url: str, key: str, body: str = '{"amount": 1}') -> Any:
-    return client.post(url, data=body, content_type="application/json", HTTP_IDEMPOTENCY_KEY=key)
-
-
 @pytest.mark.django_db(transaction=True)
 def test_released_fires_only_when_the_key_is_released(
     client_a: Client, wallet: Wallet, store_variant: str, released: list[dict[str, Any]]
 ) -> None:
     client_a.raise_request_exception = False
     # a definitive 4xx the view raised is stored, not released
-    assert post(client_a, "/t/api/", "k-invalid", '{"invalid": 1}').status_code == 400
+    assert post(client_a, "/t/api/", body='{"invalid": 1}', key="k-invalid").status_code == 400
     assert released == []
-    assert post(client_a, "/t/api/", "k-invalid", '{"invalid": 1}')["Idempotent-Replayed"]
+    assert post(client_a, "/t/api/", body='{"invalid": 1}', key="k-invalid")["Idempotent-Replayed"]
     # a 201 is stored
-    assert post(client_a, "/t/api/", "k-ok").status_code == 201
+    assert post(client_a, "/t/api/", key="k-ok").status_code == 201
     assert released == []
     # a 500 and an exception are released, once each
-    assert post(client_a, "/t/outcome/?status=503", "k-503").status_code == 503
-    assert post(client_a, "/t/outcome/?raise=1", "k-raise").status_code == 500
+    assert post(client_a, "/t/outcome/?status=503", key="k-503").status_code == 503
+    assert post(client_a, "/t/outcome/?raise=1", key="k-raise").status_code == 500
     assert [r["key"] for r in released] == ["k-503", "k-raise"]
 
 
@@ -73,13 +70,13 @@ def test_a_lock_error_on_the_views_own_rows_is_not_in_progress(
     client_a.raise_request_exception = False
     try:
         with override_settings(IDEMPOTENCY={**STORE_VARIANTS[variant], "LOCK_TIMEOUT": 0.5}):
-            locked = post(client_a, "/t/locking/", "k-lock")
+            locked = post(client_a, "/t/locking/", key="k-lock")
     finally:
         done.set()
         holder.join()
     assert locked.status_code == 500
     assert b"idempotency-request-in-progress" not in locked.content
     with override_settings(IDEMPOTENCY=STORE_VARIANTS[variant]):
-        retry = post(client_a, "/t/locking/", "k-lock")
+        retry = post(client_a, "/t/locking/", key="k-lock")
     assert retry.status_code == 201
     assert Effect.objects.count() == 1

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from tests.support.http import multipart
 from tests.support.strategies import json_values
 from tests.support.users import make_user
 from tests.testapp.matrix_views import CELLS, COUNTER_ENV
@@ -32,14 +33,6 @@ fields = st.lists(st.tuples(st.sampled_from(["amount", "label"]) | names, field_
 
 def _deep(depth: int) -> bytes:
     return b'{"amount": ' + b"[" * depth + b"]" * depth + b"}"
-
-
-def _multipart(boundary: str, parts: list[tuple[str, str]]) -> bytes:
-    lines: list[str] = []
-    for name, value in parts:
-        lines += [f"--{boundary}", f'Content-Disposition: form-data; name="{name}"', "", value]
-    lines.append(f"--{boundary}--")
-    return ("\r\n".join(lines) + "\r\n").encode("utf-8", "surrogatepass")
 
 
 boundaries = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=30)
@@ -61,7 +54,7 @@ bodies = st.one_of(
     st.builds(lambda b: (b, "application/x-www-form-urlencoded"), st.binary(max_size=200)),
     # multipart, well-formed or not
     st.builds(
-        lambda b, f: (_multipart(b, f), f"multipart/form-data; boundary={b}"), boundaries, fields
+        lambda b, f: (multipart(b, f), f"multipart/form-data; boundary={b}"), boundaries, fields
     ),
     st.builds(
         lambda b, raw: (raw, f"multipart/form-data; boundary={b}"),

@@ -13,18 +13,11 @@ from idempotency import signals
 from idempotency.models import IdempotencyRecord
 from idempotency.stores.base import get_store
 from tests.support.http import H, new_key, post
+from tests.support.problems import problem
 from tests.testapp.executions import executions
 from tests.testapp.models import Effect, Wallet
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def problem(response: Any) -> dict[str, Any]:
-    assert response["Content-Type"] == "application/problem+json"
-    body: dict[str, Any] = json.loads(response.content)
-    assert {"type", "title", "status", "detail", "code"} <= set(body)
-    assert body["status"] == response.status_code
-    return body
 
 
 URLS = ["/t/function/", "/t/api/", "/t/viewset/", "/t/api-view/", "/t/django-cbv/"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -15,23 +14,11 @@ from django.test import Client, override_settings
 
 from idempotency.stores.base import get_store
 from idempotency.utils.backoff import Backoff
+from tests.support.http import new_key, post
 from tests.testapp.models import Effect, Wallet
 from tests.testapp.views import Gate
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def new_key() -> str:
-    return str(uuid.uuid4())
-
-
-def post(client: Client, url: str, body: Any = None, key: str | None = None) -> Any:
-    return client.post(
-        url,
-        data=json.dumps(body or {"amount": 5}),
-        content_type="application/json",
-        HTTP_IDEMPOTENCY_KEY=key,
-    )
 
 
 def test_expired_record_runs_again(
@@ -61,7 +48,7 @@ def test_in_progress_answers_409_with_retry_after(client_a: Client, wallet: Wall
     key = new_key()
     with override_settings(IDEMPOTENCY={"MODE": "lease"}):
         _claim_in_progress(client_a, "/t/api/", key, {"amount": 5})
-        response = post(client_a, "/t/api/", {"amount": 5}, key)
+        response = post(client_a, "/t/api/", body={"amount": 5}, key=key)
     assert response.status_code == 409
     assert response["Content-Type"] == "application/problem+json"
     assert json.loads(response.content)["code"] == "idempotency-request-in-progress"

@@ -2,7 +2,7 @@
 
 Cells (``tests/testapp/matrix_views.py``): ``<interface>/<kind>`` for the
 interfaces ``decorator``, ``mixin`` (DRF views), ``protect`` (Django Ninja's
-``idempotency.ninja.protect``) and ``middleware``, and the kinds function view, Django
+``idempotency.contrib.ninja.protect``) and ``middleware``, and the kinds function view, Django
 CBV method, ``FormView``, ``CreateView``, DRF ``APIView``, ``@api_view``, viewset action,
 async function view, async CBV, and a Django Ninja operation, sync and async.
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from django.conf import settings
@@ -19,6 +18,7 @@ from django.test import Client, override_settings
 from idempotency.models import IdempotencyRecord
 from idempotency.stores.base import stores
 from idempotency.stores.cache import CacheStore
+from tests.support.http import post
 from tests.support.stores import CACHE_STORE, DB_STORE, entry
 from tests.support.stores import stores as stores_setting
 from tests.testapp import alias_views
@@ -57,10 +57,6 @@ def aliased() -> Iterator[None]:
         yield
 
 
-def post(client: Client, url: str, key: str) -> Any:
-    return client.post(url, data="{}", content_type="application/json", HTTP_IDEMPOTENCY_KEY=key)
-
-
 def in_records(scope: str, key: str) -> bool:
     """Whether the store of the alias "records" holds a record of ``(scope, key)`` (a
     lookup under another fingerprint finds it as a mismatch: present)."""
@@ -72,7 +68,7 @@ def in_records(scope: str, key: str) -> bool:
 @pytest.mark.parametrize("url", ["/decorated/", "/mixin/", "/n/decorated/", "/n/r/protected/"])
 def test_a_view_keeps_its_records_in_the_store_its_alias_names(client_a: Client, url: str) -> None:
     key = str(uuid.uuid4())
-    first, again = post(client_a, url, key), post(client_a, url, key)
+    first, again = post(client_a, url, key=key), post(client_a, url, key=key)
     assert first.status_code in (200, 201), first.content
     assert json.loads(first.content)["run"] == 1
     assert again["Idempotent-Replayed"] == "true" and again.content == first.content
@@ -83,7 +79,7 @@ def test_a_view_keeps_its_records_in_the_store_its_alias_names(client_a: Client,
 
 def test_the_middleware_uses_the_default_alias(client_a: Client) -> None:
     key = str(uuid.uuid4())
-    first, again = post(client_a, "/plain/", key), post(client_a, "/plain/", key)
+    first, again = post(client_a, "/plain/", key=key), post(client_a, "/plain/", key=key)
     assert json.loads(first.content)["run"] == 1
     assert again["Idempotent-Replayed"] == "true"
     assert IdempotencyRecord.objects.filter(key=key).exists()  # "default": the database
@@ -98,8 +94,8 @@ def test_the_middleware_uses_the_default_alias(client_a: Client) -> None:
         }
     ):
         other = str(uuid.uuid4())
-        assert json.loads(post(client_a, "/plain/", other).content)["run"] == 1
-        assert post(client_a, "/plain/", other)["Idempotent-Replayed"] == "true"
+        assert json.loads(post(client_a, "/plain/", key=other).content)["run"] == 1
+        assert post(client_a, "/plain/", key=other)["Idempotent-Replayed"] == "true"
         assert in_records(f"auth.user:{client_a.session['_auth_user_id']}", other)
     assert not IdempotencyRecord.objects.filter(key=other).exists()
 
@@ -124,7 +120,7 @@ def test_an_alias_that_is_not_configured_answers_a_problem(client_a: Client) -> 
     """The alias is resolved at use: without "records", the view answers 503 and never
     runs; a function raises ImproperlyConfigured."""
     with override_settings(IDEMPOTENCY={"STORES": stores_setting(DB_STORE)}):
-        response = post(client_a, "/decorated/", str(uuid.uuid4()))
+        response = post(client_a, "/decorated/", key=str(uuid.uuid4()))
         with pytest.raises(ImproperlyConfigured, match="has no store 'records'"):
             alias_views.function(uuid.uuid4().hex)
     assert response.status_code == 503

@@ -17,8 +17,9 @@ from django.db import connections
 
 from idempotency.core import engine
 from idempotency.core.job import Job, Outcome
-from idempotency.stores.base import Claim, ClaimStatus, StoredResponse, get_store
+from idempotency.stores.base import ClaimStatus, KeyState, StoredResponse, get_store
 from tests.support.stores import DB_STORE, store_of, store_params
+from tests.support.storms import Overlap
 
 DUPLICATES = 12
 
@@ -26,20 +27,20 @@ DUPLICATES = 12
 class Answers:
     """An interface that answers with the stored bytes, and says "busy" or "other"."""
 
-    def adopts(self, job: Job, claim: Claim) -> bool:
+    def adopts(self, job: Job, claim: KeyState) -> bool:
         return False
 
-    def replay(self, job: Job, claim: Claim) -> Any:
+    def replay(self, job: Job, claim: KeyState) -> Any:
         assert claim.response is not None
         return ("replayed", claim.response.body.decode())
 
-    def refuse(self, job: Job, claim: Claim) -> Any:
+    def refuse(self, job: Job, claim: KeyState) -> Any:
         return ("other" if claim.status is ClaimStatus.MISMATCH else "busy", None)
 
     def over_quota(self, job: Job, retry_after: float) -> Any:
         return ("quota", retry_after)
 
-    def bind(self, job: Job, claim: Claim | None) -> None:
+    def bind(self, job: Job, claim: KeyState | None) -> None:
         return None
 
     def keep(self, job: Job, result: str) -> Outcome:
@@ -83,15 +84,17 @@ def test_threads_through_the_sync_driver_run_the_work_once(store: str) -> None:
     resolved, key = get_store(store), f"threads-{uuid.uuid4().hex}"
     runs: Counter[str] = Counter()
     go = threading.Barrier(DUPLICATES)
+    overlap = Overlap(DUPLICATES)
     answers: list[Any] = []
 
     def work() -> str:
         runs[key] += 1
+        overlap.hold()  # the others meet the claim while this one runs
         return "result"
 
     def caller() -> None:
         go.wait(10)
-        answers.append(engine.run(job_for(resolved, key), Answers(), work))
+        answers.append(overlap.call(engine.run, job_for(resolved, key), Answers(), work))
 
     threads = [threading.Thread(target=caller) for _ in range(DUPLICATES)]
     for thread in threads:
@@ -108,13 +111,19 @@ def test_tasks_on_one_loop_through_the_async_driver_run_the_work_once(store: str
     resolved, key = get_store(store), f"tasks-{uuid.uuid4().hex}"
     runs: Counter[str] = Counter()
 
+    overlap = Overlap(DUPLICATES)
+
     async def work() -> str:
         runs[key] += 1
-        await asyncio.sleep(0.05)  # the others meet the claim while this one runs
+        await overlap.ahold()  # the others meet the claim while this one runs
         return "result"
 
+    async def call() -> Any:
+        overlap.enter()
+        return await engine.arun(job_for(resolved, key), Answers(), work)
+
     async def storm() -> list[Any]:
-        calls = [engine.arun(job_for(resolved, key), Answers(), work) for _ in range(DUPLICATES)]
+        calls = [call() for _ in range(DUPLICATES)]
         try:
             return list(await asyncio.gather(*calls))
         finally:  # the connection of the thread DatabaseStore's async calls ran in

@@ -11,12 +11,13 @@ import typing
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from idempotency import IdempotentMixin, IdempotentTask, idempotent, idempotent_function
+from idempotency import idempotent, idempotent_function
+from idempotency.contrib.celery import IdempotentTask, idempotent_task
+from idempotency.contrib.drf.mixins import IdempotentMixin
 from idempotency.core.job import CallPolicy
 from idempotency.http.options import Policy
 from idempotency.stores.cache import CacheStore
 from idempotency.stores.database import DatabaseStore
-from idempotency.tasks import idempotent_task
 from tests.support.services import ROOT
 
 SHARED = CallPolicy.option_names()

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from idempotency import InProgress, StoreUnavailable, idempotent_function, idempotent_task
+from idempotency import CallInProgress, StoreUnavailable, idempotent_function
+from idempotency.contrib.celery import idempotent_task
 from idempotency.stores.base import BaseStore, StoredResponse, get_store
 from tests.support import keepalive_owner, services
 from tests.support.clocks import age
@@ -54,10 +55,10 @@ def until_answered(call: Any, *, timeout: float = 30.0) -> Any:
     while True:
         try:
             return call()
-        except InProgress:
+        except CallInProgress:
             if time.monotonic() > deadline:
                 raise
-            time.sleep(0.1)
+            time.sleep(0.1)  # real time: a client's retry interval while a real body runs
 
 
 # -- the store contract ------------------------------------------------------------------
@@ -92,7 +93,8 @@ def test_a_long_function_body_runs_once_under_ten_concurrent_retries(store: str)
     @idempotent_function(key="long:{ref}", store=store, lease=LEASE, wait=0)
     def long_body(ref: str) -> dict[str, int]:
         run = runs()
-        time.sleep(2.5 * LEASE)  # past two leases: without renewals it would run again
+        # past two leases: without renewals it would run again
+        time.sleep(2.5 * LEASE)  # real time: the store's server times the lease
         return {"run": run}
 
     ref = unique("ref")
@@ -109,7 +111,8 @@ def test_a_long_task_runs_once_under_ten_concurrent_deliveries(store: str) -> No
     @idempotent_task(app=app, name=f"keepalive.long.{store}", lease=LEASE, store=store)
     def long_task(ref: str) -> dict[str, int]:
         run = runs()
-        time.sleep(2.5 * LEASE)  # past two leases: without renewals it would run again
+        # past two leases: without renewals it would run again
+        time.sleep(2.5 * LEASE)  # real time: the store's server times the lease
         return {"run": run}
 
     task_id = str(uuid.uuid4())
@@ -120,7 +123,7 @@ def test_a_long_task_runs_once_under_ten_concurrent_deliveries(store: str) -> No
     assert long_task.name == f"keepalive.long.{store}"
 
     def deliver(_index: int) -> Any:
-        # eager deliveries of one message: a duplicate raises InProgress, as a worker defers
+        # eager deliveries of one message: a duplicate raises CallInProgress, as a worker defers
         # (an eager result never blocks: no join check, whose flag other threads' apply sets)
         return until_answered(
             lambda: long_task.apply(("r",), task_id=task_id, throw=True).get(
@@ -170,9 +173,9 @@ def test_a_sigkilled_owner_is_taken_over_after_one_lease_period(store: str, tmp_
         # alive for three lease periods: every retry meets the running owner
         alive_until = time.monotonic() + 3 * lease
         while time.monotonic() < alive_until:
-            with pytest.raises(InProgress):
+            with pytest.raises(CallInProgress):
                 body(ref, 0.0)
-            time.sleep(0.2)
+            time.sleep(0.2)  # real time: the retry pace over lease periods the store's server times
         os.killpg(owner.pid, signal.SIGKILL)
         killed = time.monotonic()
         owner.wait(10)

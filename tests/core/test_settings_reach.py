@@ -18,10 +18,12 @@ from django.test import Client, override_settings
 from django.urls import path
 
 from idempotency import idempotent, idempotent_function
-from idempotency.exceptions import InProgress
+from idempotency.contrib.celery import idempotent_task
+from idempotency.exceptions import CallInProgress
 from idempotency.models import IdempotencyRecord
-from idempotency.tasks import idempotent_task
+from tests.support.http import new_key
 from tests.support.stores import using
+from tests.support.storms import wait_until
 from tests.testapp.celery_app import app
 
 DB_STORE = "idempotency.stores.database.DatabaseStore"
@@ -124,10 +126,6 @@ def settings(**options: Any) -> Any:
     return override_settings(IDEMPOTENCY={**using(DB_STORE), **options})
 
 
-def new_key() -> str:
-    return f"options-{uuid.uuid4().hex}"
-
-
 @pytest.mark.parametrize("mode", ["atomic", "lease"])
 def test_mode_comes_from_the_setting(interface: str, client: Client, mode: str) -> None:
     key = new_key()
@@ -172,14 +170,12 @@ def test_wait_comes_from_the_setting(interface: str, client: Client, user: Any) 
         first = threading.Thread(target=call, args=(client, key))
         first.start()
         try:
-            deadline = time.monotonic() + 30
-            while seen.get(key, {}).get("runs") != 1:  # the first run holds the key
-                assert time.monotonic() < deadline
-                time.sleep(0.01)
+            # the first run holds the key
+            assert wait_until(lambda: seen.get(key, {}).get("runs") == 1, timeout=30, interval=0.01)
             started = time.monotonic()
             try:
                 answer = call(logged_in(user), key)
-            except InProgress:
+            except CallInProgress:
                 answer = None
             waited = time.monotonic() - started
         finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from importlib import import_module
 from pathlib import Path
 
 from idempotency.conf import DEFAULTS, SETTINGS
@@ -33,14 +34,47 @@ def test_every_setting_is_documented_with_its_type() -> None:
 
 
 DOCS = SETTINGS_PAGE.parents[1]
-AUTODOC = re.compile(r"^\.\. auto(?:function|class|exception|data):: idempotency\.(\w+)$", re.M)
+API_PAGE = DOCS / "reference" / "api.md"
+AUTODOC = re.compile(
+    r"^\.\. auto(function|class|exception|data|module):: (idempotency(?:\.\w+)*)$", re.M
+)
 
 
-def test_every_public_name_is_in_the_api_reference() -> None:
+def test_the_api_reference_lists_exactly_the_public_names() -> None:
+    """The package's section documents ``idempotency.<name>`` for each name of
+    ``__all__``, and nothing else is documented under the package itself."""
     import idempotency
 
-    documented = set(AUTODOC.findall((DOCS / "reference" / "api.md").read_text()))
-    assert set(idempotency.__all__) - documented == set()
+    objects = [path for kind, path in AUTODOC.findall(API_PAGE.read_text()) if kind != "module"]
+    assert {p.split(".")[1] for p in objects if p.count(".") == 1} == set(idempotency.__all__)
+
+
+def test_every_exception_and_every_documented_path_are_in_the_api_reference() -> None:
+    """Each class of ``idempotency.exceptions`` is documented once, under the package
+    when it is exported there, else under the module; and every path the page documents
+    imports (a moved name fails here before the docs build)."""
+    from django.utils.module_loading import import_string
+
+    import idempotency
+    from idempotency import exceptions
+
+    paths = [path for _kind, path in AUTODOC.findall(API_PAGE.read_text())]
+    expected = {
+        f"idempotency.{name}" if name in idempotency.__all__ else f"idempotency.exceptions.{name}"
+        for name in exceptions.__all__
+    }
+    documented = [
+        path
+        for path in paths
+        if path.rpartition(".")[0] in ("idempotency", "idempotency.exceptions")
+        and path.rpartition(".")[2] in exceptions.__all__
+    ]
+    assert sorted(documented) == sorted(expected)
+    for path in paths:
+        try:
+            import_string(path)
+        except ImportError:
+            import_module(path)  # a module (automodule)
 
 
 def test_every_signal_is_in_the_signals_reference() -> None:

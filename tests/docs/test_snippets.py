@@ -65,7 +65,7 @@ class Servers:
                 raise AssertionError(f"{snippet.name}: the server exited:\n{log.read_text()}")
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
                 return
-            time.sleep(0.2)
+            time.sleep(0.2)  # real time: waiting for a real server to listen
         raise AssertionError(f"{snippet.name}: no server on {port}:\n{log.read_text()}")
 
     def stop(self) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-import time
 import uuid
 from decimal import Decimal
 from typing import Any
@@ -19,20 +18,14 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from idempotency import (
-    ArgumentsMismatch,
-    FunctionKeyMismatch,
-    IdempotencyKeyMismatch,
-    IdempotencyKeyMissing,
-    idempotent_function,
-    idempotent_task,
-    payload_key,
-)
+from idempotency import KeyMismatch, KeyPartMissing, idempotent_function, payload_key
+from idempotency.contrib.celery import idempotent_task
+from idempotency.exceptions import ArgumentsMismatch, CallableMismatch
 from idempotency.functions.calls import fingerprint_of, qualified_name
 from idempotency.stores.base import StoredResponse, get_store
 from tests.support.counting import Counter, unique
 from tests.support.stores import ALL_STORES, DB_STORE, store_of, using
-from tests.support.storms import run_threads
+from tests.support.storms import Overlap, run_threads
 from tests.support.tasks import inprocess_app
 
 pytestmark = pytest.mark.django_db
@@ -54,7 +47,7 @@ def test_a_missing_key_part_raises_and_runs_nothing(store: str, missing: Any) ->
         return runs()
 
     for _ in range(2):
-        with pytest.raises(IdempotencyKeyMissing, match="trade_no") as caught:
+        with pytest.raises(KeyPartMissing, match="trade_no") as caught:
             callback(missing, "10.00")
         assert isinstance(caught.value, ValueError)
     assert runs.count == 0
@@ -84,7 +77,7 @@ def test_a_callable_key_returning_nothing_raises(store: str) -> None:
         return runs()
 
     for event in ({}, {"id": None}, {"id": ""}):
-        with pytest.raises(IdempotencyKeyMissing):
+        with pytest.raises(KeyPartMissing):
             handle(event)
     assert runs.count == 0
 
@@ -120,7 +113,7 @@ def test_a_task_with_a_missing_key_part_fails_and_an_optional_one_runs() -> None
         return runs()
 
     with override_settings(IDEMPOTENCY={**using(DB_STORE)}):
-        with pytest.raises(IdempotencyKeyMissing):
+        with pytest.raises(KeyPartMissing):
             strict.apply((None,), throw=True)
         assert runs.count == 0
         assert lenient.apply((None,)).get() == 1
@@ -203,13 +196,16 @@ def test_reordered_dicts_from_ten_threads_run_once_on_postgres() -> None:
     @idempotent_function(key="sort:{payload}", store=store_of(DB_STORE), wait=30)
     def sort(payload: dict[str, Any]) -> int:
         count = runs()
-        time.sleep(0.3)  # still running while the others claim
+        overlap.hold()  # still running while the others claim
         return count
 
     nonce = unique("n")
     items = [("id", nonce), ("a", 1), ("b", [1, 2]), ("c", {"d": 1, "e": 2})]
 
+    overlap = Overlap(10)
+
     def call(index: int) -> int:
+        overlap.enter()
         rotated = items[index % len(items) :] + items[: index % len(items)]
         payload = dict(rotated)
         if index % 2:
@@ -234,7 +230,7 @@ def test_payload_key_paths_hash_only_those_parts() -> None:
     b = {"detail": {"at": "10:05", "id": 7}, "items": [{"sku": "x"}, {"sku": "y"}]}
     assert on_event.key_for(a) == on_event.key_for(b)
     assert on_event.key_for(a) != on_event.key_for({**a, "detail": {"id": 8}})
-    with pytest.raises(IdempotencyKeyMissing, match="detail.id"):
+    with pytest.raises(KeyPartMissing, match="detail.id"):
         on_event({"detail": {}, "items": [{"sku": "x"}]})
     with pytest.raises(ValueError, match="payload"):
         idempotent_function(key=payload_key("payload"))(lambda event: None)
@@ -264,9 +260,9 @@ def test_the_same_key_with_other_arguments_is_refused(store: str) -> None:
     assert charge(trade_no=trade, amount=Decimal("10"), meta={"a": 1, "b": 2}) == 1
     with pytest.raises(ArgumentsMismatch) as caught:
         charge(trade, Decimal("10.01"), {"a": 1, "b": 2})
-    assert isinstance(caught.value, IdempotencyKeyMismatch)
+    assert isinstance(caught.value, KeyMismatch)
     assert isinstance(caught.value, ValueError)
-    assert not isinstance(caught.value, FunctionKeyMismatch)
+    assert not isinstance(caught.value, CallableMismatch)
     # named by its keyed hash in the message (which ends up in logs), raw in .key
     assert caught.value.key == f"charge:{trade}" and trade not in str(caught.value)
     assert runs.count == 1
@@ -403,7 +399,7 @@ def test_a_task_redelivered_with_other_arguments_fails_without_retrying() -> Non
         tampered = consume.apply((message, "9.99"))
         assert tampered.state == "FAILURE"  # not RETRY: a redelivery would fail the same
         assert isinstance(tampered.result, ArgumentsMismatch)
-        with pytest.raises(FunctionKeyMismatch):
+        with pytest.raises(CallableMismatch):
             other.apply((message, "1.00"), throw=True)
     assert runs.count == 1  # no run for the tampered message, and no retry of it
 

@@ -9,8 +9,8 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from idempotency import idempotent_function
-from idempotency.exceptions import IdempotencyKeyMismatch, InProgress
-from idempotency.functions.calls import FunctionKeyMismatch
+from idempotency.exceptions import CallInProgress, KeyMismatch
+from idempotency.functions.calls import CallableMismatch
 from idempotency.stores.base import get_store
 from idempotency.utils.hashing import log_ref
 from tests.support.counting import Counter, unique
@@ -86,10 +86,10 @@ def test_same_key_used_by_two_functions_is_a_mismatch(store: str) -> None:
         raise AssertionError("must not run under pay's key")
 
     assert pay(7) == "paid"
-    with pytest.raises(FunctionKeyMismatch) as caught:
+    with pytest.raises(CallableMismatch) as caught:
         refund(7)
     assert isinstance(caught.value, ValueError)
-    assert isinstance(caught.value, IdempotencyKeyMismatch)
+    assert isinstance(caught.value, KeyMismatch)
     # the message names the record by its keyed hash (it ends up in logs), never raw
     assert caught.value.key == "order:7" and "order:7" not in str(caught.value)
     assert log_ref("functions", "order:7") in str(caught.value) and "refund" in str(caught.value)
@@ -225,7 +225,7 @@ def test_signals_are_sent() -> None:
         def work(ref: str, fail: bool = False) -> str:
             if fail:
                 raise RuntimeError
-            with pytest.raises(InProgress):
+            with pytest.raises(CallInProgress):
                 work(ref)
             return "ok"
 
@@ -237,7 +237,7 @@ def test_signals_are_sent() -> None:
             work("a", fail=True)
         work("a")
         work("a")
-        with pytest.raises(FunctionKeyMismatch):
+        with pytest.raises(CallableMismatch):
             other("a")
     finally:
         for name, function in receivers.items():

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,14 +13,14 @@ import pytest
 from django.db import connection
 
 from idempotency import idempotent_function
-from idempotency.exceptions import InProgress
+from idempotency.exceptions import CallInProgress
 from idempotency.functions.calls import fingerprint_of, qualified_name
 from idempotency.models import IdempotencyRecord
 from idempotency.utils.backoff import Backoff
 from tests.support.clocks import age
 from tests.support.counting import Counter, unique
 from tests.support.stores import ALL_STORES, DB_STORE, REDIS_STORE, store_of, store_params
-from tests.support.storms import run_threads
+from tests.support.storms import Overlap, run_threads
 
 pytestmark = pytest.mark.django_db
 
@@ -31,7 +30,7 @@ def test_nested_call_of_a_running_key_raises_in_progress(store: str) -> None:
     @idempotent_function(key="nested:{ref}", store=store, wait=0, fingerprint=["ref"])
     def outer(ref: str, depth: int = 0) -> str:
         if depth == 0:
-            with pytest.raises(InProgress) as caught:
+            with pytest.raises(CallInProgress) as caught:
                 outer(ref, depth=1)
             assert caught.value.key == f"nested:{ref}"
         return "outer"
@@ -91,7 +90,7 @@ def test_stale_owner_takeover_with_the_database_store() -> None:
     fingerprint = fingerprint_of("function", qualified_name(work.__wrapped__))
     dead = store.claim("functions", f"db-slow:{ref}", fingerprint=fingerprint, lease=0.5, ttl=60)
     assert dead.owned
-    with pytest.raises(InProgress):
+    with pytest.raises(CallInProgress):
         idempotent_function(key="db-slow:{ref}", store=store_of(DB_STORE), lease=60, mode="lease")(
             work.__wrapped__
         )(ref)
@@ -171,10 +170,12 @@ def side_effects() -> Iterator[SideEffects]:
 
 
 def _check_outcomes(results: list[Any], expected: dict[str, Any], *, wait: float) -> None:
-    errors = [r for r in results if isinstance(r, BaseException) and not isinstance(r, InProgress)]
+    errors = [
+        r for r in results if isinstance(r, BaseException) and not isinstance(r, CallInProgress)
+    ]
     assert not errors, errors
     answered = [r for r in results if r == expected]
-    in_progress = [r for r in results if isinstance(r, InProgress)]
+    in_progress = [r for r in results if isinstance(r, CallInProgress)]
     assert len(answered) + len(in_progress) == len(results)
     assert answered, "the owner returns its result"
     if wait:
@@ -189,13 +190,15 @@ def test_twenty_threads_on_postgres_database_store_run_the_body_once(
 ) -> None:
     ref = unique("order")
 
+    overlap = Overlap(20)
+
     @idempotent_function(key="charge:{ref}", store=store_of(DB_STORE), wait=wait)
     def charge(ref: str) -> dict[str, Any]:
         side_effects.insert(ref)
-        time.sleep(0.3)
+        overlap.hold()  # still running while the others claim
         return {"charged": ref}
 
-    results = run_threads(20, lambda _i: charge(ref))
+    results = run_threads(20, lambda _i: overlap.call(charge, ref))
     _check_outcomes(results, {"charged": ref}, wait=wait)
     assert side_effects.count(ref) == 1
     stored = IdempotencyRecord.objects.get(scope="functions", key=f"charge:{ref}")
@@ -208,13 +211,15 @@ def test_twenty_threads_on_redis_store_run_the_body_once(redis_client: Any, wait
     ref = unique("order")
     counter = f"beyond:effects:{ref}"
 
+    overlap = Overlap(20)
+
     @idempotent_function(key="charge:{ref}", store=store_of(REDIS_STORE), wait=wait)
     def charge(ref: str) -> dict[str, Any]:
         redis_client.incr(counter)
-        time.sleep(0.3)
+        overlap.hold()  # still running while the others claim
         return {"charged": ref}
 
-    results = run_threads(20, lambda _i: charge(ref))
+    results = run_threads(20, lambda _i: overlap.call(charge, ref))
     _check_outcomes(results, {"charged": ref}, wait=wait)
     assert int(redis_client.get(counter)) == 1
 
@@ -223,16 +228,18 @@ def test_twenty_threads_on_redis_store_run_the_body_once(redis_client: Any, wait
 @pytest.mark.django_db(transaction=True)
 def test_atomic_mode_twenty_threads_all_get_the_one_result(side_effects: SideEffects) -> None:
     """Atomic mode: duplicates wait on the record's unique index and return the committed
-    result; none sees InProgress, and the body's write happens once."""
+    result; none sees CallInProgress, and the body's write happens once."""
     ref = unique("order")
+
+    overlap = Overlap(20)
 
     @idempotent_function(key="charge:{ref}", store=store_of(DB_STORE), mode="atomic")
     def charge(ref: str) -> dict[str, Any]:
         side_effects.insert(ref)
-        time.sleep(0.3)
+        overlap.hold()  # still running while the others claim
         return {"charged": ref}
 
-    results = run_threads(20, lambda _i: charge(ref))
+    results = run_threads(20, lambda _i: overlap.call(charge, ref))
     assert results == [{"charged": ref}] * 20
     assert side_effects.count(ref) == 1
 

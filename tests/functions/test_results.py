@@ -16,14 +16,10 @@ import pytest
 from django.test import override_settings
 from pydantic import BaseModel
 
-from idempotency import (
-    ReplayedRecord,
-    StoreCorrupted,
-    StoredError,
-    idempotent_function,
-    idempotent_task,
-    signals,
-)
+from idempotency import idempotent_function, signals
+from idempotency.contrib.celery import idempotent_task
+from idempotency.core.job import ReplayedRecord
+from idempotency.exceptions import StoreCorrupted, StoredError
 from idempotency.utils.hashing import log_ref
 from tests.support.counting import Counter, unique
 from tests.support.stores import ALL_STORES, DB_STORE, store_of, using

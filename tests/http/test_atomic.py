@@ -17,6 +17,7 @@ import pytest
 from django.test import Client
 
 from idempotency.checks import check_settings
+from tests.support.http import post
 from tests.support.storms import storm
 from tests.support.users import logged_in_client
 from tests.testapp.executions import ENV, executions
@@ -28,24 +29,18 @@ pytestmark = [
 ]
 
 
-def post(client: Client, url: str, key: str) -> Any:
-    return client.post(
-        url, data='{"amount": 5}', content_type="application/json", HTTP_IDEMPOTENCY_KEY=key
-    )
-
-
 def rows(alias: str) -> int:
     return Effect.objects.using(alias).count()
 
 
 def test_a_released_key_leaves_nothing_in_either_database(client_a: Client, wallet: Wallet) -> None:
-    failed = post(client_a, "/t/two-databases/?fail=1", "k1")
+    failed = post(client_a, "/t/two-databases/?fail=1", key="k1")
     assert failed.status_code == 500
     assert (rows("default"), rows("ledger")) == (0, 0)
-    retry = post(client_a, "/t/two-databases/?fail=1".replace("?fail=1", ""), "k2")
+    retry = post(client_a, "/t/two-databases/?fail=1".replace("?fail=1", ""), key="k2")
     assert retry.status_code == 201
     assert (rows("default"), rows("ledger")) == (1, 1)
-    assert post(client_a, "/t/two-databases/", "k2")["Idempotent-Replayed"] == "true"
+    assert post(client_a, "/t/two-databases/", key="k2")["Idempotent-Replayed"] == "true"
     assert (rows("default"), rows("ledger")) == (1, 1)
 
 
@@ -54,7 +49,7 @@ def test_without_databases_the_other_alias_keeps_a_released_attempts_writes(
 ) -> None:
     """What the check warns about: the store's database rolls back, the other does not."""
     assert "idempotency.W006" in [m.id for m in check_settings()]
-    assert post(client_a, "/t/store-database-only/?fail=1", "k3").status_code == 500
+    assert post(client_a, "/t/store-database-only/?fail=1", key="k3").status_code == 500
     assert (rows("default"), rows("ledger")) == (0, 1)
 
 

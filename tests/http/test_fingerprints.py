@@ -15,6 +15,7 @@ from idempotency.http.fingerprints import (
     request_digest,
     request_fingerprint,
 )
+from tests.support.http import multipart
 
 rf = RequestFactory()
 
@@ -89,20 +90,12 @@ def test_put_patch_delete_forms_are_fingerprinted_from_the_raw_body() -> None:
         )
 
 
-def _multipart(boundary: str, parts: list[tuple[str, str]]) -> bytes:
-    lines = []
-    for name, value in parts:
-        lines += [f"--{boundary}", f'Content-Disposition: form-data; name="{name}"', "", value]
-    lines.append(f"--{boundary}--")
-    return ("\r\n".join(lines) + "\r\n").encode()
-
-
 def test_put_multipart_is_fingerprinted_whatever_the_boundary() -> None:
     def put(boundary: str, parts: list[tuple[str, str]]) -> str:
         return fp(
             rf.put(
                 "/x/",
-                data=_multipart(boundary, parts),
+                data=multipart(boundary, parts),
                 content_type=f"multipart/form-data; boundary={boundary}",
             )
         )
@@ -212,7 +205,8 @@ def test_drf_authentication_reading_request_data_first(mixin: bool) -> None:
     from rest_framework.test import APIRequestFactory
     from rest_framework.views import APIView
 
-    from idempotency import IdempotentMixin, idempotent
+    from idempotency import idempotent
+    from idempotency.contrib.drf.mixins import IdempotentMixin
 
     user = get_user_model().objects.create_user(username="reader")
     runs: list[object] = []

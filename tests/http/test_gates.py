@@ -14,6 +14,7 @@ from django.conf import settings
 from django.test import Client, override_settings
 
 from idempotency.checks import check_settings
+from tests.support.http import post
 from tests.support.users import logged_in_client
 from tests.testapp.executions import executions
 
@@ -40,24 +41,18 @@ def demote(user: Any) -> None:
     user.save()
 
 
-def post(client: Client, url: str, key: str, **extra: Any) -> Any:
-    return client.post(
-        url, data="{}", content_type="application/json", HTTP_IDEMPOTENCY_KEY=key, **extra
-    )
-
-
 @pytest.mark.parametrize("url", ["/t/gates/admin-report/", "/t/gates/staff-dispatch/"])
 def test_a_demoted_admin_does_not_replay_a_dispatch_decorated_views_answer(
     url: str, admin: Any, execution_log: Path
 ) -> None:
     client = logged_in_client(admin)
     key = str(uuid.uuid4())
-    first = post(client, url, key)
-    again = post(client, url, key)
+    first = post(client, url, key=key)
+    again = post(client, url, key=key)
     assert first.status_code == again.status_code == 201
     assert again["Idempotent-Replayed"] == "true"  # still deduplicated while allowed
     demote(admin)
-    refused = post(logged_in_client(admin), url, key)
+    refused = post(logged_in_client(admin), url, key=key)
     assert refused.status_code == 403
     assert "Idempotent-Replayed" not in refused
     assert b"IBAN" not in refused.content and b"staff only" not in refused.content
@@ -69,7 +64,7 @@ def test_a_dispatch_decorated_view_never_runs_for_a_caller_it_refuses(
     url: str, user: Any, execution_log: Path
 ) -> None:
     key = str(uuid.uuid4())
-    assert post(logged_in_client(user), url, key).status_code == 403
+    assert post(logged_in_client(user), url, key=key).status_code == 403
     assert executions(execution_log)[key] == 0
 
 
@@ -79,10 +74,10 @@ def test_under_the_middleware_a_class_based_views_check_runs_before_a_replay(
 ) -> None:
     key = str(uuid.uuid4())
     client = logged_in_client(admin)
-    assert post(client, "/t/gates/staff/", key).status_code == 201
-    assert post(client, "/t/gates/staff/", key)["Idempotent-Replayed"] == "true"
+    assert post(client, "/t/gates/staff/", key=key).status_code == 201
+    assert post(client, "/t/gates/staff/", key=key)["Idempotent-Replayed"] == "true"
     demote(admin)
-    refused = post(logged_in_client(admin), "/t/gates/staff/", key)
+    refused = post(logged_in_client(admin), "/t/gates/staff/", key=key)
     assert refused.status_code == 403 and "Idempotent-Replayed" not in refused
     assert executions(execution_log)[key] == 1
 
@@ -95,11 +90,11 @@ def test_under_the_middleware_a_function_view_with_an_access_decorator_is_left_a
     unprotected (E041 says so at startup), never replaying past the check."""
     key = str(uuid.uuid4())
     client = logged_in_client(admin)
-    assert post(client, "/t/gates/staff-function/", key).status_code == 201
-    again = post(client, "/t/gates/staff-function/", key)
+    assert post(client, "/t/gates/staff-function/", key=key).status_code == 201
+    again = post(client, "/t/gates/staff-function/", key=key)
     assert again.status_code == 201 and "Idempotent-Replayed" not in again
     demote(admin)
-    assert post(logged_in_client(admin), "/t/gates/staff-function/", key).status_code == 302
+    assert post(logged_in_client(admin), "/t/gates/staff-function/", key=key).status_code == 302
     assert executions(execution_log)[key] == 2
 
 
@@ -112,13 +107,13 @@ def test_under_the_middleware_a_replay_needs_the_csrf_token_the_view_needs(
     secret = "a" * 32
     client.cookies[settings.CSRF_COOKIE_NAME] = secret
     key = str(uuid.uuid4())
-    first = post(client, "/t/gates/form/", key, HTTP_X_CSRFTOKEN=secret)
-    again = post(client, "/t/gates/form/", key, HTTP_X_CSRFTOKEN=secret)
+    first = post(client, "/t/gates/form/", key=key, HTTP_X_CSRFTOKEN=secret)
+    again = post(client, "/t/gates/form/", key=key, HTTP_X_CSRFTOKEN=secret)
     assert first.status_code == again.status_code == 201
     assert again["Idempotent-Replayed"] == "true"
     forged = Client(enforce_csrf_checks=True)
     forged.force_login(user)  # the victim's session, without the token a site sets
-    refused = post(forged, "/t/gates/form/", key)
+    refused = post(forged, "/t/gates/form/", key=key)
     assert refused.status_code == 403 and "Idempotent-Replayed" not in refused
     assert executions(execution_log)[key] == 1
 
@@ -147,7 +142,7 @@ def test_checks_name_the_views_whose_replays_would_skip_their_check() -> None:
 def test_idempotent_below_the_access_decorator_checks_first(user: Any, execution_log: Path) -> None:
     key = str(uuid.uuid4())
     anonymous = Client()
-    assert post(anonymous, "/t/gates/right-order/", key).status_code == 302  # to the login page
-    assert json.loads(post(logged_in_client(user), "/t/gates/right-order/", key).content) == {
+    assert post(anonymous, "/t/gates/right-order/", key=key).status_code == 302  # to the login page
+    assert json.loads(post(logged_in_client(user), "/t/gates/right-order/", key=key).content) == {
         "done": True
     }

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +15,11 @@ from django.views import View
 from rest_framework.decorators import api_view
 from rest_framework.views import APIView
 
-import idempotency
-from idempotency import IdempotentMixin, ImproperlyApplied, idempotent
+from idempotency import idempotent
+from idempotency.contrib.drf.mixins import IdempotentMixin
+from idempotency.exceptions import ImproperlyApplied
 from idempotency.models import IdempotencyRecord
+from tests.support.http import post
 from tests.support.stores import CACHE_STORE, using
 from tests.testapp import views
 from tests.testapp.executions import executions, record_execution
@@ -35,30 +35,6 @@ MIDDLEWARE_SETTINGS = {
         "idempotency.IdempotencyMiddleware",
     ]
 }
-
-
-def post(client: Client, url: str, key: str) -> Any:
-    return client.post(
-        url, data='{"amount": 2}', content_type="application/json", HTTP_IDEMPOTENCY_KEY=key
-    )
-
-
-def test_package_exports_are_complete() -> None:
-    """Every public name resolves to its module's object, and type checkers see the same
-    names (the ``TYPE_CHECKING`` re-exports); laziness: tests/test_layout.py."""
-    tree = ast.parse(Path(idempotency.__file__).read_text())
-    static = {
-        alias.asname or alias.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.module != "importlib"
-        for alias in node.names
-        if node.module != "__future__" and node.module != "typing"
-    }
-    assert static == set(idempotency.__all__)
-    for name, module in idempotency._EXPORTS.items():
-        assert getattr(idempotency, name) is getattr(import_module(module), name)
-    with pytest.raises(AttributeError):
-        idempotency.no_such_name  # noqa: B018
 
 
 def test_decorating_as_view_result_is_refused() -> None:
@@ -180,7 +156,7 @@ def test_atomic_mode_on_a_store_without_it_is_a_configuration_error(
         override_settings(IDEMPOTENCY={**using(CACHE_STORE), "MODE": "atomic"}),
         caplog.at_level("ERROR", logger="idempotency"),
     ):
-        response = post(client_a, "/t/api/", str(uuid.uuid4()))
+        response = post(client_a, "/t/api/", key=str(uuid.uuid4()))
     assert response.status_code == 503
     assert response.json()["code"] == "idempotency-store-misconfigured"
     assert Effect.objects.count() == before  # the view did not run
@@ -191,8 +167,8 @@ def test_middleware_covers_function_and_drf_views(client_a: Client, wallet: Wall
     with override_settings(**MIDDLEWARE_SETTINGS):
         for url in ("/t/plain/", "/t/plain-api/"):
             key = str(uuid.uuid4())
-            first = post(client_a, url, key)
-            again = post(client_a, url, key)
+            first = post(client_a, url, key=key)
+            again = post(client_a, url, key=key)
             assert first.status_code == 201
             assert again["Idempotent-Replayed"] == "true", url
             assert again.content == first.content
@@ -204,8 +180,8 @@ def test_middleware_replays_drf_views_only_after_drf_authentication(
 ) -> None:
     key = str(uuid.uuid4())
     with override_settings(**MIDDLEWARE_SETTINGS):
-        post(client_a, "/t/plain-api/", key)
-        stranger = post(Client(HTTP_AUTHORIZATION="Token bad"), "/t/plain-api/", key)
+        post(client_a, "/t/plain-api/", key=key)
+        stranger = post(Client(HTTP_AUTHORIZATION="Token bad"), "/t/plain-api/", key=key)
     assert stranger.status_code == 401
     assert "Idempotent-Replayed" not in stranger
 
@@ -213,8 +189,8 @@ def test_middleware_replays_drf_views_only_after_drf_authentication(
 def test_middleware_leaves_exempt_views_alone(client_a: Client, wallet: Wallet) -> None:
     key = str(uuid.uuid4())
     with override_settings(**MIDDLEWARE_SETTINGS):
-        post(client_a, "/t/plain-exempt/", key)
-        again = post(client_a, "/t/plain-exempt/", key)
+        post(client_a, "/t/plain-exempt/", key=key)
+        again = post(client_a, "/t/plain-exempt/", key=key)
     assert "Idempotent-Replayed" not in again
     assert Effect.objects.count() == 2
 
@@ -224,8 +200,8 @@ def test_middleware_does_not_double_handle_decorated_views(
 ) -> None:
     key = str(uuid.uuid4())
     with override_settings(**MIDDLEWARE_SETTINGS):
-        post(client_a, "/t/api/", key)
-        again = post(client_a, "/t/api/", key)
+        post(client_a, "/t/api/", key=key)
+        again = post(client_a, "/t/api/", key=key)
         vkey = key + "v"
         body = '{"label": "v", "amount": 2}'
         client_a.post(
@@ -280,7 +256,7 @@ def test_mixin_limits_actions_and_takes_class_attributes(client_a: Client, walle
 def test_non_http_exceptions_survive_pickling() -> None:
     import pickle
 
-    from idempotency.exceptions import InProgress, LockNotAcquired
+    from idempotency.exceptions import CallInProgress, LockNotAcquired
 
     lost = pickle.loads(pickle.dumps(LockNotAcquired("settle", 2.5)))
     assert (lost.name, lost.waited, str(lost)) == (
@@ -288,7 +264,7 @@ def test_non_http_exceptions_survive_pickling() -> None:
         2.5,
         "Lock 'settle' not acquired within 2.5 s",
     )
-    busy = pickle.loads(pickle.dumps(InProgress("functions", "k1")))
+    busy = pickle.loads(pickle.dumps(CallInProgress("functions", "k1")))
     assert (busy.scope, busy.key) == ("functions", "k1")
 
 

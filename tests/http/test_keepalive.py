@@ -57,7 +57,7 @@ def test_a_long_view_runs_once_under_ten_concurrent_retries(
             )
             if response.status_code != 409 or time.monotonic() > deadline:
                 return response.status_code, response.content
-            time.sleep(0.1)  # a client honouring Retry-After, faster
+            time.sleep(0.1)  # real time: a client honouring Retry-After, faster
 
     with override_settings(IDEMPOTENCY={**STORE_VARIANTS[variant], "LEASE": LEASE}):
         answers = run_threads(10, client_retrying)

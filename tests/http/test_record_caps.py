@@ -5,8 +5,8 @@ for definitive 4xx answers, on every store, under concurrency on PostgreSQL and 
 from __future__ import annotations
 
 import json
-import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,8 @@ from django.test import Client, override_settings
 from django.utils import timezone
 
 from idempotency.models import IdempotencyRecord
+from tests.support.clocks import QuotaClock, quota_clock
+from tests.support.http import post
 from tests.support.stores import STORE_VARIANTS, variant_params
 from tests.support.storms import run_threads, succeeded
 from tests.support.users import logged_in_client
@@ -23,14 +25,11 @@ from tests.testapp.executions import executions
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def post(client: Client, key: str, url: str = "/t/outcome/") -> Any:
-    return client.post(
-        url, data=json.dumps({"amount": 1}), content_type="application/json",
-        HTTP_IDEMPOTENCY_KEY=key,
-    )  # fmt: skip
+# fmt: skip
 
 
 WINDOW = 60
+URL = "/t/outcome/"
 
 
 def capped(variant: str, limit: int, **extra: Any) -> dict[str, Any]:
@@ -38,13 +37,12 @@ def capped(variant: str, limit: int, **extra: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(autouse=True)
-def fresh_window() -> None:
-    """Start each test at least 10 s before its counting window ends: the windows are
-    fixed (epoch seconds), so requests that straddle a window's end are counted in two
-    windows, and a cap of 3 let a 4th request through (CI, once)."""
-    left = WINDOW - time.time() % WINDOW
-    if left < 10:
-        time.sleep(left + 0.05)
+def fresh_window() -> Iterator[QuotaClock]:
+    """Each test counts in one window, at its start: the windows are fixed (epoch
+    seconds), so on the wall clock requests that straddle a window's end are counted in
+    two windows, and a cap of 3 let a 4th request through (CI, once)."""
+    with quota_clock(WINDOW) as clock:
+        yield clock
 
 
 def test_by_default_nothing_bounds_a_callers_records(
@@ -52,7 +50,7 @@ def test_by_default_nothing_bounds_a_callers_records(
 ) -> None:
     """The finding as it was (and stays, by default: the cap is opt-in)."""
     with override_settings(IDEMPOTENCY=STORE_VARIANTS[store_variant]):
-        answers = [post(client_a, str(uuid.uuid4())).status_code for _ in range(12)]
+        answers = [post(client_a, URL, key=str(uuid.uuid4())).status_code for _ in range(12)]
     assert answers == [201] * 12
 
 
@@ -61,18 +59,28 @@ def test_a_caller_over_its_cap_gets_429_and_its_replays_still_work(
 ) -> None:
     keys = [str(uuid.uuid4()) for _ in range(4)]
     with override_settings(IDEMPOTENCY=capped(store_variant, 3)):
-        firsts = [post(client_a, key) for key in keys]
+        firsts = [post(client_a, URL, key=key) for key in keys]
         assert [r.status_code for r in firsts] == [201, 201, 201, 429]
         refused = firsts[3]
         assert refused["Content-Type"] == "application/problem+json"
         assert json.loads(refused.content)["code"] == "idempotency-too-many-records"
         assert 1 <= int(refused["Retry-After"]) <= 60
-        again = [post(client_a, key) for key in keys[:3]]  # replays are not new records
+        again = [post(client_a, URL, key=key) for key in keys[:3]]  # replays are not new records
         assert [r["Idempotent-Replayed"] for r in again] == ["true"] * 3
-        assert post(client_b, str(uuid.uuid4())).status_code == 201  # another caller
-        assert post(client_a, keys[3]).status_code == 429  # still over, never ran
+        assert post(client_b, URL, key=str(uuid.uuid4())).status_code == 201  # another caller
+        assert post(client_a, URL, key=keys[3]).status_code == 429  # still over, never ran
     assert executions(execution_log)[keys[3]] == 0
     assert not IdempotencyRecord.objects.filter(key=keys[3]).exists()
+
+
+def test_a_new_window_lets_a_capped_caller_make_records_again(
+    store_variant: str, client_a: Client, wallet: Any, fresh_window: QuotaClock
+) -> None:
+    with override_settings(IDEMPOTENCY=capped(store_variant, 1)):
+        assert post(client_a, URL, key=str(uuid.uuid4())).status_code == 201
+        assert post(client_a, URL, key=str(uuid.uuid4())).status_code == 429
+        fresh_window.advance(WINDOW)
+        assert post(client_a, URL, key=str(uuid.uuid4())).status_code == 201
 
 
 @pytest.mark.server_db  # concurrent threads: SQLite would lock, not count
@@ -87,7 +95,7 @@ def test_the_cap_holds_under_concurrent_first_requests(
     with override_settings(IDEMPOTENCY=capped(variant, limit)):
 
         def attempt(index: int) -> int:
-            return int(post(logged_in_client(user), keys[index]).status_code)
+            return int(post(logged_in_client(user), URL, key=keys[index]).status_code)
 
         statuses = succeeded(run_threads(threads, attempt))
     assert len(statuses) == threads
@@ -112,11 +120,11 @@ def test_error_ttl_zero_keeps_no_4xx(
     keys = [str(uuid.uuid4()) for _ in range(5)]
     with override_settings(IDEMPOTENCY={**STORE_VARIANTS[store_variant], "ERROR_TTL": 0}):
         for key in keys:
-            assert post(client_a, key, "/t/outcome/?status=400").status_code == 400
-        again = post(client_a, keys[0], "/t/outcome/?status=400")
+            assert post(client_a, "/t/outcome/?status=400", key=key).status_code == 400
+        again = post(client_a, "/t/outcome/?status=400", key=keys[0])
         ok = str(uuid.uuid4())
-        assert post(client_a, ok).status_code == 201
-        assert post(client_a, ok)["Idempotent-Replayed"] == "true"  # 2xx kept as before
+        assert post(client_a, URL, key=ok).status_code == 201
+        assert post(client_a, URL, key=ok)["Idempotent-Replayed"] == "true"  # 2xx kept as before
     assert "Idempotent-Replayed" not in again
     assert executions(execution_log)[keys[0]] == 2
     assert not IdempotencyRecord.objects.filter(key__in=keys).exists()
@@ -128,9 +136,9 @@ def test_error_ttl_shortens_how_long_a_4xx_is_kept(
 ) -> None:
     bad, good = str(uuid.uuid4()), str(uuid.uuid4())
     with override_settings(IDEMPOTENCY={**STORE_VARIANTS[variant], "ERROR_TTL": 300}):
-        assert post(client_a, bad, "/t/outcome/?status=422").status_code == 422
-        assert post(client_a, good).status_code == 201
-        assert post(client_a, bad, "/t/outcome/?status=422")["Idempotent-Replayed"] == "true"
+        assert post(client_a, "/t/outcome/?status=422", key=bad).status_code == 422
+        assert post(client_a, URL, key=good).status_code == 201
+        assert post(client_a, "/t/outcome/?status=422", key=bad)["Idempotent-Replayed"] == "true"
     now = timezone.now()
     kept = {r.key: (r.expires_at - now).total_seconds() for r in IdempotencyRecord.objects.all()}
     assert 200 < kept[bad] <= 300
@@ -144,7 +152,7 @@ def test_ended_windows_counters_are_purged(client_a: Client, wallet: Any) -> Non
     from idempotency.stores.purge import purge_expired_records
 
     with override_settings(IDEMPOTENCY=capped("db-atomic", 5)):
-        post(client_a, str(uuid.uuid4()))
+        post(client_a, URL, key=str(uuid.uuid4()))
     assert RecordQuota.objects.get().count == 1
     purge_expired_records()
     assert RecordQuota.objects.count() == 1  # its window is still open

@@ -85,7 +85,7 @@ def test_a_client_sleeping_for_retry_after_gets_its_replay_soon_after_completion
         edge_views.GATE.set()  # the first request finishes now (in 0.0 s more)
         while response.status_code == 409 and len(answers) < 30:
             answers.append(int(response["Retry-After"]))
-            time.sleep(int(response["Retry-After"]))  # what a polite client does
+            time.sleep(int(response["Retry-After"]))  # real time: what a polite client does
             response = client.post(url, HTTP_IDEMPOTENCY_KEY=key)
         replayed_at = time.monotonic()
         thread.join(timeout=30)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from django.test import Client, override_settings
 
+from tests.support.http import post
 from tests.support.stores import STORE_VARIANTS
 from tests.testapp.executions import ENV, executions
 from tests.testapp.models import Wallet
@@ -32,15 +33,6 @@ def counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def post(client: Client, url: str, key: str) -> Any:
-    return client.post(
-        url,
-        data=json.dumps({"amount": 5}),
-        content_type="application/json",
-        HTTP_IDEMPOTENCY_KEY=key,
-    )
-
-
 @pytest.mark.parametrize("url", RAISING)
 def test_a_raised_exception_is_stored_and_replayed(
     store_variant: str, client_a: Client, wallet: Wallet, counted: Path, url: str
@@ -48,9 +40,9 @@ def test_a_raised_exception_is_stored_and_replayed(
     client_a.raise_request_exception = False
     key = str(uuid.uuid4())
     with override_settings(IDEMPOTENCY={**STORE_VARIANTS[store_variant], "STORE_ERRORS": True}):
-        first = post(client_a, url, key)
-        again = post(client_a, url, key)
-        third = post(client_a, url, key)
+        first = post(client_a, url, key=key)
+        again = post(client_a, url, key=key)
+        third = post(client_a, url, key=key)
     assert first.status_code == 500
     assert "Idempotent-Replayed" not in first
     assert again.status_code == third.status_code == 500
@@ -65,8 +57,8 @@ def test_without_store_errors_a_raised_exception_releases_the_key(
 ) -> None:
     client_a.raise_request_exception = False
     key = str(uuid.uuid4())
-    first = post(client_a, url, key)
-    again = post(client_a, url, key)
+    first = post(client_a, url, key=key)
+    again = post(client_a, url, key=key)
     assert first.status_code == again.status_code == 500
     assert "Idempotent-Replayed" not in again
     assert executions(counted)[key] == 2
@@ -86,7 +78,7 @@ def test_a_foreign_value_under_a_redis_record_answers_a_problem_and_runs_nothing
     with override_settings(IDEMPOTENCY={**STORE_VARIANTS["redis"]}):
         name = RedisStore().record_key(scope, key)
         RedisConnector(cache="default").client.set(name, "foreign")
-        response = post(client_a, "/t/outcome/", key)
+        response = post(client_a, "/t/outcome/", key=key)
     assert response.status_code == 500
     assert response["Content-Type"] == "application/problem+json"
     assert json.loads(response.content)["code"] == "idempotency-record-unreadable"

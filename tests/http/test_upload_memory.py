@@ -8,7 +8,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,15 +17,10 @@ from pathlib import Path
 import pytest
 
 from tests.support import services
+from tests.support.ports import free_port
 from tests.support.uploads import BOUNDARY, MB, write_body
 
 pytestmark = [pytest.mark.server_db, pytest.mark.django_db(transaction=True)]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _peak_kb(pid: int) -> int:
@@ -42,7 +36,7 @@ def _worker(master: int) -> int:
         children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
         if children:
             return int(children[0])
-        time.sleep(0.1)
+        time.sleep(0.1)  # real time: waiting for gunicorn to fork its worker
     raise AssertionError("gunicorn started no worker")
 
 
@@ -68,7 +62,7 @@ def test_a_keyed_100_mb_upload_does_not_raise_the_workers_memory(tmp_path: Path,
     small, big = tmp_path / "small", tmp_path / "big"
     write_body(small, 1 * MB)
     write_body(big, 100 * MB)
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.server_settings",
@@ -95,7 +89,7 @@ def test_a_keyed_100_mb_upload_does_not_raise_the_workers_memory(tmp_path: Path,
                 break
             except OSError:
                 assert time.monotonic() < deadline, log.read_text()
-                time.sleep(0.2)
+                time.sleep(0.2)  # real time: waiting for gunicorn to answer
         warm = _peak_kb(worker)
         status, _ = _upload(port, url, big, None)
         unkeyed = _peak_kb(worker)

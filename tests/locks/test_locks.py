@@ -146,7 +146,8 @@ def test_extend_keeps_the_lock(backend: str) -> None:
     held = Lock(name, timeout=0.5)
     assert held.acquire()
     assert held.extend(30.0)
-    time.sleep(0.8)  # past the original timeout (the extension's is far)
+    # real time: the backend times the lock; past the original timeout (the extension's is far)
+    time.sleep(0.8)
     assert held.owned()
     assert Lock(name).acquire() is False
     assert held.extend(1.0, replace_ttl=True)

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from idempotency import JsonFormatter, signals
-from idempotency.observability import metrics
-from idempotency.observability.logs import key_hash
+from idempotency import signals
+from idempotency.contrib import prometheus as metrics
+from idempotency.observability.logs import JsonFormatter, key_hash
 from idempotency.scopes import user_scope
 from idempotency.stores.database import DatabaseStore
 from tests.support.factories import OrderFactory, UserFactory, funded_account
@@ -156,7 +156,7 @@ def test_a_replay_dispatches_nothing_while_its_record_is_off_and_nobody_listens(
 
     signals.replayed.send = counted  # type: ignore[method-assign]
     # the sample's metrics listen to every outcome: leave the log receiver alone
-    signals.replayed.disconnect(dispatch_uid="idempotency.observability.metrics.replayed")
+    signals.replayed.disconnect(dispatch_uid="idempotency.contrib.prometheus.replayed")
     signals.replayed.has_listeners()  # drops receivers that earlier tests' garbage left
     try:
         caplog.set_level(logging.WARNING, logger=LOGGER)  # replays log at INFO: off

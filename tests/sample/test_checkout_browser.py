@@ -25,9 +25,10 @@ from django.contrib.auth.models import User
 from playwright.sync_api import APIResponse, Page, Route, expect
 from playwright.sync_api import Error as PlaywrightError
 
-from accounts.models import Account, LedgerEntry, LedgerEntryKind
+from accounts.models import Account
 from accounts.services import account_deposit, account_get_or_create_for_user
 from orders.models import Order
+from tests.support.ledger import charges
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -62,10 +63,6 @@ def shop(page: Page, live_server: Any, shopper: User) -> str:
     page.click("#login-form [type=submit]")
     page.wait_for_url(f"{live_server.url}/shop/")
     return str(live_server.url)
-
-
-def charges(user: User) -> int:
-    return LedgerEntry.objects.filter(account__user=user, kind=LedgerEntryKind.DEDUCTION).count()
 
 
 @dataclass

@@ -24,7 +24,7 @@ from django.contrib.auth.models import User
 from django.db import connections
 from rest_framework.authtoken.models import Token
 
-from accounts.models import Account, LedgerEntry, LedgerEntryKind
+from accounts.models import Account
 from accounts.services import account_deposit, account_get_or_create_for_user
 from idempotency.client import (
     AsyncIdempotentClient,
@@ -39,6 +39,7 @@ from orders.models import Order
 from orders.services import order_create
 from payments.models import PaymentRecord
 from tests.support import services
+from tests.support.ledger import charges
 from tests.support.proxy import FaultProxy, Plan, SampleServer
 
 pytestmark = [pytest.mark.server_db, pytest.mark.django_db(transaction=True)]
@@ -103,10 +104,6 @@ def orders_of(user: User, count: int) -> list[Order]:
     return [
         order_create(user=user, request_id=f"o-{index}", amount=AMOUNT)[0] for index in range(count)
     ]
-
-
-def charges(user: User) -> int:
-    return LedgerEntry.objects.filter(account__user=user, kind=LedgerEntryKind.DEDUCTION).count()
 
 
 @pytest.mark.parametrize("flavour", ["sync", "async"])

@@ -58,6 +58,7 @@ def retrying_deposit(client: APIClient, key: str, deadline: float = 20.0) -> Any
         response = deposit(client, key)
         if response.status_code not in RETRYABLE or time.monotonic() > stop:
             return response
+        # real time: a client honouring a real server's Retry-After
         time.sleep(min(float(response.get("Retry-After", "0.2")), 1.0))
 
 

@@ -249,7 +249,7 @@ def test_the_readmes_run_command_answers_problems_too(tmp_path: Any) -> None:
                 break
             except (ConnectionError, urllib.error.URLError):
                 assert time.monotonic() < deadline, "runserver did not start"
-                time.sleep(0.2)
+                time.sleep(0.2)  # real time: waiting for runserver to listen
         assert (status, content_type) == (404, "application/problem+json")
         assert json.loads(body)["code"] == "not-found"
         status, content_type, body = fetch("/api/orders/", Authorization="Token " + "0" * 40)

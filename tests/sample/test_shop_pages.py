@@ -13,9 +13,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from accounts.models import Account, LedgerEntry, LedgerEntryKind
+from accounts.models import Account
 from accounts.services import account_deposit, account_get_or_create_for_user
 from orders.models import Order, OrderStatus
+from tests.support.ledger import charges
 
 pytestmark = pytest.mark.django_db
 
@@ -36,10 +37,6 @@ def customer(shopper: User) -> Client:
     response = client.post("/shop/login/", {"username": "alice", "password": PASSWORD})
     assert response.status_code == 302 and response["Location"] == "/shop/"
     return client
-
-
-def charges(user: User) -> int:
-    return LedgerEntry.objects.filter(account__user=user, kind=LedgerEntryKind.DEDUCTION).count()
 
 
 def test_the_root_leads_to_the_shop(client: Client) -> None:

@@ -46,7 +46,7 @@ def wait_for_port(port: int, deadline: float) -> None:
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
             return
-        time.sleep(0.05)
+        time.sleep(0.05)  # real time: waiting for a real server
     raise ServerError(f"nothing listens on 127.0.0.1:{port}")
 
 
@@ -110,7 +110,7 @@ class ClusterNode:
             try:
                 served_by = int(self.client().info("server")["process_id"])
             except Exception:  # noqa: BLE001 - not listening yet
-                time.sleep(0.05)
+                time.sleep(0.05)  # real time: waiting for a real server
                 continue
             if served_by != self.process.pid:
                 raise PortTaken(f"{self.address} is served by pid {served_by}, not this node's")
@@ -205,7 +205,7 @@ class RedisClusterServer:
                 not replicated or all(self._replicas_online(n) for n in self.live_nodes())
             ):
                 return
-            time.sleep(0.1)
+            time.sleep(0.1)  # real time: waiting for the cluster to agree on its state
         raise ServerError("the Redis Cluster did not become healthy")
 
     def _node_ok(self, node: ClusterNode) -> bool:

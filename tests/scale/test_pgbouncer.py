@@ -176,7 +176,7 @@ def test_postgres_lock_through_pgbouncer_excludes_expires_and_fences(
                 with guard:
                     holders[0] += 1
                     peak[0] = max(peak[0], holders[0])
-                time.sleep(0.01)
+                time.sleep(0.01)  # real time: the lock held across PgBouncer's real connections
                 with guard:
                     holders[0] -= 1
                     acquired[0] += 1

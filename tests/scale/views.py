@@ -13,7 +13,8 @@ import uuid
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from idempotency import idempotent, shared
+from idempotency import idempotent
+from idempotency.scopes import shared
 from tests.testapp.models import Effect
 
 #: where executions are appended; set by the test (tests/scale/conftest.py)
@@ -34,6 +35,7 @@ def charge(request: HttpRequest) -> HttpResponse:
     record_execution(key)
     if request.GET.get("db") == "1":
         Effect.objects.create(label=key, amount=1)
+    # real time: the view's work, timed by the client's query
     time.sleep(float(request.GET.get("sleep", "0")))
     # a fresh uuid per execution: a replay is recognisable by carrying the first one
     return JsonResponse({"key": key, "execution": uuid.uuid4().hex}, status=201)

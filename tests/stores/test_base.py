@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from idempotency.stores.base import Claim, ClaimStatus, StoredResponse, new_fence
+from idempotency.stores.base import ClaimStatus, KeyState, StoredResponse, new_fence
 
 
 def test_fences_fit_a_signed_bigint_and_do_not_repeat() -> None:
@@ -48,15 +48,15 @@ def test_a_forked_child_draws_other_fences_than_its_parent() -> None:
 
 def test_claims_and_responses_are_immutable_values() -> None:
     response = StoredResponse(201, [("Content-Type", "application/json")], b"{}")
-    claim = Claim(ClaimStatus.COMPLETED, response=response, expires_at=1.0)
+    claim = KeyState(ClaimStatus.COMPLETED, response=response, expires_at=1.0)
     with pytest.raises(AttributeError):
         claim.fence = 5  # type: ignore[misc]
     with pytest.raises(AttributeError):
         response.status = 200  # type: ignore[misc]
-    assert claim == Claim(ClaimStatus.COMPLETED, response=response, expires_at=1.0)
+    assert claim == KeyState(ClaimStatus.COMPLETED, response=response, expires_at=1.0)
     assert claim._replace(fence=5).fence == 5
     assert not claim.owned
-    assert Claim(ClaimStatus.CLAIMED, fence=7).owned
+    assert KeyState(ClaimStatus.CLAIMED, fence=7).owned
     assert StoredResponse(204).headers == ()
     assert StoredResponse(204).body == b""
 

@@ -9,7 +9,6 @@ wait timeout, a deadlock: both provoked here for real, on a second session) is a
 
 from __future__ import annotations
 
-import json
 import threading
 import uuid
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from idempotency.stores.database import DatabaseStore
 from tests.support.clocks import age
 from tests.support.faults import assert_unavailable
 from tests.support.http import post
+from tests.support.problems import problem
 from tests.support.services import mysql_transactions
 from tests.support.storms import run_threads, wait_until
 from tests.testapp.models import Effect, Wallet
@@ -68,12 +68,6 @@ def hold_key(session: Any, key: str, *, weight: int = 0) -> None:
                 " UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 1 HOUR)",
                 [SCOPE, key if i == weight else f"{key}-weight-{i}"],
             )
-
-
-def problem(response: Any) -> dict[str, Any]:
-    assert response["Content-Type"] == "application/problem+json"
-    document: dict[str, Any] = json.loads(response.content)
-    return document
 
 
 # -- keys and columns --------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from django.test import Client, override_settings
 from idempotency import idempotent_function
 from idempotency.checks import check_settings
 from idempotency.models import IdempotencyRecord
+from tests.support.http import post
 from tests.support.records import bulk
 from tests.support.services import on_postgres
 from tests.support.stores import DB_STORE, REDIS_STORE, store_of, using
@@ -27,11 +28,7 @@ def expired_left() -> int:
     return IdempotencyRecord.objects.filter(key__startswith="old-").count()
 
 
-def post(client: Client, url: str = "/t/function/") -> Any:
-    return client.post(
-        url, data='{"amount": 1}', content_type="application/json",
-        HTTP_IDEMPOTENCY_KEY=str(uuid.uuid4()),
-    )  # fmt: skip
+# fmt: skip
 
 
 @pytest.mark.parametrize("mode", ["atomic", "lease"])
@@ -43,12 +40,12 @@ def test_expired_records_go_without_a_beat_one_bounded_batch_at_a_time(
     settings = {**using(DB_STORE), "MODE": mode, "PURGE_EVERY": 3, "PURGE_EVERY_BATCH": 4}
     with override_settings(IDEMPOTENCY=settings):
         for _ in range(2):
-            assert post(client_a).status_code == 201
+            assert post(client_a, "/t/function/", key=str(uuid.uuid4())).status_code == 201
         assert expired_left() == 10  # not yet the 3rd completion
-        assert post(client_a).status_code == 201
+        assert post(client_a, "/t/function/", key=str(uuid.uuid4())).status_code == 201
         assert expired_left() == 6  # one batch of 4, after the commit
         for _ in range(6):
-            post(client_a)
+            post(client_a, "/t/function/", key=str(uuid.uuid4()))
     assert expired_left() == 0
     assert IdempotencyRecord.objects.count() == 9  # the live records all stay
 
@@ -70,7 +67,7 @@ def test_none_turns_it_off(client_a: Client, wallet: Any) -> None:
     bulk(3, expired=True, prefix="old")
     with override_settings(IDEMPOTENCY={**using(DB_STORE), "PURGE_EVERY": None}):
         for _ in range(5):
-            post(client_a)
+            post(client_a, "/t/function/", key=str(uuid.uuid4()))
     assert expired_left() == 3
 
 
@@ -96,7 +93,7 @@ def test_the_purge_skips_rows_another_transaction_holds_and_does_not_wait(
         assert held.wait(10)
         with override_settings(IDEMPOTENCY={**using(DB_STORE), "PURGE_EVERY": 1}):
             started = time.monotonic()
-            assert post(client_a).status_code == 201
+            assert post(client_a, "/t/function/", key=str(uuid.uuid4())).status_code == 201
             assert time.monotonic() - started < 5  # no wait on the held row
         assert set(
             IdempotencyRecord.objects.filter(key__startswith="old-").values_list("key", flat=True)

@@ -29,6 +29,7 @@ from idempotency.stores.database import DatabaseStore
 from idempotency.stores.redis import RedisStore
 from tests.support import store_writer as writer
 from tests.support.counting import received
+from tests.support.http import new_key
 from tests.support.stores import STORE_VARIANTS, variant_params
 from tests.testapp.executions import executions
 
@@ -72,10 +73,6 @@ def forgeries() -> Iterator[list[dict[str, Any]]]:
     """The ``record_forged`` signals sent while the test runs."""
     with received(signals.record_forged) as sent:
         yield sent
-
-
-def new_key() -> str:
-    return f"key-{uuid.uuid4()}"
 
 
 def completed(
@@ -216,7 +213,7 @@ def test_a_record_under_a_fallback_secret_replays_and_under_a_dropped_one_is_ref
 def test_a_forgery_is_counted_in_the_metrics(store: BaseStore) -> None:
     from prometheus_client import REGISTRY
 
-    from idempotency.observability import metrics
+    from idempotency.contrib import prometheus as metrics
 
     key = new_key()
     completed(store, ALICE, key, "fp-a")

@@ -151,7 +151,8 @@ def test_200_concurrent_async_requests_open_at_most_max_connections(cap: int) ->
             server.freeze()
             try:
                 tasks = [asyncio.ensure_future(_aclaim(store, key)) for key in keys]
-                await asyncio.sleep(0.5)  # every task has sent, or waits for a connection
+                # real time: a frozen real server; every task has sent, or waits for a connection
+                await asyncio.sleep(0.5)
             finally:
                 server.thaw()
             claims = await asyncio.gather(*tasks)

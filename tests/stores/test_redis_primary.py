@@ -31,7 +31,7 @@ def _in_sync(replica: Any, timeout: float = 20) -> None:
         info = replica.info("replication")
         if info.get("master_link_status") == "up" and info.get("master_sync_in_progress") == 0:
             return
-        time.sleep(0.05)
+        time.sleep(0.05)  # real time: waiting for a real replica to sync
     raise AssertionError(f"the replica never synced: {info}")
 
 

@@ -117,13 +117,13 @@ def _crash_midway(url: str, key: str, mode: str) -> None:
     deadline = time.monotonic() + 30
     while not _view_is_midway(mode, key):
         assert time.monotonic() < deadline, "the worker never got inside the view"
-        time.sleep(0.2)  # InnoDB refreshes INNODB_TRX only when unread for 0.1 s
+        time.sleep(0.2)  # real time: InnoDB refreshes INNODB_TRX only when unread for 0.1 s
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     deadline = time.monotonic() + 30
     while mode == "atomic" and _view_is_midway(mode, key):  # until the server rolls back
         assert time.monotonic() < deadline, "the server never ended the killed session"
-        time.sleep(0.2)  # InnoDB refreshes INNODB_TRX only when unread for 0.1 s
+        time.sleep(0.2)  # real time: InnoDB refreshes INNODB_TRX only when unread for 0.1 s
 
 
 def test_atomic_mode_crash_leaves_no_record_and_no_effect(

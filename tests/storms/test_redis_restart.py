@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from idempotency import idempotent_function, signals
-from idempotency.exceptions import InProgress, StoreUnavailable
+from idempotency.exceptions import CallInProgress, StoreUnavailable
 from idempotency.stores.redis import RedisStore, as_text
 from tests.support.faults import private_redis
 
@@ -64,7 +64,7 @@ def test_redis_killed_and_back_within_the_lease_runs_no_key_twice(tmp_path: Path
                 raise Failed(key)  # before the effect: released, and called again
             with lock, effects.open("a") as log:
                 log.write(f"{key}\n")
-            time.sleep(0.02)  # the work: long enough for some to straddle a kill
+            time.sleep(0.02)  # real time: the work: long enough for some to straddle a kill
             return key
 
         started = threading.Barrier(CALLERS + 1)
@@ -84,23 +84,25 @@ def test_redis_killed_and_back_within_the_lease_runs_no_key_twice(tmp_path: Path
                         assert charge(key) == key
                         break
                     except StoreUnavailable:
+                        # real time: a client's pause while the real server restarts
                         time.sleep(0.05)
                     except Failed:
                         pass
-                    except InProgress:
+                    except CallInProgress:
                         conflicts.append(key)
+                        # real time: a client's retry pace while a key is in progress
                         time.sleep(0.2)
 
         def killer() -> None:
             started.wait()
             for _ in range(KILLS):
-                time.sleep(0.6)  # traffic between the outages
+                time.sleep(0.6)  # real time: traffic between the outages
                 down = time.monotonic()
                 server.kill()
-                time.sleep(OUTAGE)  # the fault's length, not a wait for another thread
+                time.sleep(OUTAGE)  # real time: the fault's length, not a wait for another thread
                 server.start()  # AOF loaded, answering PING
                 downtimes.append(time.monotonic() - down)
-            time.sleep(0.3)
+            time.sleep(0.3)  # real time: traffic after the last restart
             done.set()
 
         threads = [threading.Thread(target=caller, args=(n,)) for n in range(CALLERS)]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from tests.support import services, storms
+from tests.support.ports import free_port
 from tests.support.processes import stop_group
 from tests.support.stores import STORE_VARIANTS
 from tests.testapp.executions import ENV, executions
@@ -35,12 +35,6 @@ pytestmark = [pytest.mark.server_db, pytest.mark.django_db(transaction=True)]
 WORKERS = 4
 DUPLICATES = 20
 ROUNDS = 3
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _post(port: int, path: str, token: str, key: str, body: bytes) -> tuple[int, bytes, str]:
@@ -64,7 +58,7 @@ def _post(port: int, path: str, token: str, key: str, body: bytes) -> tuple[int,
 
 class Gunicorn:
     def __init__(self, log_dir: Path, executions_log: Path, config: dict[str, Any]) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.log = log_dir / "gunicorn.log"
         env = {
             **os.environ,
@@ -96,7 +90,7 @@ class Gunicorn:
                 conn.close()
                 return
             except OSError:
-                time.sleep(0.2)
+                time.sleep(0.2)  # real time: waiting for gunicorn to listen
         raise AssertionError(f"gunicorn did not start:\n{self.log.read_text()}")
 
     def stop(self) -> None:

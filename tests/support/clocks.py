@@ -1,8 +1,12 @@
-"""Time passing for a store's record, without a sleep."""
+"""Time passing for a store's record, and the clock of the record quota's windows, without a
+sleep."""
 
 from __future__ import annotations
 
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
 from django.db.models import F
@@ -10,6 +14,7 @@ from django.db.models import F
 from idempotency.stores.base import BaseStore
 from idempotency.stores.cache import CacheStore, dump_record, load_record
 from idempotency.stores.database import DatabaseStore
+from idempotency.stores.records import quota_window
 from idempotency.stores.redis import RedisStore
 
 
@@ -51,3 +56,40 @@ def age(store: BaseStore, scope: str, key: str, seconds: float) -> None:
             store.raw.delete(name)
         else:
             store.raw.set(name, dump_record(record), left)
+
+
+class QuotaClock:
+    """The clock ``MAX_NEW_RECORDS``' fixed windows are read by, standing at the start of
+    the window a test begins in: every request of the test counts in that one window
+    (windows are epoch multiples, so on the wall clock a test begun near a window's end
+    straddles two, and a cap of 3 let a 4th request through), with the whole window left
+    to live. :meth:`advance` moves it on."""
+
+    def __init__(self, window: float) -> None:
+        self.now = time.time() // window * window
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def window(self, window: float, now: float) -> tuple[int, float]:
+        """:func:`~idempotency.stores.records.quota_window`, read on this clock."""
+        return quota_window(window, self.now)
+
+
+@contextmanager
+def quota_clock(window: float) -> Iterator[QuotaClock]:
+    """Every loaded store module's ``quota_window`` reads a :class:`QuotaClock`."""
+    clock = QuotaClock(window)
+    readers = [
+        module
+        for name, module in list(sys.modules.items())
+        if name.startswith("idempotency.") and getattr(module, "quota_window", None) is quota_window
+    ]
+    assert readers, "no store module reads quota_window"
+    try:
+        for module in readers:
+            module.quota_window = clock.window  # type: ignore[attr-defined]  # the one seam
+        yield clock
+    finally:
+        for module in readers:
+            module.quota_window = quota_window  # type: ignore[attr-defined]  # put back

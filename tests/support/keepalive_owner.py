@@ -31,7 +31,7 @@ MARKER = {"path": ""}
 def _body(ref: str, seconds: float) -> dict[str, str]:
     if MARKER["path"]:
         Path(MARKER["path"]).write_text(str(os.getpid()))
-    time.sleep(seconds)
+    time.sleep(seconds)  # real time: a long body, outliving leases the store's server times
     return {"ran_in": str(os.getpid())}
 
 

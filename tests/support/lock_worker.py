@@ -38,7 +38,7 @@ def contend(
                 with max_holders.get_lock():
                     max_holders.value = max(max_holders.value, holders.value)
             value = counter.value  # read
-            time.sleep(hold)  # let an intruder interleave, if there were one
+            time.sleep(hold)  # real time: let an intruder interleave, if there were one
             counter.value = value + 1  # write
             with acquisitions.get_lock():
                 acquisitions.value += 1

@@ -37,7 +37,7 @@ def naive_order_create(*, user: User, request_id: str, amount: Decimal) -> tuple
     existing = Order.objects.filter(request_id=request_id).first()
     if existing is not None:
         return existing, False
-    time.sleep(RACE_WINDOW)
+    time.sleep(RACE_WINDOW)  # real time: widens the naive code's race past other threads' queries
     return Order.objects.create(request_id=request_id, user=user, amount=amount), True
 
 
@@ -47,6 +47,7 @@ def naive_account_deduct(*, account_id: int, amount: Decimal, reference: str) ->
         account = Account.objects.get(pk=account_id)
         if account.balance < amount:
             raise InsufficientFunds(account_id, account.balance, amount)
+        # real time: widens the naive code's race past other threads' queries
         time.sleep(RACE_WINDOW)
         account.balance -= amount
         account.version += 1
@@ -69,6 +70,7 @@ def naive_payment_pay(*, user: User, order_id: int, pay_no: str) -> tuple[Paymen
         order = Order.objects.get(pk=order_id, user=user)
         if order.status != OrderStatus.CREATED:
             raise OrderNotPayable(order.pk, order.status)
+        # real time: widens the naive code's race past other threads' queries
         time.sleep(RACE_WINDOW)
         order.status = OrderStatus.PAID
         order.paid_at = timezone.now()

@@ -19,3 +19,13 @@ def assert_problem(response: HttpResponse, status: int, code: str) -> dict[str, 
     assert body["title"]
     assert isinstance(body["detail"], str)
     return body
+
+
+def problem(response: HttpResponse) -> dict[str, Any]:
+    """The body of an ``application/problem+json`` answer, with RFC 9457's members and the
+    response's own status."""
+    assert response["Content-Type"].startswith("application/problem+json"), response.content
+    body: dict[str, Any] = json.loads(response.content)
+    assert {"type", "title", "status", "detail", "code"} <= set(body), body
+    assert body["status"] == response.status_code
+    return body

@@ -235,7 +235,7 @@ class SampleServer:
                     if sock.recv(12).startswith(b"HTTP/1."):
                         return self
             except OSError:
-                time.sleep(0.2)
+                time.sleep(0.2)  # real time: waiting for a real server to listen
         raise AssertionError(f"gunicorn did not start:\n{self.log.read_text()}")
 
     def stop(self) -> None:

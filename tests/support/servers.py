@@ -65,7 +65,7 @@ def uvicorn_server(env: dict[str, str], *, startup_timeout: float = 30.0) -> Ite
             except OSError:
                 if time.monotonic() > deadline:
                     raise RuntimeError("uvicorn did not start in time") from None
-                time.sleep(0.1)
+                time.sleep(0.1)  # real time: waiting for uvicorn to listen
             else:
                 break
         yield base_url

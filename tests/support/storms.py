@@ -8,6 +8,7 @@ running at the deadline fails the test instead of leaving it to hang.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -52,6 +53,40 @@ def run_threads(
     return results
 
 
+class Overlap:
+    r"""Proof that racing calls overlapped, without a sleep: each racing thread calls
+    :meth:`enter` as it makes its call, and the call that wins (a body, a held lock)
+    :meth:`hold`\ s until all ``count`` have entered. A test whose threads never overlap
+    fails here, instead of passing on calls that merely ran one after another."""
+
+    def __init__(self, count: int, *, timeout: float = 60) -> None:
+        self.count, self.timeout, self.entered = count, timeout, 0
+        self._lock = threading.Lock()
+        self._all_in = threading.Event()
+
+    def enter(self) -> None:
+        with self._lock:
+            self.entered += 1
+            if self.entered >= self.count:
+                self._all_in.set()
+
+    def call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``function(*args, **kwargs)``, entered first."""
+        self.enter()
+        return function(*args, **kwargs)
+
+    def hold(self) -> None:
+        """Return once every racing call has entered (they ran while the caller held)."""
+        assert self._all_in.wait(self.timeout), f"{self.entered} of {self.count} calls came in"
+
+    async def ahold(self) -> None:
+        """:meth:`hold` for tasks of one event loop: yields to them while it waits."""
+        deadline = time.monotonic() + self.timeout
+        while not self._all_in.is_set():
+            assert time.monotonic() < deadline, f"{self.entered} of {self.count} calls came in"
+            await asyncio.sleep(0)  # real time: none, sleep(0) yields to the loop's other tasks
+
+
 def succeeded(results: list[T | BaseException]) -> list[T]:
     """The results of :func:`run_threads`, failing the test on the first exception."""
     for result in results:
@@ -82,7 +117,7 @@ def wait_until(condition: Callable[[], Any], *, timeout: float, interval: float 
         value = condition()
         if value or time.monotonic() > deadline:
             return value
-        time.sleep(interval)
+        time.sleep(interval)  # real time: polling what another thread, process or server sets
 
 
 @dataclass
@@ -130,7 +165,7 @@ class Storm:
                 self.answers.append(answer)
             if answer.status < 300 or time.monotonic() >= deadline:
                 return
-            time.sleep(self.pause)
+            time.sleep(self.pause)  # real time: a retrying client's pause, as in production
 
     def statuses(self) -> Counter[int]:
         return Counter(a.status for a in self.answers)

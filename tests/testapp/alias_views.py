@@ -13,9 +13,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from idempotency import IdempotentMixin, idempotent, idempotent_function
-from idempotency.ninja import protect
-from idempotency.tasks import idempotent_task
+from idempotency import idempotent, idempotent_function
+from idempotency.contrib.celery import idempotent_task
+from idempotency.contrib.drf.mixins import IdempotentMixin
+from idempotency.contrib.ninja import protect
 from tests.testapp.celery_app import app
 
 #: How often each label ran.

@@ -28,7 +28,7 @@ import redis  # noqa: E402
 from celery import Celery  # noqa: E402
 from celery.signals import task_postrun, task_retry, worker_init, worker_ready  # noqa: E402
 
-from idempotency.tasks import IdempotentTask, idempotent_task  # noqa: E402
+from idempotency.contrib.celery import IdempotentTask, idempotent_task  # noqa: E402
 
 BROKER_URL = os.environ.get("CELERY_TEST_BROKER_URL", "redis://127.0.0.1:6379/14")
 QUEUE = os.environ.get("BEYOND_CELERY_QUEUE", "beyond")
@@ -165,7 +165,7 @@ def slow_effect(self: IdempotentTask, label: str, seconds: float) -> dict[str, A
     client.rpush(key(label, "started"), os.getpid())
     client.expire(key(label, "started"), 600)
     if client.set(key(label, "first"), "1", nx=True, ex=600):
-        time.sleep(seconds)
+        time.sleep(seconds)  # real time: a task's work, which a real worker and broker time
     _effect(label)
     return {"label": label, "pid": os.getpid()}
 
@@ -199,7 +199,7 @@ def flaky_manual(self: IdempotentTask, label: str, failures: int) -> dict[str, A
 
 def _counted_sleep(label: str, seconds: float) -> dict[str, Any]:
     _incr(key(label, "executions"))  # counted when the body starts: no rollback undoes it
-    time.sleep(seconds)
+    time.sleep(seconds)  # real time: a task's work, which a real worker and broker time
     _effect(label)
     return {"label": label}
 

@@ -10,8 +10,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import path
 from django.views.decorators.cache import never_cache
 
-from idempotency import IdempotentMixin, idempotent
-from idempotency.tokens import SubmitTokenIssueView
+from idempotency import idempotent
+from idempotency.contrib.drf.mixins import IdempotentMixin
+from idempotency.contrib.drf.tokens import SubmitTokenIssueView
 from tests.testapp.executions import record_execution
 
 

@@ -1,6 +1,6 @@
 """Django tasks (``django.tasks``; the ``django-tasks`` backport on Django 5.2) made
 idempotent with ``@idempotent_django_task``, in both decorator orders, for
-tests/contrib/test_django_tasks*.py.
+tests/contrib/django_tasks/test_django_tasks*.py.
 
 Every body appends ``<label> <pid>`` to the executions file (``IDEMPOTENCY_TEST_EXECUTIONS``:
 one line per run of the body, which no rollback undoes), waits ``seconds``, then writes
@@ -34,7 +34,7 @@ LEASE = float(os.environ.get("IDEMPOTENCY_TEST_TASK_LEASE", "3"))
 def effect(label: str, seconds: float) -> dict[str, Any]:
     record_execution(f"{label} {os.getpid()}")
     if seconds:
-        time.sleep(seconds)
+        time.sleep(seconds)  # real time: a task's work, which a real worker times
     Effect.objects.create(label=label, amount=1)
     return {"label": label, "pid": os.getpid()}
 

@@ -21,7 +21,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from idempotency import IdempotentMixin, idempotent, shared
+from idempotency import idempotent
+from idempotency.contrib.drf.mixins import IdempotentMixin
+from idempotency.scopes import shared
 from idempotency.stores.database import DatabaseStore
 
 RUNS: Counter[str] = Counter()

@@ -32,8 +32,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from idempotency import IdempotentMixin, idempotent
-from idempotency.ninja import protect
+from idempotency import idempotent
+from idempotency.contrib.drf.mixins import IdempotentMixin
+from idempotency.contrib.ninja import protect
 from tests.testapp.models import Effect
 
 COUNTER_ENV = "MATRIX_COUNTER_FILE"
@@ -80,7 +81,7 @@ def work(request: Any, amount: int | None = None, *, linger: bool = True) -> dic
     Effect.objects.create(label=probe[:255], amount=amount)
     delay = float(request.GET.get("sleep", "0"))
     if delay and linger:
-        time.sleep(delay)
+        time.sleep(delay)  # real time: the view's work, as long as the request asks
     return {"run": uuid.uuid4().hex, "amount": amount, "atomic": connection.in_atomic_block}
 
 
@@ -88,7 +89,7 @@ async def awork(request: HttpRequest) -> dict[str, Any]:
     result = await sync_to_async(work)(request, linger=False)
     delay = float(request.GET.get("sleep", "0"))
     if delay:
-        await asyncio.sleep(delay)
+        await asyncio.sleep(delay)  # real time: the view's work, as long as the request asks
     return result
 
 

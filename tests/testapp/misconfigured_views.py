@@ -11,7 +11,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from idempotency import IdempotentMixin, idempotent
+from idempotency import idempotent
+from idempotency.contrib.drf.mixins import IdempotentMixin
 from idempotency.stores.cache import CacheStore
 from idempotency.stores.redis import RedisStore
 

@@ -14,7 +14,7 @@ from ninja.responses import Status
 from ninja.security import HttpBearer, django_auth
 
 from idempotency import idempotency_exempt, idempotent
-from idempotency.ninja import protect
+from idempotency.contrib.ninja import protect
 from tests.testapp import views
 
 #: Bearer tokens of the token principals (a string principal: Ninja's ``request.auth``).

@@ -17,8 +17,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from idempotency import IdempotentMixin, ReplayedRecord, idempotent
-from idempotency.ninja import protect
+from idempotency import idempotent
+from idempotency.contrib.drf.mixins import IdempotentMixin
+from idempotency.contrib.ninja import protect
+from idempotency.core.job import ReplayedRecord
 from tests.testapp.executions import record_execution
 
 #: Every hook call: (the hook's name, the request's path, the record's key).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from idempotency.tokens import SubmitTokenIssueView
+from idempotency.contrib.drf.tokens import SubmitTokenIssueView
 from tests.testapp import token_views as views
 
 

@@ -11,7 +11,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from idempotency import SubmitTokenPermission, require_submit_token
+from idempotency.contrib.drf.tokens import SubmitTokenPermission
+from idempotency.tokens import require_submit_token
 
 
 @require_submit_token("checkout")

@@ -26,7 +26,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from idempotency import IdempotentMixin, get_recovery_point, idempotent, recovery_point
+from idempotency import get_recovery_point, idempotent, recovery_point
+from idempotency.contrib.drf.mixins import IdempotentMixin
 from tests.testapp.executions import record_execution
 from tests.testapp.models import Effect, Wallet
 
@@ -76,7 +77,7 @@ def _effect(request: Any) -> Effect:
         effect = Effect.objects.create(label=str(data.get("label", "x")), amount=amount)
         Wallet.objects.filter(pk=1).update(balance=F("balance") - amount)
         if delay:
-            time.sleep(delay)
+            time.sleep(delay)  # real time: the view's work, as long as the request asks
         if request.GET.get("hold") == "1":
             HOLD.stop()
     return effect
@@ -205,7 +206,7 @@ class EffectViewSet(IdempotentMixin, viewsets.ModelViewSet[Effect]):
             serializer.save()
             Wallet.objects.filter(pk=1).update(balance=F("balance") - serializer.instance.amount)
             if delay:
-                time.sleep(delay)
+                time.sleep(delay)  # real time: the view's work, as long as the request asks
 
     @action(detail=True, methods=["post"])
     def bump(self, request: Request, pk: str | None = None) -> Response:

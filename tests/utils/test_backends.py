@@ -6,16 +6,16 @@ a third party's backends, and what a bad entry gives at use."""
 from __future__ import annotations
 
 import inspect
-import time
 from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
-from idempotency import Lock, consume_submit_token, issue_submit_token, lock
+from idempotency import consume_submit_token, issue_submit_token, lock
 from idempotency.exceptions import LockNotAcquired, SubmitTokenInvalid, SubmitTokenUsed
 from idempotency.locks import (
+    Lock,
     MySQLLockBackend,
     PostgresLockBackend,
     RedisLockBackend,
@@ -47,7 +47,7 @@ from tests.support.stores import (
 from tests.support.stores import (
     stores as stores_setting,
 )
-from tests.support.storms import run_threads
+from tests.support.storms import Overlap, run_threads, succeeded
 from tests.testapp.backends import CountingStore, MemoryTokens, ThreadLocks
 
 MEMORY_TOKENS = "tests.testapp.backends.MemoryTokens"
@@ -322,19 +322,25 @@ def test_a_bad_lock_or_token_entry_raises_at_use() -> None:
 def test_built_in_lock_backends_by_dotted_path(path: str) -> None:
     name = unique("dotted")
 
-    def try_lock(_index: int) -> bool:
-        attempt = Lock(name, timeout=30)
-        taken = attempt.acquire(wait=0)
-        if taken:
-            time.sleep(0.2)  # held while the others try
-            attempt.release()
-        return taken
+    def race(count: int) -> list[bool]:
+        tried = Overlap(count)
+
+        def try_lock(_index: int) -> bool:
+            attempt = Lock(name, timeout=30)
+            taken = attempt.acquire(wait=0)
+            tried.enter()
+            if taken:
+                tried.hold()  # held while the others try
+                attempt.release()
+            return taken
+
+        return succeeded(run_threads(count, try_lock))
 
     with override_settings(IDEMPOTENCY=locks_using(path)):
         with lock(name, timeout=30) as held:
             assert held.owned()
-            assert run_threads(6, try_lock) == [False] * 6
-        assert run_threads(6, try_lock).count(True) == 1
+            assert race(6) == [False] * 6
+        assert race(6).count(True) == 1
 
 
 @pytest.mark.parametrize(

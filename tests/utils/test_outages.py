@@ -32,6 +32,8 @@ from tests.support.faults import (
     dead_redis_url,
     private_redis,
 )
+from tests.support.http import post
+from tests.support.scopes import FIXED_SCOPE
 from tests.support.stores import DB_STORE, REDIS_STORE, using
 from tests.support.storms import wait_until
 from tests.testapp.models import Effect, Wallet
@@ -39,19 +41,6 @@ from tests.testapp.models import Effect, Wallet
 pytestmark = pytest.mark.django_db(transaction=True)
 
 H = "HTTP_IDEMPOTENCY_KEY"
-
-
-FIXED = "tests.utils.test_outages.fixed_scope"
-
-
-def fixed_scope(request: Any) -> str:
-    return "caller:fixed"
-
-
-def post(client: Client, url: str, key: str, **extra: Any) -> Any:
-    return client.post(
-        url, data=json.dumps({"amount": 5}), content_type="application/json", **{H: key, **extra}
-    )
 
 
 @pytest.fixture
@@ -64,7 +53,7 @@ def test_unreachable_redis_store_answers_503_and_never_runs_the_view(
     client_a: Client, wallet: Wallet, outages: list[dict[str, Any]]
 ) -> None:
     with dead_redis_store():
-        response = post(client_a, "/t/lease-function/", str(uuid.uuid4()))
+        response = post(client_a, "/t/lease-function/", key=str(uuid.uuid4()))
     assert_unavailable(response)
     assert Effect.objects.count() == 0
     assert [(o["backend"], o["operation"]) for o in outages] == [("redis", "claim")]
@@ -96,15 +85,15 @@ def test_a_redis_cluster_in_failover_is_an_outage_not_a_bug(error: str, outage: 
 
 def test_fail_open_setting_runs_the_view_unprotected(client_a: Client, wallet: Wallet) -> None:
     with dead_redis_store(STORE_UNAVAILABLE="run"):
-        response = post(client_a, "/t/lease-function/", str(uuid.uuid4()))
+        response = post(client_a, "/t/lease-function/", key=str(uuid.uuid4()))
     assert response.status_code == 201
     assert Effect.objects.count() == 1
 
 
 def test_fail_open_is_per_view(client_a: Client, wallet: Wallet) -> None:
     with dead_redis_store():  # the default, "reject", for every other view
-        opted_out = post(client_a, "/t/fail-open/", str(uuid.uuid4()))
-        default = post(client_a, "/t/lease-function/", str(uuid.uuid4()))
+        opted_out = post(client_a, "/t/fail-open/", key=str(uuid.uuid4()))
+        default = post(client_a, "/t/lease-function/", key=str(uuid.uuid4()))
     assert opted_out.status_code == 201
     assert_unavailable(default)
     assert Effect.objects.count() == 1
@@ -138,17 +127,17 @@ def test_store_lost_while_the_view_ran_and_back_within_the_lease_keeps_the_outco
         def outage() -> None:
             server.freeze()
             frozen.set()
-            time.sleep(4)  # the outage's length, not a wait for another thread
+            time.sleep(4)  # real time: the outage's length, not a wait for another thread
             server.thaw()
 
         timer = threading.Timer(0.3, outage)
         timer.start()
         try:
-            first = post(client_a, "/t/lease-function/?sleep=1.0", key)
+            first = post(client_a, "/t/lease-function/?sleep=1.0", key=key)
         finally:
             timer.join()
             server.thaw()
-        retry = post(client_a, "/t/lease-function/?sleep=1.0", key)
+        retry = post(client_a, "/t/lease-function/?sleep=1.0", key=key)
     assert frozen.is_set()
     assert first.status_code == 201
     assert retry.status_code == 201 and retry["Idempotent-Replayed"] == "true"
@@ -173,7 +162,7 @@ def test_store_lost_for_longer_than_the_lease_answers_what_the_view_did(
         timer.start()
         try:
             started = time.monotonic()
-            first = post(client_a, "/t/lease-function/?sleep=1.0", key)
+            first = post(client_a, "/t/lease-function/?sleep=1.0", key=key)
             took = time.monotonic() - started
         finally:
             timer.join()
@@ -191,7 +180,7 @@ def test_unreachable_database_store_answers_503(
     """The session of the store's connection is ended by the server (pg_terminate_backend)."""
     import psycopg
 
-    with override_settings(IDEMPOTENCY={**using(DB_STORE), "MODE": "atomic", "SCOPE": FIXED}):
+    with override_settings(IDEMPOTENCY={**using(DB_STORE), "MODE": "atomic", "SCOPE": FIXED_SCOPE}):
         connection.ensure_connection()
         pid = connection.connection.info.backend_pid
         settings_dict = connection.settings_dict
@@ -205,7 +194,7 @@ def test_unreachable_database_store_answers_503(
             admin.execute("SELECT pg_terminate_backend(%s)", [pid])
         try:
             # no session, a scope from no table: the store's lookup is the first query
-            response = post(Client(), "/t/function/", str(uuid.uuid4()))
+            response = post(Client(), "/t/function/", key=str(uuid.uuid4()))
         finally:
             connection.close()
     assert_unavailable(response)
@@ -222,7 +211,7 @@ def test_killed_mysql_session_of_the_store_answers_503(
     administrator would): the request is a 503 problem, never a 500, and runs nothing."""
     from django.db import connections
 
-    settings = {**using(DB_STORE), "MODE": mode, "SCOPE": FIXED}
+    settings = {**using(DB_STORE), "MODE": mode, "SCOPE": FIXED_SCOPE}
     with override_settings(IDEMPOTENCY=settings):
         connection.ensure_connection()
         thread_id = connection.connection.thread_id()
@@ -233,7 +222,7 @@ def test_killed_mysql_session_of_the_store_answers_503(
         finally:
             admin.close()
         try:
-            response = post(Client(), "/t/function/", str(uuid.uuid4()))
+            response = post(Client(), "/t/function/", key=str(uuid.uuid4()))
         finally:
             connection.close()
     assert_unavailable(response)
@@ -257,9 +246,9 @@ def test_response_cache_down_falls_back_to_the_database(
         caplog.at_level(logging.WARNING, logger="idempotency"),
     ):
         key = str(uuid.uuid4())
-        first = post(client_a, "/t/function/", key)
-        replay = post(client_a, "/t/function/", key)
-        other = post(client_a, "/t/function/", str(uuid.uuid4()))
+        first = post(client_a, "/t/function/", key=key)
+        replay = post(client_a, "/t/function/", key=key)
+        other = post(client_a, "/t/function/", key=str(uuid.uuid4()))
     assert first.status_code == other.status_code == replay.status_code == 201
     assert replay["Idempotent-Replayed"] == "true"
     assert replay.content == first.content
@@ -293,9 +282,10 @@ def test_response_cache_outage_under_load_loses_nothing(
             try:
                 for key in part:
                     for _attempt in range(3):
-                        status = post(client_a, "/t/function/", key).status_code
+                        status = post(client_a, "/t/function/", key=key).status_code
                         with lock:
                             statuses.append(status)
+                        # real time: the requests spread over a real server's outage
                         time.sleep(0.02)
             except BaseException as exc:  # noqa: BLE001 - reported below
                 errors.append(exc)
@@ -343,7 +333,7 @@ def test_a_claim_knows_it_took_over_an_expired_lease(store_path: str) -> None:
 
 def test_the_view_sees_a_stable_reference_of_its_key(client_a: Client, wallet: Wallet) -> None:
     key = str(uuid.uuid4())
-    response = post(client_a, "/t/context/", key)
+    response = post(client_a, "/t/context/", key=key)
     body = json.loads(response.content)
     assert response.status_code == 201
     assert body["taken_over"] is False

@@ -44,7 +44,7 @@ def test_functions_tokens_and_locks_raise_store_unavailable(
 def test_require_submit_token_answers_503(rf: Any) -> None:
     from django.http import HttpResponse
 
-    from idempotency import require_submit_token
+    from idempotency.tokens import require_submit_token
 
     @require_submit_token("form", scope=lambda request: "user:1")
     def view(request: Any) -> HttpResponse:
@@ -56,7 +56,7 @@ def test_require_submit_token_answers_503(rf: Any) -> None:
 
 
 def test_an_eager_task_raises_store_unavailable() -> None:
-    from idempotency import idempotent_task
+    from idempotency.contrib.celery import idempotent_task
 
     runs: list[str] = []
 
@@ -77,7 +77,7 @@ def test_a_delivered_task_is_retried_later_when_the_store_is_unreachable() -> No
     from celery import Celery
     from celery.exceptions import Retry
 
-    from idempotency import IdempotentTask
+    from idempotency.contrib.celery import IdempotentTask
     from tests.support.services import BROKER_URL, broker_redis
 
     broker_redis()  # skips (or fails, where services are required) without the broker

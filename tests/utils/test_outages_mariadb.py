@@ -24,6 +24,7 @@ from django.test import Client, override_settings
 from chaos.services import PrivateMariaDB
 from idempotency import signals
 from tests.support.faults import assert_unavailable, database_alias_at, private_mariadb
+from tests.support.scopes import FIXED_SCOPE
 from tests.support.stores import DB_STORE, using
 from tests.testapp.models import Effect
 from tests.testapp.views import Gate
@@ -35,10 +36,6 @@ pytestmark = [
     pytest.mark.chaos,
     pytest.mark.django_db(transaction=True, databases=["default", ALIAS]),
 ]
-
-
-def fixed_scope(request: Any) -> str:
-    return "caller:fixed"
 
 
 def post(client: Client, key: str, query: str = "") -> Any:
@@ -71,7 +68,7 @@ def store_on_private_mariadb(mode: str) -> Iterator[PrivateMariaDB]:
         **using(DB_STORE, database=ALIAS),
         "MODE": mode,
         "ATOMIC_DATABASES": ["default"],
-        "SCOPE": "tests.utils.test_outages_mariadb.fixed_scope",
+        "SCOPE": FIXED_SCOPE,
     }
     with (
         private_mariadb() as server,

@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 import orders.services
-from idempotency import InProgress
+from idempotency import CallInProgress
 from orders.models import DailySales, Order, OrderStatus, Receipt
 from orders.services import order_paid_message_id, order_paid_record
 from orders.tasks import SALES_CONSUMER, order_event_consume
@@ -212,7 +212,7 @@ def test_twenty_concurrent_deliveries_count_once_with_the_redis_store(settings: 
     done = [r for r in results if isinstance(r, dict)]
     # lease mode: a duplicate that finds the message in progress is deferred (a worker
     # retries it later; an eager call raises), never run a second time
-    deferred = [r for r in results if isinstance(r, InProgress)]
+    deferred = [r for r in results if isinstance(r, CallInProgress)]
     assert len(done) + len(deferred) == THREADS, results
     assert all(r == done[0] for r in done)
     assert sales() == [(datetime.date(2025, 3, 14), 1, Decimal("12.50"))]

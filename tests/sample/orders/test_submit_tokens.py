@@ -107,7 +107,7 @@ class TestCheckout:
 
     def test_an_expired_token_is_refused(self, api_client: APIClient, user: User) -> None:
         token = issue_submit_token(user_or_scope=user, purpose=PURPOSE, ttl=0.05)
-        time.sleep(0.1)  # past its expiry
+        time.sleep(0.1)  # real time: the backend's clock, past its expiry
         assert_problem(checkout(api_client, token), 400, "submit-token-invalid")
         assert not Order.objects.exists()
 

@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 
 import payments.apis
 from accounts.models import Account, LedgerEntry
-from idempotency import InProgress
+from idempotency import CallInProgress
 from orders.models import DailySales, Order, OrderStatus, Receipt
 from payments.apis import gateway_callback_handle
 from payments.models import GatewayPayment, GatewayPaymentStatus, PaymentRecord
@@ -226,7 +226,7 @@ class TestRefusals:
     ) -> None:
         # lease-mode stores only: the repeat waited CALLBACK_WAIT_SECONDS in vain
         def still_running(**kwargs: Any) -> Any:
-            raise InProgress("gateway", f"pay_callback:{kwargs['trade_no']}")
+            raise CallInProgress("gateway", f"pay_callback:{kwargs['trade_no']}")
 
         monkeypatch.setattr(payments.apis, "gateway_callback_handle", still_running)
         response = callback(gateway, **notification(order))
