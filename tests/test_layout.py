@@ -158,10 +158,6 @@ LAZY_IMPORTS = {
     # metrics collector may be imported before)
     "idempotency.contrib.prometheus": {"idempotency.models", "idempotency.stores.base"},
     "idempotency.contrib.celery.periodic": {"idempotency.stores.purge", "idempotency.tokens"},
-    # not yet moved to the top of their module (issue 45 item 2, left open)
-    "idempotency.contrib.otel": {"idempotency.exceptions"},
-    "idempotency.http.answers": {"idempotency.http.fingerprints"},
-    "idempotency.http.responses": {"idempotency.exceptions"},
 }
 
 

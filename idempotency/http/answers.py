@@ -28,6 +28,7 @@ from idempotency.exceptions import (
     RequestInProgress,
     TooManyRecords,
 )
+from idempotency.http.fingerprints import older_request_fingerprints, request_fingerprint
 from idempotency.http.options import Policy, ReplayHook
 from idempotency.http.requests import IdempotencyContext, resolve, ttl_for
 from idempotency.http.responses import (
@@ -69,8 +70,6 @@ class HttpAnswers:
         """A MISMATCH whose record is this request's own after all, fingerprinted under an
         older secret or unkeyed (before fingerprints were keyed). Not for fingerprint
         functions of the project's own (they have no older form)."""
-        from idempotency.http.fingerprints import older_request_fingerprints, request_fingerprint
-
         stored = claim.fingerprint
         if not stored or stored == job.fingerprint:
             return False

@@ -11,6 +11,7 @@ from typing import Any
 from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
 
 from idempotency.conf import idempotency_settings, on_reload
+from idempotency.exceptions import ResponseNotStored
 from idempotency.stores.base import StoredResponse
 
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -252,7 +253,6 @@ def _kept_headers(response: HttpResponseBase) -> list[tuple[str, str]]:
 def not_stored(status: int, *, size: int | None, limit: int | None) -> StoredResponse:
     """What a key whose response could not be stored replays: a 410 problem naming the
     original status, so a retry learns the request completed and does not run it again."""
-    from idempotency.exceptions import ResponseNotStored
 
     how_big = f"{size} bytes" if size is not None else "a stream"
     reason = (

@@ -42,6 +42,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
+from idempotency.exceptions import StoreUnavailable
 from idempotency.observability.logs import key_hash, store_name
 from idempotency.observability.tracing import Keyed
 
@@ -120,8 +121,6 @@ def spanned(name: str, owner: Keyed, operation: str) -> Iterator[Callable[[T], T
         try:
             yield done
         except BaseException as exc:
-            from idempotency.exceptions import StoreUnavailable
-
             unavailable = isinstance(exc, StoreUnavailable)
             span.set_attribute(OUTCOME, "store_unavailable" if unavailable else "error")
             span.set_attribute("error.type", type(exc).__qualname__)
