@@ -328,7 +328,7 @@ def lock(
         name: What is locked; every holder of the same name excludes the others.
         timeout: Seconds the lock is held at most: a holder that dies (or hangs)
             frees it then; keep it above the critical section's longest run, or call
-            :meth:`Lock.extend`. None: only a release frees it.
+            :meth:`~idempotency.locks.Lock.extend`. None: only a release frees it.
         wait: Seconds to wait for a lock someone else holds, polling with jittered
             backoff; 0 (the default) tries once, None waits forever.
         backend: An alias of ``IDEMPOTENCY["LOCKS"]`` (default ``"default"``) or a

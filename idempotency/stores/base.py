@@ -1,5 +1,5 @@
 """The contract every store keeps: :class:`BaseStore`, and :class:`AtomicStore` for the
-stores that can run atomic mode; and :data:`stores`, the configured ones by alias.
+stores that can run atomic mode; and ``stores``, the configured ones by alias.
 
 ``IDEMPOTENCY["STORES"]`` configures them as ``CACHES`` configures caches: each alias
 names a ``BACKEND`` (a subclass of :class:`BaseStore`), maybe a ``LOCATION`` and

@@ -263,7 +263,7 @@ def store_operation(
     :class:`~idempotency.exceptions.StoreCorrupted` (logged with the key; the caller's
     work does not run), an outage of ``backend``
     :class:`~idempotency.exceptions.StoreUnavailable` as
-    :func:`outage_raises_unavailable` raises it, anything else
+    ``outage_raises_unavailable`` raises it, anything else
     passes through. One wrapper for both: every claim and completion goes through it."""
 
     def decorate(

@@ -82,7 +82,7 @@ class SubmitTokenIssueView(APIView):
     Its answers are never stored in clear: :class:`~idempotency.IdempotencyMiddleware`
     leaves it alone (issuing again is harmless: each request gets a fresh token), and
     they say ``Cache-Control: no-store``, so a view that mixes in
-    :class:`~idempotency.IdempotentMixin` keeps their status only.
+    :class:`~idempotency.contrib.drf.mixins.IdempotentMixin` keeps their status only.
     """
 
     #: Never under IdempotencyMiddleware: a raw token must not be stored.
