@@ -149,5 +149,6 @@ def test_no_old_name_or_module_path_is_served() -> None:
 
     hooks = [f for f in sys.meta_path if type(f).__module__.startswith("idempotency")]
     assert hooks == []
-    with pytest.raises(ModuleNotFoundError):
-        import_module("idempotency.check_messages")
+    for old in ("idempotency.checks.messages", "idempotency.tasks", "idempotency.core.canonical"):
+        with pytest.raises(ModuleNotFoundError):
+            import_module(old)
