@@ -77,7 +77,7 @@ def test_the_quick_tier_says_in_one_line_what_it_skipped_for_want_of_a_service()
             "-q",
             "-p",
             "no:cacheprovider",
-            "tests/stores/test_redis_client.py",
+            "tests/utils/test_redis_clients.py",
             "-k",
             "from_a_url",
         ],
