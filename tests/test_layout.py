@@ -180,7 +180,7 @@ def test_no_test_module_imports_another_test_module_or_a_conftest() -> None:
 
 #: The share of idempotency/'s modules with a mirrored ``tests/<path>/test_<module>.py``:
 #: today's, a floor that only rises (issue 45's target is 80 %).
-MIRROR_SHARE_FLOOR = 0.46
+MIRROR_SHARE_FLOOR = 0.47
 
 #: Top-level helper names defined in more than one test module: today's count, a ceiling
 #: that only falls (a helper two modules need belongs in tests/support).
