@@ -43,25 +43,9 @@ def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
 
 
 def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
-    """The modules of ``known`` that module ``name`` (the file ``path``) imports."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: set[str] = set()
-    for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
-        targets: list[str] = []
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, *([base] if base else [])])
-            targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
-        for target in targets:
-            while target and target not in known:
-                target = target.rpartition(".")[0]
-            if target and target != name:
-                found.add(target)
-    return found
+    """The modules of ``known`` that module ``name`` (the file ``path``) imports, counting the
+    package of a ``from package import module`` too (importing it runs its ``__init__``)."""
+    return _imports_in(name, path, ast.parse(path.read_text(), str(path)), known, packages=True)
 
 
 def import_graph(found: dict[str, Path]) -> dict[str, set[str]]:
@@ -120,11 +104,15 @@ def function_imports(name: str, path: Path, known: set[str]) -> set[str]:
     for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             body = ast.Module(body=node.body, type_ignores=[])
-            found |= _imports_in(name, path, body, known)
+            found |= _imports_in(name, path, body, known, packages=False)
     return found
 
 
-def _imports_in(name: str, path: Path, tree: ast.AST, known: set[str]) -> set[str]:
+def _imports_in(
+    name: str, path: Path, tree: ast.AST, known: set[str], *, packages: bool
+) -> set[str]:
+    """The modules of ``known`` imported in ``tree``; with ``packages``, the package a
+    ``from ... import`` names counts beside the modules it gives."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
     for node in _runtime_nodes(tree):
@@ -136,10 +124,11 @@ def _imports_in(name: str, path: Path, tree: ast.AST, known: set[str]) -> set[st
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, *([base] if base else [])])
-            targets = [
-                f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
-                for alias in node.names
-            ]
+            names = [f"{base}.{alias.name}" for alias in node.names]
+            if packages:
+                targets = [base, *names]
+            else:
+                targets = [full if full in known else base for full in names]
         for target in targets:
             while target and target not in known:
                 target = target.rpartition(".")[0]
