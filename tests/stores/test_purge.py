@@ -14,7 +14,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from idempotency.models import IdempotencyRecord
-from idempotency.stores.purge import PurgeResult, _delete_batch, purge_expired_records
+from idempotency.stores.database import PurgeResult, _delete_batch, purge_expired_records
 from tests.support.records import bulk, record
 from tests.support.storms import run_threads, succeeded
 
