@@ -7,18 +7,12 @@ write. A free key costs one short insert (``DO NOTHING``); only an expired recor
 abandoned lease is replaced, by an upsert. It is the only store that supports *atomic
 mode*, where the record commits in the same transaction as the view's writes.
 
-The class reads top to bottom: its options and table, the contract (lookup, claim,
-complete), a running owner's updates (release, keep-alive, recovery points), the record
-quota, atomic mode's transaction, and the helpers its statements share. The SQL text of
-each vendor lives in :mod:`~idempotency.stores.sql`; the response cache
-(:class:`ResponseCache`) and atomic mode's held savepoint releases (:class:`ReleaseBatch`)
-stand before the class, each under a comment that says how it works. A statement that
-loses a lock wait is retried or answered as a clear 503 (:func:`busy`).
-
-With the ``response_cache`` option set to a cache alias (Redis recommended), completed
-responses are read from that cache first, and written to it by the first replay
-that reads them from the database: every later replay costs no SQL, and a first
-request pays no cache write."""
+The module reads top to bottom: the response cache (:class:`ResponseCache`) and atomic
+mode's held savepoint releases (:class:`ReleaseBatch`), each under a comment that says how
+it works; :func:`busy`, which retries a statement that lost a lock wait or answers a clear
+503; the class (its options and table, the contract, a running owner's updates, the
+record quota, atomic mode's transaction, the helpers its statements share); and the purge
+of expired records. The SQL text of each vendor lives in :mod:`~idempotency.stores.sql`."""
 
 from __future__ import annotations
 
@@ -87,20 +81,19 @@ from idempotency.utils.outages import (
 
 # The read-through cache of completed responses in front of ``DatabaseStore``.
 #
-# With a :class:`~idempotency.stores.database.DatabaseStore`'s ``response_cache`` option set to a
-# cache alias (Redis recommended), completed responses are read from that cache first, and
-# written to it by the first replay that reads them from the database: every later replay
-# costs no SQL, and a first request pays no cache write. The cache is never the source of truth:
-# any cache error falls back to the database.
+# With the ``response_cache`` option set to a cache alias (Redis recommended), completed
+# responses are read from that cache first, and written to it by the first replay that
+# reads them from the database: every later replay costs no SQL, and a first request pays
+# no cache write. The cache is never the source of truth: any cache error falls back to
+# the database.
 #
 # A cached response is bytes the library encodes itself (a JSON line of status,
 # fingerprint, headers, fencing token and the database record's tag, then the body),
 # authenticated as the database record is (a copy that fails is ignored, logged and
 # counted: the database answers), read without the cache's serializer
 # (:class:`~idempotency.utils.caches.RawCache`): a pickle written under its key is never
-# unpickled. Its key names
-# the database alias, so two ``DatabaseStore(database=...)`` sharing one cache never
-# answer each other's records.
+# unpickled. Its key names the database alias, so two ``DatabaseStore(database=...)``
+# sharing one cache never answer each other's records.
 
 
 class ResponseCache:
@@ -676,14 +669,10 @@ class DatabaseStore(AtomicStore):
         fingerprint: str = "",
     ) -> bool:
         connection = connections[self.using]
-        stored = response._replace(body=seal(response.body))
         if not fingerprint:  # a caller that did not say: the claim's, which the tag binds
             fingerprint = self._claimed_fingerprint(scope, key, fence)
         params = {
-            "status_code": stored.status,
-            "response_headers": stored.headers_json(),
-            "response_body": stored.body,
-            "mac": sign(scope, key, fingerprint=fingerprint, fence=fence, stored=stored, ttl=ttl),
+            **_response_columns(scope, key, fingerprint, fence, response, ttl),
             "scope": scope,
             "key": key,
             "fence": fence,
@@ -1029,14 +1018,10 @@ class DatabaseStore(AtomicStore):
         if lease is not None:  # a claim: its state and response columns are in the text
             return {**values, **clock.params(lease=lease, ttl=ttl)}
         stored = StoredResponse(0) if response is None else response
-        stored = stored._replace(body=seal(stored.body))
         return {
             **values,
             "state": "completed",
-            "status_code": stored.status,
-            "response_headers": stored.headers_json(),
-            "response_body": stored.body,
-            "mac": sign(scope, key, fingerprint=fingerprint, fence=fence, stored=stored, ttl=ttl),
+            **_response_columns(scope, key, fingerprint, fence, stored, ttl),
             **clock.params(ttl=ttl),
         }
 
@@ -1050,6 +1035,20 @@ class DatabaseStore(AtomicStore):
             cursor.execute(upsert, params)
             cursor.execute(statements.owner, params)
             return cursor.fetchone()
+
+
+def _response_columns(
+    scope: str, key: str, fingerprint: str, fence: int, response: StoredResponse, ttl: float
+) -> dict[str, Any]:
+    """A completed record's response columns: the body as kept (``BODY_CODEC``) and the
+    tag over the record (:func:`~idempotency.stores.records.sign`)."""
+    stored = response._replace(body=seal(response.body))
+    return {
+        "status_code": stored.status,
+        "response_headers": stored.headers_json(),
+        "response_body": stored.body,
+        "mac": sign(scope, key, fingerprint=fingerprint, fence=fence, stored=stored, ttl=ttl),
+    }
 
 
 def _replaceable(found: KeyState) -> bool:
