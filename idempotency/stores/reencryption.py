@@ -147,7 +147,9 @@ def reencrypt_records(
     )
 
 
-def _database(store: Any, rewriter: _Rewriter, size: int, dry_run: bool) -> tuple[int, int]:
+def _database(
+    store: DatabaseStore, rewriter: _Rewriter, size: int, dry_run: bool
+) -> tuple[int, int]:
     records = store.model.objects.using(store.using)
     live = records.filter(
         state="completed", response_body__isnull=False, expires_at__gt=timezone.now()
@@ -187,7 +189,7 @@ def _database(store: Any, rewriter: _Rewriter, size: int, dry_run: bool) -> tupl
         last = rows[-1][0]
 
 
-def _redis(store: Any, rewriter: _Rewriter, size: int, dry_run: bool) -> tuple[int, int]:
+def _redis(store: RedisStore, rewriter: _Rewriter, size: int, dry_run: bool) -> tuple[int, int]:
     client = store.client
     swap = client.register_script(_SWAP_BODY)
     pattern = f"{store.key_prefix}:{{*}}:rec"
