@@ -39,7 +39,7 @@ from idempotency.conf import idempotency_settings
 from idempotency.core.job import Adapter, Job, Outcome, lease_over, logger
 from idempotency.core.keepalive import kept_alive
 from idempotency.exceptions import StoreUnavailable
-from idempotency.observability.tracing import spanned
+from idempotency.observability import spanned
 from idempotency.stores.base import AtomicStore, ClaimLocked, ClaimStatus, KeyState
 from idempotency.utils.backoff import Backoff
 from idempotency.utils.outages import is_lock_error, is_outage, unavailable

@@ -2,12 +2,12 @@
 
 Add ``"idempotency.contrib.otel"`` to ``INSTALLED_APPS`` and set
 ``IDEMPOTENCY = {"OPENTELEMETRY": True}``: the app registers the spans with the engine's
-tracing hook (:mod:`idempotency.observability.tracing`) and connects the metric receivers;
+tracing hook (:mod:`idempotency.observability`) and connects the metric receivers;
 the setting turns both on (``override_settings`` too). The library uses the API alone:
 the application installs the SDK, its exporters and ``opentelemetry-instrumentation-django``, whose
 request span is the parent of these.
 
-Spans (:func:`spanned`, through :func:`idempotency.observability.tracing.spanned`):
+Spans (:func:`spanned`, through :func:`idempotency.observability.spanned`):
 
 * ``idempotency.claim``: a store call that decides who owns the key (the look-up
   before a claim, the claim), ``idempotency.operation`` naming which;
@@ -20,7 +20,7 @@ Each carries ``idempotency.outcome`` (see :func:`outcome`), ``idempotency.store`
 store's class name), ``idempotency.mode`` (``atomic`` or ``lease``),
 ``idempotency.scope.kind`` (``user``, ``shared``, ``custom``, ...: never the scope),
 ``idempotency.interface`` (``http``, ``function``, ``task``) and
-``idempotency.key.hash`` (:func:`idempotency.observability.logs.key_hash`): never a key, a scope, a
+``idempotency.key.hash`` (:func:`idempotency.observability.key_hash`): never a key, a scope, a
 body or a user. A failed step has the status ERROR and ``error.type`` (the exception's
 class name, not its message: messages may quote a key).
 
@@ -43,8 +43,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from idempotency import signals
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import StoreUnavailable
-from idempotency.observability.logs import key_hash, store_name
-from idempotency.observability.tracing import Keyed
+from idempotency.observability import Keyed, key_hash, store_name
 
 T = TypeVar("T")
 
