@@ -2,11 +2,11 @@
 docs/howto/callbacks.md), and the keyed call it shares with Celery and Django tasks.
 
 Every keyed call of a function or task takes one path: :class:`Callee` (what all calls
-of one callable share: options, scope, owner, result codec) gives a call's
-:class:`~idempotency.core.job.Job` and its :class:`CallAnswers`, the engine's adapter;
-:func:`run_call` (:func:`arun_call` for async work) runs it. An interface supplies only
-what differs: the key, the arguments' hash, the body, and how a task defers a run it
-cannot do now. A completed key returns its stored result (a stored exception is raised
+of one callable share: options, owner, result codec) runs a call's record address
+(scope and key), its :class:`CallAnswers` (the engine's adapter, holding the arguments'
+hash) and its body through the engine (:meth:`Callee.run`, :meth:`Callee.arun`). An
+interface supplies only what differs: the scope and key, the arguments' hash, the body,
+and how a task defers a run it cannot do now. A completed key returns its stored result (a stored exception is raised
 again), a key in progress raises :class:`~idempotency.exceptions.CallInProgress` (or is
 deferred), a key of another callable or other arguments :class:`CallableMismatch` or
 :class:`ArgumentsMismatch`.
@@ -85,7 +85,6 @@ class Callee:
     """One idempotent function or task: what every keyed call of it shares."""
 
     policy: CallPolicy
-    scope: str
     #: The function's or task's name: the record's route, the logs' owner, the fingerprint's.
     owner: str
     #: ``"function"`` or ``"task"``.
@@ -93,24 +92,15 @@ class Callee:
     codec: ResultCodec
     on_replay: Callable[[Any, ReplayedRecord], Any] | None = None
 
-    def call(
-        self,
-        key: str,
-        hashed: bytes | None,
-        *,
-        asynchronous: bool = False,
-        fingerprint: str | None = None,
-    ) -> tuple[Job, CallAnswers]:
-        """One call's job and adapter: ``key``, the hash of its arguments (None: they
-        are not fingerprinted), and ``fingerprint`` where a task computes its own. An
-        async call runs in lease mode."""
+    def job(self, scope: str, key: str, answers: CallAnswers, *, asynchronous: bool = False) -> Job:
+        """The job of one call under ``(scope, key)`` (an async call runs in lease mode)."""
         policy, store = self.policy, self.policy.get_store()
         atomic = not asynchronous and policy.runs_atomic(store)
-        job = Job(
+        return Job(
             store=store,
-            scope=self.scope,
+            scope=scope,
             key=key,
-            fingerprint=fingerprint or call_fingerprint(self.interface, self.owner, hashed),
+            fingerprint=answers.fingerprint,
             mode="atomic" if atomic else "lease",
             lease=policy.get_lease(),
             ttl=policy.get_ttl(),
@@ -121,12 +111,52 @@ class Callee:
             interface=self.interface,
             databases=policy.get_databases(store.using) if isinstance(store, AtomicStore) else [],
         )
-        older = None if fingerprint else hashed
-        return job, CallAnswers(self, older, policy.get_store_errors())
+
+    def run(
+        self,
+        scope: str,
+        key: str,
+        answers: CallAnswers,
+        work: Callable[[], Any],
+        defer: Defer | None = None,
+    ) -> Any:
+        """Run ``work`` under ``(scope, key)``; a task's run that cannot run now is deferred."""
+        job = self.job(scope, key, answers)
+        answers.defers = defer is not None
+        try:
+            return engine.run(job, answers, work)
+        except Deferred as deferral:
+            assert defer is not None
+            defer(job, deferral.seconds, deferral.reason)
+        except StoreUnavailable as exc:
+            if job.started or defer is None:
+                raise
+            defer(job, exc.retry_after, exc)
+
+    async def arun(
+        self,
+        scope: str,
+        key: str,
+        answers: CallAnswers,
+        work: Callable[[], Awaitable[Any]],
+        defer: ADefer | None = None,
+    ) -> Any:
+        """:meth:`run` for async work."""
+        job = self.job(scope, key, answers, asynchronous=True)
+        answers.defers = defer is not None
+        try:
+            return await engine.arun(job, answers, work)
+        except Deferred as deferral:
+            assert defer is not None
+            await defer(job, deferral.seconds, deferral.reason)
+        except StoreUnavailable as exc:
+            if job.started or defer is None:
+                raise
+            await defer(job, exc.retry_after, exc)
 
 
 class Deferred(Exception):  # noqa: N818 - control flow, never seen by callers
-    """A task's run whose key is in progress elsewhere: :func:`run_call` defers it (the
+    """A task's run whose key is in progress elsewhere: :meth:`Callee.run` defers it (the
     adapter answers inside the engine's flow, where an async run cannot enqueue)."""
 
     def __init__(self, seconds: float, reason: Exception) -> None:
@@ -135,49 +165,23 @@ class Deferred(Exception):  # noqa: N818 - control flow, never seen by callers
         self.reason = reason
 
 
-def run_call(
-    job: Job, answers: CallAnswers, work: Callable[[], Any], defer: Defer | None = None
-) -> Any:
-    """Run ``work`` under ``job``'s key; a task that cannot run now is deferred."""
-    answers.defers = defer is not None
-    try:
-        return engine.run(job, answers, work)
-    except Deferred as deferral:
-        assert defer is not None
-        defer(job, deferral.seconds, deferral.reason)
-    except StoreUnavailable as exc:
-        if job.started or defer is None:
-            raise
-        defer(job, exc.retry_after, exc)
-
-
-async def arun_call(
-    job: Job, answers: CallAnswers, work: Callable[[], Awaitable[Any]], defer: ADefer | None = None
-) -> Any:
-    """:func:`run_call` for async work."""
-    answers.defers = defer is not None
-    try:
-        return await engine.arun(job, answers, work)
-    except Deferred as deferral:
-        assert defer is not None
-        await defer(job, deferral.seconds, deferral.reason)
-    except StoreUnavailable as exc:
-        if job.started or defer is None:
-            raise
-        await defer(job, exc.retry_after, exc)
-
-
 class CallAnswers:
-    """The engine's adapter for one call of a function or task."""
+    """The engine's adapter for one call of a function or task: ``hashed``, the hash of
+    its arguments (None: they are not fingerprinted), or the ``fingerprint`` a task
+    computes its own way."""
 
-    def __init__(self, callee: Callee, hashed: bytes | None, store_errors: bool) -> None:
+    def __init__(
+        self, callee: Callee, hashed: bytes | None, fingerprint: str | None = None
+    ) -> None:
         self.callee = callee
         #: The arguments' hash, for the fingerprints older secrets gave it (rotation)
-        self.hashed = hashed
-        self.store_errors = store_errors
+        self.hashed = None if fingerprint else hashed
+        self.fingerprint = fingerprint or call_fingerprint(callee.interface, callee.owner, hashed)
+        self.store_errors = callee.policy.get_store_errors()
         #: A task's run in progress elsewhere is deferred (:class:`Deferred`), not refused
         self.defers = False
-        #: The claim the body runs under (a Celery task's ``retry()`` releases it)
+        #: The job and claim the body runs under (a Celery task's ``retry()`` releases it)
+        self.job: Job | None = None
         self.claim: KeyState | None = None
 
     def adopts(self, job: Job, claim: KeyState) -> bool:
@@ -232,7 +236,7 @@ class CallAnswers:
         raise AssertionError("calls have no MAX_NEW_RECORDS")
 
     def bind(self, job: Job, claim: KeyState | None) -> None:
-        self.claim = claim
+        self.job, self.claim = job, claim
 
     def keep(self, job: Job, result: Any) -> Outcome:
         """``result`` encoded for the record; the caller gets what a replay will return
@@ -396,18 +400,17 @@ def idempotent_function(
         build = key_builder(key, func, owner=owner)
         hasher = arguments_hasher(fingerprint, func, owner=owner)
         codec = ResultCodec(owner=owner, annotation=return_annotation(func), serializer=serializer)
-        callee = Callee(policy, scope, owner, "function", codec, on_replay)
+        callee = Callee(policy, owner, "function", codec, on_replay)
 
-        def keyed(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Job, CallAnswers] | None:
-            """The call's job and adapter; None to run the body plainly."""
+        def keyed(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, CallAnswers] | None:
+            """The call's key and adapter; None to run the body plainly."""
             if not idempotency_settings.ENABLED:
                 return None
             arguments = CallArguments(args, kwargs)  # bound by name once, for both
             call_key = built_key(build, arguments, optional=optional, owner=owner)
             if call_key is None:
                 return None
-            hashed = hasher(arguments) if hasher is not None else None
-            return callee.call(call_key, hashed, asynchronous=async_func is not None)
+            return call_key, CallAnswers(callee, hasher(arguments) if hasher else None)
 
         wrapper: Any
         if async_func is not None:
@@ -416,8 +419,10 @@ def idempotent_function(
                 keyed_call = keyed(args, kwargs)
                 if keyed_call is None:
                     return await async_func(*args, **kwargs)
-                job, answers = keyed_call
-                return await arun_call(job, answers, lambda: async_func(*args, **kwargs))
+                call_key, answers = keyed_call
+                return await callee.arun(
+                    scope, call_key, answers, lambda: async_func(*args, **kwargs)
+                )
 
             wrapper = functools.wraps(func)(async_wrapper)
             markcoroutinefunction(wrapper)
@@ -427,8 +432,8 @@ def idempotent_function(
                 keyed_call = keyed(args, kwargs)
                 if keyed_call is None:
                     return func(*args, **kwargs)
-                job, answers = keyed_call
-                return run_call(job, answers, lambda: func(*args, **kwargs))
+                call_key, answers = keyed_call
+                return callee.run(scope, call_key, answers, lambda: func(*args, **kwargs))
 
             wrapper = functools.wraps(func)(sync_wrapper)
 

@@ -33,10 +33,8 @@ from idempotency.functions.decorator import (
     Callee,
     built_key,
     is_django_task,
-    run_call,
 )
 from idempotency.functions.results import ResultCodec, return_annotation
-from idempotency.stores.base import KeyState
 
 __all__ = [
     "IdempotentTask",
@@ -65,15 +63,15 @@ OLD_CELERY = tuple(int(part) for part in celery.__version__.split(".")[:2]) < (5
 
 @dataclass
 class _Running:
-    """The claim of the task running in this context (for :meth:`IdempotentTask.retry`)."""
+    """The task running in this context, and its call (for :meth:`IdempotentTask.retry`)."""
 
     task: IdempotentTask
-    job: Job
-    claim: KeyState
+    answers: CallAnswers
 
-    def release(self, reason: BaseException | None) -> None:
-        if not self.job.finished:
-            engine.release(self.job, self.claim, reason)
+    def release(self) -> None:
+        job, claim = self.answers.job, self.answers.claim
+        if job is not None and claim is not None and not job.finished:
+            engine.release(job, claim)
 
 
 _running: contextvars.ContextVar[_Running | None] = contextvars.ContextVar(
@@ -165,8 +163,8 @@ class IdempotentTask(BaseTask):
 
     def idempotent_call(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[Job, CallAnswers] | None:
-        """This delivery's job and adapter; None to run it without idempotency."""
+    ) -> tuple[Callee, str, CallAnswers] | None:
+        """This delivery's callee, key and adapter; None to run it without idempotency."""
         if not idempotency_settings.ENABLED:
             return None
         key = self.get_idempotency_key(args, kwargs)
@@ -180,21 +178,13 @@ class IdempotentTask(BaseTask):
                 serializer=self._option("idempotency_serializer"),
             ),
         )
-        on_replay = self._option("idempotency_on_replay")
-        callee = Callee(
-            self.get_idempotency_policy(),
-            self.idempotency_scope,
-            self.name,
-            "task",
-            codec,
-            on_replay,
-        )
+        policy, on_replay = self.get_idempotency_policy(), self._option("idempotency_on_replay")
+        callee = Callee(policy, self.name, "task", codec, on_replay)
         # a subclass that fingerprints deliveries its own way accepts no older fingerprints
         if type(self).get_idempotency_fingerprint is not IdempotentTask.get_idempotency_fingerprint:
-            return callee.call(
-                key, None, fingerprint=self.get_idempotency_fingerprint(args, kwargs)
-            )
-        return callee.call(key, self._arguments_digest(args, kwargs))
+            own = self.get_idempotency_fingerprint(args, kwargs)
+            return callee, key, CallAnswers(callee, None, fingerprint=own)
+        return callee, key, CallAnswers(callee, self._arguments_digest(args, kwargs))
 
     # -- the flow --------------------------------------------------------------------
 
@@ -202,11 +192,10 @@ class IdempotentTask(BaseTask):
         keyed = self.idempotent_call(args, kwargs)
         if keyed is None:
             return super().__call__(*args, **kwargs)
-        job, answers = keyed
+        callee, key, answers = keyed
 
         def body() -> Any:
-            assert answers.claim is not None
-            token = _running.set(_Running(self, job, answers.claim))
+            token = _running.set(_Running(self, answers))
             try:
                 return super(IdempotentTask, self).__call__(*args, **kwargs)
             finally:
@@ -215,7 +204,7 @@ class IdempotentTask(BaseTask):
         def defer(job: Job, seconds: float, reason: Exception) -> NoReturn:
             self._defer(job, seconds, reason, args, kwargs)
 
-        return run_call(job, answers, body, defer)
+        return callee.run(self.idempotency_scope, key, answers, body, defer)
 
     def retry(self, *args: Any, **kwargs: Any) -> Any:
         """Celery's retry, after releasing this delivery's key (so the retry can claim it).
@@ -225,7 +214,7 @@ class IdempotentTask(BaseTask):
         """
         running = _running.get()
         if running is not None and running.task is self:
-            running.release(None)
+            running.release()
         return Task.retry(self, *args, **kwargs)
 
     # -- deliveries that cannot run now ----------------------------------------------

@@ -44,7 +44,7 @@ from idempotency.functions.arguments import (
     key_builder,
     qualified_name,
 )
-from idempotency.functions.decorator import CallAnswers, Callee, arun_call, built_key, run_call
+from idempotency.functions.decorator import CallAnswers, Callee, built_key
 from idempotency.functions.results import ResultCodec, Serializer, return_annotation
 
 try:  # Django 6.0+
@@ -171,12 +171,12 @@ def _wrap(
     codec = ResultCodec(
         owner=f"task {owner}", annotation=return_annotation(func), serializer=serializer
     )
-    callee = Callee(policy, scope, owner, "task", codec, on_replay)
+    callee = Callee(policy, owner, "task", codec, on_replay)
 
     def keyed(
         args: tuple[Any, ...], kwargs: dict[str, Any], carried: Any
-    ) -> tuple[Job, CallAnswers, _Run] | None:
-        """This run's job, adapter and deferral; None to run the body plainly."""
+    ) -> tuple[str, CallAnswers, _Run] | None:
+        """This run's key, adapter and deferral; None to run the body plainly."""
         context = args[0] if args else None
         if not isinstance(context, TaskContext):
             raise ImproperlyApplied(
@@ -194,25 +194,26 @@ def _wrap(
             call_key = built_key(build, arguments, optional=optional, owner=f"task {owner}")
         if call_key is None:
             return None
-        hashed = hasher(arguments) if hasher is not None else None
-        job, answers = callee.call(call_key, hashed, asynchronous=asynchronous)
-        return job, answers, _Run(context, args[1:], kwargs, carries_key=build is None)
+        answers = CallAnswers(callee, hasher(arguments) if hasher else None)
+        return call_key, answers, _Run(context, args[1:], kwargs, carries_key=build is None)
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         carried = kwargs.pop(DEFERRED_KEY, None)
         found = keyed(args, kwargs, carried) if idempotency_settings.ENABLED else None
         if found is None:
             return func(*args, **kwargs)
-        job, answers, run = found
-        return run_call(job, answers, lambda: func(*args, **kwargs), run.defer)
+        call_key, answers, run = found
+        return callee.run(scope, call_key, answers, lambda: func(*args, **kwargs), run.defer)
 
     async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
         carried = kwargs.pop(DEFERRED_KEY, None)
         found = keyed(args, kwargs, carried) if idempotency_settings.ENABLED else None
         if found is None:
             return await func(*args, **kwargs)
-        job, answers, run = found
-        return await arun_call(job, answers, lambda: func(*args, **kwargs), run.adefer)
+        call_key, answers, run = found
+        return await callee.arun(
+            scope, call_key, answers, lambda: func(*args, **kwargs), run.adefer
+        )
 
     chosen = functools.wraps(func)(async_wrapper if asynchronous else wrapper)
     setattr(chosen, MARK, True)
