@@ -6,10 +6,10 @@ of one callable share: options, owner, result codec) runs a call's record addres
 (scope and key), its :class:`CallAnswers` (the engine's adapter, holding the arguments'
 hash) and its body through the engine (:meth:`Callee.run`, :meth:`Callee.arun`). An
 interface supplies only what differs: the scope and key, the arguments' hash, the body,
-and how a task defers a run it cannot do now. A completed key returns its stored result (a stored exception is raised
-again), a key in progress raises :class:`~idempotency.exceptions.CallInProgress` (or is
-deferred), a key of another callable or other arguments :class:`CallableMismatch` or
-:class:`ArgumentsMismatch`.
+and how a task defers a run it cannot do now. A completed key returns its stored result
+(a stored exception is raised again), a key in progress raises
+:class:`~idempotency.exceptions.CallInProgress` (or is deferred), a key of another
+callable or other arguments :class:`CallableMismatch` or :class:`ArgumentsMismatch`.
 
 A record's fingerprint is 32 hex digits naming the function or task that owns the key
 and 32 hashing its arguments (:func:`~idempotency.functions.arguments.call_fingerprint`).
