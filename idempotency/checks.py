@@ -1,21 +1,10 @@
-"""System checks of django-idempotency (ids ``idempotency.E0xx`` / ``W0xx``; their words
-are in :mod:`idempotency.check_messages`, so each id names one problem).
+"""System checks of django-idempotency: errors ``idempotency.E0xx`` and warnings ``W0xx``,
+each id's words kept in :data:`MESSAGES` so that it names one problem.
 
-Django runs the three checks at the end (``IdempotencyConfig.ready`` registers them, and
-imports this module when Django first runs them). They read ``settings.IDEMPOTENCY`` as
-written and never raise:
-
-- each value against its description in :data:`idempotency.conf.SETTINGS` (type,
-  choices, bounds, nullability, importable paths, installed extras);
-- each alias of ``STORES``, ``TOKENS`` and ``LOCKS``: its backend, location and options;
-- the stores in use (each alias of ``STORES`` and each store a view names, found by
-  walking the URL patterns), their modes, caches and databases, and the purge;
-- the Redis behind stores, tokens and locks;
-- the middleware's place, and access checks the replays cannot skip.
-
-The deployment checks (``check --deploy``) ask for the project's own problem
-documentation (W041) and, the only check that connects anywhere, ask the Redis behind the
-stores, tokens and locks whether it persists anything (W007).
+``IdempotencyConfig.ready`` registers the three checks below (this module is imported
+when Django first runs them). They read ``settings.IDEMPOTENCY`` as written and never
+raise. Only the deployment check W007 connects anywhere: it asks the Redis behind the
+stores, tokens and locks what it persists.
 """
 
 from __future__ import annotations
@@ -33,19 +22,249 @@ from django.db import router
 from django.db.utils import load_backend
 from django.utils.module_loading import import_string
 
-from idempotency.check_messages import cap, message
 from idempotency.codecs import BodyCodec
 from idempotency.conf import DEFAULTS, HEADER_NAME, SETTINGS
 from idempotency.http.discovery import GATE_NAME, gate_below_idempotent, protected_views, url_views
+from idempotency.http.middleware import gated_view
 from idempotency.http.responses import NEVER_REPLAYED
 from idempotency.locks.base import lock_backends
 from idempotency.locks.redis import RedisLockBackend
 from idempotency.scopes import user_scope
 from idempotency.stores.base import AtomicStore, stores
-from idempotency.stores.cache import DJANGO_BUILTIN_REDIS, DJANGO_REDIS, IN_PROCESS
+from idempotency.stores.cache import DJANGO_BUILTIN_REDIS, DJANGO_REDIS, IN_PROCESS, CacheStore
 from idempotency.stores.database import DatabaseStore
-from idempotency.utils.backends import DEFAULT_ALIAS, BackendHandler, UnusableBackend
+from idempotency.stores.redis import RedisStore
+from idempotency.tokens.base import token_backends
+from idempotency.tokens.redis import RedisTokens
+from idempotency.utils.backends import (
+    DEFAULT_ALIAS,
+    ENTRY_MESSAGES,
+    BackendHandler,
+    CheckText,
+    UnusableBackend,
+)
 from idempotency.utils.redis_clients import cache_connection
+
+#: Every message of every check, by id; ``{placeholders}`` are filled per message. Retired
+#: ids: W002 (a CacheStore on DummyCache is E012), E003 and E009 (a value outside a
+#: setting's choices is E014, whichever the setting), W005 (a response cache is an option
+#: of DatabaseStore only: another store refuses it, E063).
+MESSAGES: dict[str, CheckText] = {
+    **ENTRY_MESSAGES,
+    "E001": CheckText(
+        "The IDEMPOTENCY setting must be a dict, not {type}.",
+        "Write IDEMPOTENCY = {{...}} with the settings to change, or remove it.",
+    ),
+    "E002": CheckText(
+        "Unknown key {key!r} in the IDEMPOTENCY setting.",
+        "{suggestion}Valid keys: {valid}.",
+    ),
+    "E004": CheckText(
+        "IDEMPOTENCY[{name!r}] is {value!r}; it must be {expected}.", "{name}: {help}"
+    ),
+    "E005": CheckText(
+        "IDEMPOTENCY[{name!r}] = {value!r} cannot be imported: {error}",
+        "Give the dotted path of an importable object, such as {default!r}.",
+    ),
+    "E006": CheckText(
+        "{what} asks for atomic mode, but its store {store} does not support atomic mode.",
+        "Use DatabaseStore for atomic mode, or set the mode to 'lease' or 'auto'.",
+    ),
+    "E007": CheckText(
+        "{what} needs {needs}, but {reason}.",
+        "Give its alias a LOCATION (redis://, rediss:// or unix://; needs redis-py), or "
+        "point its OPTIONS['cache'] (now {alias!r}) at a CACHES entry whose BACKEND is "
+        "'django.core.cache.backends.redis.RedisCache' (or django-redis').",
+    ),
+    "E008": CheckText(
+        "{what} names the cache {alias!r}, which is not in CACHES.",
+        "Add that alias to CACHES or name one of: {aliases}.",
+    ),
+    "E010": CheckText(
+        "IDEMPOTENCY[{name!r}] = {value!r} is not a valid HTTP header name.",
+        "A header name is one or more letters, digits or !#$%&'*+-.^_`|~ (RFC 9110 token).",
+    ),
+    "E011": CheckText(
+        "IDEMPOTENCY['REPLAY_HEADERS'] contains {header!r}, which is never replayable.",
+        "Set-Cookie and hop-by-hop headers (Connection, Transfer-Encoding, ...) are never "
+        "replayed: remove it from the list.",
+    ),
+    "E012": CheckText(
+        "{what} is a CacheStore on the cache {alias!r}, a DummyCache: nothing is stored, "
+        "so no request is deduplicated.",
+        "Point the CacheStore at a real cache (Redis), or use DatabaseStore.",
+    ),
+    "E013": CheckText(
+        "{what} is {value!r}, which is no alias of IDEMPOTENCY['STORES'].",
+        "Name one of its aliases ({aliases}), or add {value!r} to IDEMPOTENCY['STORES'].",
+    ),
+    "E014": CheckText(
+        "IDEMPOTENCY[{name!r}] is {value!r}; it must be {expected}.", "{name}: {help}"
+    ),
+    "E015": CheckText(
+        "{where} names the database {alias!r}, which is not in DATABASES.",
+        "Add that alias to DATABASES or name one of: {aliases}.",
+    ),
+    "E016": CheckText(
+        "IDEMPOTENCY['TTL'] ({ttl}) is shorter than IDEMPOTENCY['LEASE'] ({lease}).",
+        "A record must outlive its lease, or an in-progress key could expire and run again "
+        "while its first request is still running: make TTL at least LEASE.",
+    ),
+    "E017": CheckText(
+        "IDEMPOTENCY['ATOMIC_DATABASES'] names {unknown!r}, not in DATABASES ({known}).",
+        "List the aliases (keys of DATABASES) that protected views write to, besides "
+        "the store's database.",
+    ),
+    "E018": CheckText(
+        "IDEMPOTENCY['METRICS'] is on, but prometheus_client is not installed.",
+        "Install the metrics extra, pip install '/path/to/django-idempotency[metrics]' (from "
+        "a checkout: docs/installation.md), or set METRICS to False.",
+    ),
+    "E019": CheckText(
+        "{idempotency!r} comes before {authentication!r} in MIDDLEWARE: it runs before "
+        "the user is known, so every logged-in caller of a Django view is anonymous to it "
+        "(403 idempotency-anonymous-not-allowed, or no idempotency with ANONYMOUS "
+        "'ignore').",
+        "Move {idempotency!r} below {authentication!r} (last in MIDDLEWARE is safest).",
+    ),
+    "E020": CheckText(
+        "{what} keeps records in the cache {alias!r}, whose backend {backend} unpickles "
+        "what it reads: anyone who can write to that cache could run code in this process.",
+        "Point it at a Redis cache (django_redis or Django's RedisCache: records are read "
+        "as raw bytes, never unpickled) or a LocMemCache (one process), or use "
+        "DatabaseStore or RedisStore.",
+    ),
+    "E030": CheckText(
+        "{what} keeps its records in the database {alias!r} ({engine}, vendor {vendor!r}), "
+        "and DatabaseStore has SQL only for PostgreSQL, MySQL/MariaDB and SQLite: every "
+        "keyed request would fail there.",
+        "Use a store that needs no SQL: RedisStore ('idempotency.stores.redis.RedisStore') "
+        "or CacheStore ('idempotency.stores.cache.CacheStore'); or point the store's "
+        "OPTIONS['database'] at a PostgreSQL, MySQL, MariaDB or SQLite database.",
+    ),
+    "E040": CheckText(
+        "IDEMPOTENCY['BODY_CODEC'] cannot be used: {error}",
+        "Name a subclass of idempotency.codecs.BodyCodec; for FernetCodec install the "
+        "crypto extra and list Fernet keys in BODY_ENCRYPTION_KEYS "
+        "(cryptography.fernet.Fernet.generate_key()).",
+    ),
+    "E041": CheckText(
+        "The view {view!r} checks access inside itself ({gate}), so IdempotencyMiddleware "
+        "cannot replay its answers after that check: it leaves the view alone, and "
+        "retries of it run again.",
+        "Decorate the view with @idempotent below the access decorator (@login_required "
+        "then @idempotent: the check runs first), make it a class-based view with an "
+        "access mixin, or mark it @idempotency_exempt.",
+    ),
+    "E042": CheckText(
+        "The view {view!r} has @idempotent above {gate}: a replay would answer before "
+        "the access check runs (a user who lost the permission still gets the answer).",
+        "Put @idempotent below the access decorator, so the check runs first.",
+    ),
+    "E043": CheckText(
+        "IDEMPOTENCY['OPENTELEMETRY'] is on, but opentelemetry-api is not installed.",
+        "Install the otel extra, pip install '/path/to/django-idempotency[otel]' (from a "
+        "checkout: docs/installation.md), or set OPENTELEMETRY to False.",
+    ),
+    "E050": CheckText(
+        "{what} keeps records in the cache {alias!r}, whose django-redis client {client} "
+        "gives no single Redis connection: its records and record-cap counters could only "
+        "be read and counted through the cache's own serializer, which unpickles.",
+        "Use django-redis' DefaultClient (or HerdClient, SentinelClient) for that cache, "
+        "or use RedisStore or DatabaseStore.",
+    ),
+    "W001": CheckText(
+        "{what} is a CacheStore on the cache {alias!r}, a LocMemCache: each process has "
+        "its own, so a key is only deduplicated within one process.",
+        "With several worker processes (gunicorn, uWSGI, Celery), point the CacheStore "
+        "at a shared cache (Redis), or use DatabaseStore.",
+    ),
+    "W003": CheckText(
+        "{what} is the cache {alias!r}, a LocMemCache: it is not "
+        "shared, so replays in other processes still query the database.",
+        "Use a shared cache (Redis) as the response cache, or set it to None.",
+    ),
+    "W004": CheckText(
+        "{what} keeps records in DATABASES[{alias!r}], which has ATOMIC_REQUESTS=True, "
+        "and runs in lease mode: "
+        "a lease claim commits only with the view's transaction, so concurrent requests "
+        "cannot see it and may run the same key twice.",
+        "Use MODE 'atomic' or 'auto' with DatabaseStore, a Redis store for lease mode, or "
+        "exclude idempotent views from ATOMIC_REQUESTS with transaction.non_atomic_requests.",
+    ),
+    "W006": CheckText(
+        "Atomic mode wraps only the database {alias!r} in the view's transaction; "
+        "writes to {aliases} would stay outside it.",
+        "A view that writes to those databases keeps those writes when its key is released "
+        "(a 5xx, an exception), and its retry repeats them. List the aliases protected views "
+        "write to in IDEMPOTENCY['ATOMIC_DATABASES'] (or per view: databases=[...]), or "
+        "silence this warning if no protected view writes there.",
+    ),
+    "W007": CheckText(
+        "The Redis behind {what} ({alias}) {forgets}, so retries of the requests it had "
+        "completed run again.",
+        "Turn on AOF on that Redis (appendonly yes) with appendfsync everysec (a machine "
+        "crash then loses about the last second of records; a process crash nothing) or "
+        "always (nothing), or use DatabaseStore. See 'Redis durability' in the docs "
+        "(explanation/reliability).",
+    ),
+    "W008": CheckText(
+        "{what} is {alias!r}, which the DATABASE_ROUTERS treat as "
+        "read-only for {model}: they send its reads there and its writes to {write!r}.",
+        "Point it at the primary ({write!r}). The library reads and writes "
+        "only its own alias, never through the routers, so a replay never reads a lagging "
+        "replica; that alias must therefore be the writable primary.",
+    ),
+    "W040": CheckText(
+        "{what} keeps records in the database, but nothing deletes the expired ones: "
+        "IDEMPOTENCY['PURGE_EVERY'] is None and CELERY_BEAT_SCHEDULE does not schedule "
+        "{task!r}, so the table grows without bound.",
+        "Set PURGE_EVERY (a bounded purge on the request path), schedule {task!r} with "
+        "Celery beat, or run manage.py purge_idempotency_records from cron and silence "
+        "this warning (SILENCED_SYSTEM_CHECKS).",
+    ),
+    "W041": CheckText(
+        "IDEMPOTENCY['PROBLEM_TYPE_BASE'] is the default {base!r}: the \"type\" of every "
+        "error links to a domain this project does not own, which documents nothing there.",
+        "Set PROBLEM_TYPE_BASE to where your API documents its errors, such as "
+        "'https://api.example.com/docs/problems/' (the code is appended: "
+        "idempotency-key-mismatch, ...), as the IETF Idempotency-Key draft asks error "
+        "answers to link to their documentation. See docs/reference/problems.md.",
+    ),
+    "W050": CheckText(
+        "The database {alias!r} is django-tenants' (a schema per tenant) while "
+        "IDEMPOTENCY['SCOPE'] is the default: "
+        "records are scoped by the principal alone, so two tenants' users with one primary "
+        "key share records (a replay of the other's response, or a 422 on its keys).",
+        "Set IDEMPOTENCY['SCOPE'] = 'idempotency.scopes.tenant_schema_scope' (the scope "
+        "names the tenant's schema), or a scope function of your own that names the tenant.",
+    ),
+    "W051": CheckText(
+        "DATABASE_ROUTERS is set while IDEMPOTENCY['SCOPE'] is the default: the default "
+        "scope names a principal's database only when the principal was loaded from it, so "
+        "tenants that share a user table (or route by something else) share records.",
+        "With a database per tenant that holds its own users, the default scope is enough "
+        "(auth.user@<alias>:<pk>): silence this warning. Otherwise set IDEMPOTENCY['SCOPE'] "
+        "to a function that names the tenant. Routers that only split reads from writes "
+        "need nothing: silence it (SILENCED_SYSTEM_CHECKS).",
+    ),
+}
+
+
+def message(code: str, **values: Any) -> checks.CheckMessage:
+    """The check message of ``code`` (an Error for ``E…``, a Warning for ``W…``), its
+    text and hint filled with ``values``."""
+    entry = MESSAGES[code]
+    level = checks.Error if code.startswith("E") else checks.Warning
+    return level(
+        entry.msg.format(**values), hint=entry.hint.format(**values), id=f"idempotency.{code}"
+    )
+
+
+def cap(text: str) -> str:
+    """``text`` with its first letter upper-cased (a message's subject)."""
+    return text[:1].upper() + text[1:]
+
 
 LOCMEM = "django.core.cache.backends.locmem.LocMemCache"
 DUMMY = "django.core.cache.backends.dummy.DummyCache"
@@ -179,17 +398,15 @@ def check_values(values: dict[str, Any]) -> list[checks.CheckMessage]:
         errors += [message("E011", header=h) for h in replayed if h.lower() in NEVER_REPLAYED]
     if values["METRICS"] and importlib.util.find_spec("prometheus_client") is None:
         errors.append(message("E018"))
-    if values["OPENTELEMETRY"] and not _installed("opentelemetry", "opentelemetry.trace"):
+    if values["OPENTELEMETRY"] and (
+        importlib.util.find_spec("opentelemetry") is None
+        or importlib.util.find_spec("opentelemetry.trace") is None
+    ):
         errors.append(message("E043"))
     ttl, lease = values["TTL"], values["LEASE"]
     if SETTINGS["TTL"].accepts(ttl) and SETTINGS["LEASE"].accepts(lease) and ttl < lease:
         errors.append(message("E016", ttl=ttl, lease=lease))
     return errors
-
-
-def _installed(*modules: str) -> bool:
-    """Whether every module is importable (a dotted one only once its parent is)."""
-    return all(importlib.util.find_spec(module) is not None for module in modules)
 
 
 def check_import(name: str, value: Any) -> list[checks.CheckMessage]:
@@ -222,24 +439,6 @@ def check_codec(values: dict[str, Any]) -> list[checks.CheckMessage]:
     return []
 
 
-def check_problem_type_base(values: dict[str, Any]) -> list[checks.CheckMessage]:
-    """W041 (``check --deploy``): ``PROBLEM_TYPE_BASE`` is still the default, whose domain
-    nobody here owns: every error's ``type`` would link to a page that documents nothing
-    (or to whatever someone who registers the domain puts there)."""
-    base = values["PROBLEM_TYPE_BASE"]
-    if base != DEFAULTS["PROBLEM_TYPE_BASE"]:
-        return []
-    return [message("W041", base=base)]
-
-
-def handlers() -> list[BackendHandler[Any]]:
-    """The handler of each setting of aliases: stores, tokens, locks."""
-    # imported here: idempotency.tokens imports DRF (its views), an optional dependency
-    from idempotency.tokens.base import token_backends
-
-    return [stores, token_backends, lock_backends]
-
-
 def as_check(problem: UnusableBackend) -> checks.CheckMessage:
     """The check message of a problem the loader would raise."""
     return checks.Error(problem.text, hint=problem.hint, id=f"idempotency.{problem.code}")
@@ -249,7 +448,7 @@ def check_backends(values: dict[str, Any]) -> list[checks.CheckMessage]:
     """E015, E044-E046 and E060-E064 for every alias of ``STORES``, ``TOKENS`` and
     ``LOCKS``."""
     errors: list[checks.CheckMessage] = []
-    for handler in handlers():
+    for handler in (stores, token_backends, lock_backends):
         entries = values[handler.setting]
         if not SETTINGS[handler.setting].accepts(entries):
             continue  # E004
@@ -287,13 +486,6 @@ def _databases(handler: BackendHandler[Any], alias: str, entry: Any) -> list[che
 
 #: A store in use: ``(what, class, instance or None, mode)``, ``what`` naming it in messages.
 Use = tuple[str, type, Any, Any]
-
-DATABASE_STORE = "idempotency.stores.database.DatabaseStore"
-
-
-def is_store(store: type, path: str) -> bool:
-    """Whether ``store`` is (a subclass of) the store class at ``path``."""
-    return issubclass(store, import_string(path))
 
 
 def _view_policies() -> list[tuple[str, Any]]:
@@ -360,11 +552,11 @@ def check_stores(values: dict[str, Any], uses: list[Use]) -> list[checks.CheckMe
     for what, store, instance, mode in uses:
         if mode == "atomic" and not issubclass(store, AtomicStore):  # as the engine chooses
             errors.append(message("E006", what=cap(what), store=store.__qualname__))
-        if is_store(store, DATABASE_STORE):
+        if issubclass(store, DatabaseStore):
             database = databases.get(instance.using) or {}
             if mode == "lease" and database.get("ATOMIC_REQUESTS"):
                 errors.append(message("W004", what=cap(what), alias=instance.using))
-        if not is_store(store, "idempotency.stores.cache.CacheStore"):
+        if not issubclass(store, CacheStore):
             continue
         alias = instance.alias
         backend = cache_backend(alias)
@@ -396,7 +588,7 @@ def check_purge(values: dict[str, Any], uses: list[Use]) -> list[checks.CheckMes
     None and no beat schedule names the purge task."""
     if values["PURGE_EVERY"] is not None or _beat_purges():
         return []
-    database = [w for w, s, _i, _m in uses if is_store(s, DATABASE_STORE)]
+    database = [w for w, s, _i, _m in uses if issubclass(s, DatabaseStore)]
     if not database:
         return []
     return [message("W040", what=cap(database[0]), task=PURGE_TASK)]
@@ -423,7 +615,7 @@ def check_database_vendors(values: dict[str, Any], uses: list[Use]) -> list[chec
     databases: dict[str, Any] = getattr(settings, "DATABASES", {}) or {}
     errors = []
     for what, store, instance, _mode in uses:
-        if not is_store(store, DATABASE_STORE):
+        if not issubclass(store, DatabaseStore):
             continue
         alias = instance.using
         engine = (databases.get(alias) or {}).get("ENGINE") if isinstance(alias, str) else None
@@ -439,7 +631,7 @@ def check_database_vendors(values: dict[str, Any], uses: list[Use]) -> list[chec
 
 def store_databases(uses: list[Use]) -> list[str]:
     """The databases of the database stores in use, each once, in order."""
-    found = [instance.using for _w, store, instance, _m in uses if is_store(store, DATABASE_STORE)]
+    found = [instance.using for _w, store, instance, _m in uses if issubclass(store, DatabaseStore)]
     return list(dict.fromkeys(found))
 
 
@@ -474,7 +666,7 @@ def check_routers(uses: list[Use]) -> list[checks.CheckMessage]:
     )
     warnings = []
     for what, store, instance, _mode in uses:
-        alias = instance.using if is_store(store, DATABASE_STORE) else None
+        alias = instance.using if issubclass(store, DatabaseStore) else None
         if alias not in databases:
             continue
         for model in (record, token):
@@ -534,14 +726,8 @@ def target(backend: Any) -> str:
 def redis_users(raw: dict[Any, Any], values: dict[str, Any], uses: list[Use]) -> RedisUsers:
     """The Redis backends in use: the Redis stores, and the Redis tokens and locks (locks
     only where ``LOCKS`` is set: the default is inert until a lock is taken)."""
-    # imported here: idempotency.tokens imports DRF (its views), an optional dependency
-    from idempotency.tokens.base import token_backends
-    from idempotency.tokens.redis import RedisTokens
-
     found: list[tuple[str, Any]] = [
-        (what, instance)
-        for what, store, instance, _mode in uses
-        if is_store(store, "idempotency.stores.redis.RedisStore")
+        (what, instance) for what, store, instance, _mode in uses if issubclass(store, RedisStore)
     ]
     parts: list[tuple[Any, type, str]] = [(token_backends, RedisTokens, "submit tokens")]
     if "LOCKS" in raw:
@@ -671,9 +857,6 @@ def check_gates() -> list[checks.CheckMessage]:
     except Exception:  # noqa: BLE001 - a broken URLconf is reported by Django
         return []
     middleware = list(getattr(settings, "MIDDLEWARE", None) or ())
-    # imported here: the middleware imports DRF, an optional dependency
-    from idempotency.http.middleware import gated_view
-
     errors = []
     wrapped = _middleware_index(middleware, _IDEMPOTENCY) is not None
     for name, callback in views:
@@ -721,11 +904,12 @@ def check_redis_persistence(app_configs: Any = None, **kwargs: Any) -> list[chec
 def check_problem_documentation(
     app_configs: Any = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
-    """W041: the problems' ``type`` links to the project's own documentation."""
-    raw = raw_settings()
-    if raw is None:
+    """W041: ``PROBLEM_TYPE_BASE`` is still the default, whose domain nobody here owns:
+    every error's ``type`` would link to a page that documents nothing."""
+    raw, base = raw_settings(), DEFAULTS["PROBLEM_TYPE_BASE"]
+    if raw is None or raw.get("PROBLEM_TYPE_BASE", base) != base:
         return []
-    return check_problem_type_base({**DEFAULTS, **raw})
+    return [message("W041", base=base)]
 
 
 __all__ = [

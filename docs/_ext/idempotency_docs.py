@@ -6,7 +6,7 @@ Directives (MyST: ```{name}``` fences):
   status, title and meaning, from the :class:`~idempotency.exceptions.IdempotencyError`
   subclasses;
 - ``idempotency-checks``: every system check id, its level, message and hint, from
-  :data:`idempotency.check_messages.MESSAGES`;
+  :data:`idempotency.checks.MESSAGES`;
 - ``idempotency-command``: a management command's ``--help``, from its own parser;
 - ``idempotency-tasks``: the Celery tasks the app registers, with their docstrings.
 
@@ -121,7 +121,7 @@ def _placeholders(text: str) -> str:
 
 class ChecksDirective(_TableDirective):
     def lines(self) -> list[str]:
-        from idempotency.check_messages import MESSAGES
+        from idempotency.checks import MESSAGES
 
         rows = []
         for code in sorted(MESSAGES):
