@@ -41,7 +41,6 @@ from idempotency.utils.backends import (
     ENTRY_MESSAGES,
     BackendHandler,
     CheckText,
-    UnusableBackend,
 )
 from idempotency.utils.redis_clients import cache_connection
 
@@ -268,7 +267,6 @@ def cap(text: str) -> str:
 
 LOCMEM = "django.core.cache.backends.locmem.LocMemCache"
 DUMMY = "django.core.cache.backends.dummy.DummyCache"
-REDIS_CACHE = "django_redis.cache.RedisCache"
 #: django-redis' client that spreads keys over several servers itself: it hands out no
 #: one Redis connection (``get_client`` raises), so nothing could be read raw through it.
 SHARD_CLIENT = "django_redis.client.ShardClient"
@@ -323,8 +321,8 @@ def check_response_cache(uses: list[Any]) -> list[checks.CheckMessage]:
     """E008, W003, E020 and E050 for the response cache of each database store in use: a cache
     that exists, is shared and never unpickles what it reads."""
     errors = []
-    for what, store, instance, _mode in uses:
-        cache = instance.response_cache if issubclass(store, DatabaseStore) else None
+    for what, store, _mode in uses:
+        cache = store.response_cache if isinstance(store, DatabaseStore) else None
         alias = cache.alias if cache is not None else None
         if not isinstance(alias, str):
             continue
@@ -439,11 +437,6 @@ def check_codec(values: dict[str, Any]) -> list[checks.CheckMessage]:
     return []
 
 
-def as_check(problem: UnusableBackend) -> checks.CheckMessage:
-    """The check message of a problem the loader would raise."""
-    return checks.Error(problem.text, hint=problem.hint, id=f"idempotency.{problem.code}")
-
-
 def check_backends(values: dict[str, Any]) -> list[checks.CheckMessage]:
     """E015, E044-E046 and E060-E064 for every alias of ``STORES``, ``TOKENS`` and
     ``LOCKS``."""
@@ -454,17 +447,20 @@ def check_backends(values: dict[str, Any]) -> list[checks.CheckMessage]:
             continue  # E004
         if DEFAULT_ALIAS not in entries:
             aliases = ", ".join(repr(a) for a in entries) or "none"
-            problem = UnusableBackend(
-                "E060",
-                setting=handler.setting,
-                what=handler.what,
-                alias=DEFAULT_ALIAS,
-                aliases=aliases,
+            errors.append(
+                message(
+                    "E060",
+                    setting=handler.setting,
+                    what=handler.what,
+                    alias=DEFAULT_ALIAS,
+                    aliases=aliases,
+                )
             )
-            errors.append(as_check(problem))
         for alias, entry in entries.items():
             problems = handler.problems(alias, entry)
-            errors += [as_check(problem) for problem in problems]
+            errors += [
+                checks.Error(p.text, hint=p.hint, id=f"idempotency.{p.code}") for p in problems
+            ]
             if not problems:
                 errors += _databases(handler, alias, entry)
     return errors
@@ -484,8 +480,8 @@ def _databases(handler: BackendHandler[Any], alias: str, entry: Any) -> list[che
     return errors
 
 
-#: A store in use: ``(what, class, instance or None, mode)``, ``what`` naming it in messages.
-Use = tuple[str, type, Any, Any]
+#: A store in use: ``(what, store, mode)``, ``what`` naming it in messages.
+Use = tuple[str, Any, Any]
 
 
 def _view_policies() -> list[tuple[str, Any]]:
@@ -497,8 +493,8 @@ def _view_policies() -> list[tuple[str, Any]]:
         return []
 
 
-def configured(handler: Any, values: dict[str, Any]) -> dict[str, tuple[type, Any]]:
-    """``alias: (class, instance)`` of each usable alias of ``handler``'s setting (the
+def configured(handler: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """``alias: instance`` of each usable alias of ``handler``'s setting (the
     others are :func:`check_backends`' to report). Making one
     connects nowhere: every backend connects on first use."""
     entries = values[handler.setting]
@@ -509,10 +505,9 @@ def configured(handler: Any, values: dict[str, Any]) -> dict[str, tuple[type, An
         if handler.problems(alias, entry):
             continue
         try:
-            instance = handler.create(alias)
+            found[alias] = handler.create(alias)
         except Exception:  # noqa: BLE001 - a constructor's own failure shows at first use
             continue
-        found[alias] = (type(instance), instance)
     return found
 
 
@@ -522,8 +517,7 @@ def stores_in_use(values: dict[str, Any], errors: list[checks.CheckMessage]) -> 
     ``errors`` (E013)."""
     usable = configured(stores, values)
     uses: list[Use] = [
-        (f"the store {alias!r}", cls, instance, values["MODE"])
-        for alias, (cls, instance) in usable.items()
+        (f"the store {alias!r}", store, values["MODE"]) for alias, store in usable.items()
     ]
     entries = values["STORES"] if isinstance(values["STORES"], dict) else {}
     for view, policy in _view_policies():
@@ -531,16 +525,16 @@ def stores_in_use(values: dict[str, Any], errors: list[checks.CheckMessage]) -> 
         option = policy.store
         if option is None:
             if policy.mode == "atomic" and "default" in usable:
-                uses.append((f"the view {view!r}", *usable["default"], "atomic"))
+                uses.append((f"the view {view!r}", usable["default"], "atomic"))
             continue
         if isinstance(option, str):
             if option not in entries:
                 aliases = ", ".join(repr(a) for a in entries) or "none"
                 errors.append(message("E013", what=cap(what), value=option, aliases=aliases))
             elif option in usable:
-                uses.append((what, *usable[option], policy.mode))
+                uses.append((what, usable[option], policy.mode))
             continue
-        uses.append((what, type(option), option, policy.mode))
+        uses.append((what, option, policy.mode))
     return uses
 
 
@@ -549,16 +543,16 @@ def check_stores(values: dict[str, Any], uses: list[Use]) -> list[checks.CheckMe
     store in lease mode."""
     errors: list[checks.CheckMessage] = []
     databases: dict[str, Any] = getattr(settings, "DATABASES", {}) or {}
-    for what, store, instance, mode in uses:
-        if mode == "atomic" and not issubclass(store, AtomicStore):  # as the engine chooses
-            errors.append(message("E006", what=cap(what), store=store.__qualname__))
-        if issubclass(store, DatabaseStore):
-            database = databases.get(instance.using) or {}
+    for what, store, mode in uses:
+        if mode == "atomic" and not isinstance(store, AtomicStore):  # as the engine chooses
+            errors.append(message("E006", what=cap(what), store=type(store).__qualname__))
+        if isinstance(store, DatabaseStore):
+            database = databases.get(store.using) or {}
             if mode == "lease" and database.get("ATOMIC_REQUESTS"):
-                errors.append(message("W004", what=cap(what), alias=instance.using))
-        if not issubclass(store, CacheStore):
+                errors.append(message("W004", what=cap(what), alias=store.using))
+        if not isinstance(store, CacheStore):
             continue
-        alias = instance.alias
+        alias = store.alias
         backend = cache_backend(alias)
         if backend is None:
             errors.append(no_cache(cap(what), alias))
@@ -588,7 +582,7 @@ def check_purge(values: dict[str, Any], uses: list[Use]) -> list[checks.CheckMes
     None and no beat schedule names the purge task."""
     if values["PURGE_EVERY"] is not None or _beat_purges():
         return []
-    database = [w for w, s, _i, _m in uses if issubclass(s, DatabaseStore)]
+    database = [w for w, s, _m in uses if isinstance(s, DatabaseStore)]
     if not database:
         return []
     return [message("W040", what=cap(database[0]), task=PURGE_TASK)]
@@ -614,10 +608,10 @@ def check_database_vendors(values: dict[str, Any], uses: list[Use]) -> list[chec
     backend), caught at startup instead of answering 500 to every keyed request."""
     databases: dict[str, Any] = getattr(settings, "DATABASES", {}) or {}
     errors = []
-    for what, store, instance, _mode in uses:
-        if not issubclass(store, DatabaseStore):
+    for what, store, _mode in uses:
+        if not isinstance(store, DatabaseStore):
             continue
-        alias = instance.using
+        alias = store.using
         engine = (databases.get(alias) or {}).get("ENGINE") if isinstance(alias, str) else None
         if not isinstance(engine, str):
             continue  # an unknown alias is E015
@@ -631,7 +625,7 @@ def check_database_vendors(values: dict[str, Any], uses: list[Use]) -> list[chec
 
 def store_databases(uses: list[Use]) -> list[str]:
     """The databases of the database stores in use, each once, in order."""
-    found = [instance.using for _w, store, instance, _m in uses if issubclass(store, DatabaseStore)]
+    found = [store.using for _w, store, _m in uses if isinstance(store, DatabaseStore)]
     return list(dict.fromkeys(found))
 
 
@@ -665,8 +659,8 @@ def check_routers(uses: list[Use]) -> list[checks.CheckMessage]:
         apps.get_model("idempotency", "SubmitToken"),
     )
     warnings = []
-    for what, store, instance, _mode in uses:
-        alias = instance.using if issubclass(store, DatabaseStore) else None
+    for what, store, _mode in uses:
+        alias = store.using if isinstance(store, DatabaseStore) else None
         if alias not in databases:
             continue
         for model in (record, token):
@@ -727,14 +721,14 @@ def redis_users(raw: dict[Any, Any], values: dict[str, Any], uses: list[Use]) ->
     """The Redis backends in use: the Redis stores, and the Redis tokens and locks (locks
     only where ``LOCKS`` is set: the default is inert until a lock is taken)."""
     found: list[tuple[str, Any]] = [
-        (what, instance) for what, store, instance, _mode in uses if issubclass(store, RedisStore)
+        (what, store) for what, store, _mode in uses if isinstance(store, RedisStore)
     ]
     parts: list[tuple[Any, type, str]] = [(token_backends, RedisTokens, "submit tokens")]
     if "LOCKS" in raw:
         parts.append((lock_backends, RedisLockBackend, "locks"))
     for handler, cls, what in parts:
-        for alias, (backend_class, instance) in configured(handler, values).items():
-            if issubclass(backend_class, cls):
+        for alias, instance in configured(handler, values).items():
+            if isinstance(instance, cls):
                 found.append((f"the {what} {alias!r}", instance))
     users: RedisUsers = {}
     for what, backend in found:

@@ -72,7 +72,7 @@ class _TableDirective(SphinxDirective):
 
 
 def problem_classes() -> list[type]:
-    """Every concrete problem class, in the order the modules define them."""
+    """Every public problem class, in the order the modules define them."""
     from idempotency.exceptions import IdempotencyError
 
     found: list[type] = []
@@ -82,6 +82,7 @@ def problem_classes() -> list[type]:
             if (
                 issubclass(obj, IdempotencyError)
                 and obj is not IdempotencyError
+                and not obj.__name__.startswith("_")
                 and obj.__module__ == module_name
                 and obj not in found
             ):
