@@ -429,10 +429,13 @@ class IdempotencySettings:
 
     def imported(self, name: str) -> Callable[..., Any]:
         """The object a dotted-path setting names, imported once."""
-        if name not in self._cache:
+        try:
+            return self._cache[name]
+        except KeyError:
             value = getattr(self, name)
-            self._cache[name] = import_string(value) if isinstance(value, str) else value
-        return self._cache[name]
+            obj: Callable[..., Any] = import_string(value) if isinstance(value, str) else value
+            self._cache[name] = obj
+            return obj
 
     def reload(self) -> None:
         self._cache.clear()
