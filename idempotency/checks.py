@@ -31,7 +31,7 @@ from idempotency.locks.base import lock_backends
 from idempotency.locks.redis import RedisLockBackend
 from idempotency.scopes import user_scope
 from idempotency.stores.base import AtomicStore, stores
-from idempotency.stores.cache import DJANGO_BUILTIN_REDIS, DJANGO_REDIS, IN_PROCESS, CacheStore
+from idempotency.stores.cache import CacheStore
 from idempotency.stores.database import DatabaseStore
 from idempotency.stores.redis import RedisStore
 from idempotency.tokens.base import token_backends
@@ -42,6 +42,7 @@ from idempotency.utils.backends import (
     BackendHandler,
     CheckText,
 )
+from idempotency.utils.caches import DJANGO_BUILTIN_REDIS, DJANGO_REDIS, IN_PROCESS
 from idempotency.utils.redis_clients import cache_connection
 
 #: Every message of every check, by id; ``{placeholders}`` are filled per message. Retired
