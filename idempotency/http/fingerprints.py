@@ -59,8 +59,8 @@ from django.http import HttpRequest
 from django.http.request import RawPostDataException
 
 from idempotency.conf import idempotency_settings, on_reload
-from idempotency.http import frameworks
-from idempotency.http.keys import header_value
+from idempotency.http import views
+from idempotency.http.requests import header_value
 from idempotency.utils.hashing import (
     fingerprint_end,
     fingerprint_start,
@@ -271,7 +271,7 @@ def _parse_multipart(request: Any) -> tuple[Any, Any]:
 def _parsed_body(request: Any, drop: frozenset[str]) -> bytes:
     """The body of a multipart request, or of one whose stream something else consumed."""
     try:
-        parsed = frameworks.parsed_data(request)  # a DRF Request that parsed it
+        parsed = views.parsed_data(request)  # a DRF Request that parsed it
         if parsed is not None:
             data, files = parsed
         elif media_type(request) == MULTIPART_TYPE:

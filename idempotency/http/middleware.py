@@ -18,14 +18,13 @@ from django.utils.module_loading import import_string
 from django.views import View
 
 from idempotency.conf import idempotency_settings
-from idempotency.http import frameworks, requests
 from idempotency.http import handler as handling
+from idempotency.http import views
 from idempotency.http.decorators import defer_to_handler
-from idempotency.http.discovery import access_gate
 from idempotency.http.fingerprints import keep_body
-from idempotency.http.keys import header_value
 from idempotency.http.options import Policy
-from idempotency.http.view_marks import policy_of
+from idempotency.http.requests import UNSAFE_METHODS, header_value
+from idempotency.http.views import access_gate, policy_of
 
 logger = logging.getLogger("idempotency")
 
@@ -65,7 +64,7 @@ def _handles_keys_itself(view_func: Any, cls: Any, method: str) -> bool:
     if policy_of(view_func) is not None:
         return True
     if isinstance(cls, type):
-        if frameworks.handles_keys(cls):
+        if views.handles_keys(cls):
             return True
         name = (getattr(view_func, "actions", None) or {}).get(method.lower(), method.lower())
         return _decorated(getattr(cls, name, None)) or _decorated(getattr(cls, "dispatch", None))
@@ -121,9 +120,9 @@ def gated_view(view_func: Callable[..., Any]) -> str | None:
     cls = _view_class(view_func)
     if getattr(view_func, "idempotency_exempt", False) or getattr(cls, "idempotency_exempt", False):
         return None
-    if any(_handles_keys_itself(view_func, cls, m) for m in requests.UNSAFE_METHODS):
+    if any(_handles_keys_itself(view_func, cls, m) for m in UNSAFE_METHODS):
         return None
-    if isinstance(cls, type) and frameworks.owns(cls):
+    if isinstance(cls, type) and views.owns(cls):
         return None
     if isinstance(cls, type) and issubclass(cls, View) and _is_plain_as_view(view_func):
         return None
@@ -135,11 +134,11 @@ def plan_for(view_func: Callable[..., Any], method: str) -> Plan:
     cls = _view_class(view_func)
     if getattr(view_func, "idempotency_exempt", False) or getattr(cls, "idempotency_exempt", False):
         return SKIP
-    if frameworks.takes_own_keys(view_func):  # Django Ninja's operations, after its auth
+    if views.takes_own_keys(view_func):  # Django Ninja's operations, after its auth
         return SKIP
     if _handles_keys_itself(view_func, cls, method):
         return SKIP
-    substitute = frameworks.substitute(cls, view_func) if isinstance(cls, type) else None
+    substitute = views.substitute(cls, view_func) if isinstance(cls, type) else None
     if substitute is not None:  # DRF: the view with IdempotentMixin mixed in
         return Plan(substitute=substitute)
     is_async = iscoroutinefunction(view_func)
@@ -254,7 +253,7 @@ class IdempotencyMiddleware:
 
     def _resolve(self, request: HttpRequest) -> tuple[Plan, ResolverMatch | None]:
         """The plan of the view this request will reach (resolved as Django will)."""
-        if request.method not in requests.UNSAFE_METHODS:
+        if request.method not in UNSAFE_METHODS:
             return SKIP, None
         try:
             match = get_resolver(getattr(request, "urlconf", None)).resolve(request.path_info)
@@ -316,7 +315,7 @@ class IdempotencyMiddleware:
         view_args: tuple[Any, ...],
         view_kwargs: dict[str, Any],
     ) -> HttpResponseBase | None:
-        if request.method not in requests.UNSAFE_METHODS:
+        if request.method not in UNSAFE_METHODS:
             return None
         plan = self._plan(view_func, str(request.method))
         if plan.substitute is None:

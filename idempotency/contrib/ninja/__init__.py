@@ -51,11 +51,9 @@ from idempotency.contrib.openapi import (
 from idempotency.exceptions import ImproperlyApplied
 from idempotency.http import handler as handling
 from idempotency.http.decorators import policy_from, wrap_operation
-from idempotency.http.discovery import handler_policies
-from idempotency.http.frameworks import Framework
 from idempotency.http.options import Policy
 from idempotency.http.requests import UNSAFE_METHODS
-from idempotency.http.view_marks import policy_of
+from idempotency.http.views import Framework, handler_policies, policy_of
 from idempotency.problems import PROBLEM_CONTENT_TYPE
 
 T = TypeVar("T")

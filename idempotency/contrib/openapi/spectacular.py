@@ -47,10 +47,9 @@ from idempotency.contrib.openapi import (
     key_parameter,
     problem_answers,
 )
-from idempotency.http.discovery import functions_of
 from idempotency.http.options import Policy
 from idempotency.http.requests import UNSAFE_METHODS
-from idempotency.http.view_marks import policy_of
+from idempotency.http.views import functions_of, policy_of
 from idempotency.problems import PROBLEM_CONTENT_TYPE
 
 #: The middleware's dotted paths: the package's re-export (the README's) and its module.
