@@ -63,7 +63,8 @@ def declared_non_response(func: Callable[..., Any]) -> Any:
     if "return" not in hints:
         return None
     declared = hints["return"]
-    members = typing.get_args(declared) if _is_union(declared) else (declared,)
+    union = typing.get_origin(declared) in (typing.Union, types.UnionType)
+    members = typing.get_args(declared) if union else (declared,)
     for member in members:
         origin = typing.get_origin(member) or member
         if member is Any or member is object:
@@ -75,10 +76,6 @@ def declared_non_response(func: Callable[..., Any]) -> Any:
         if member is not type(None) and not isinstance(origin, type):
             return None  # a TypeVar, a Protocol alias, a forward string: not ours to judge
     return declared
-
-
-def _is_union(annotation: Any) -> bool:
-    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
 
 
 def refuse_unwrappable(func: Callable[..., Any], policy: Policy, *, built: bool) -> None:
@@ -104,7 +101,10 @@ def refuse_unwrappable(func: Callable[..., Any], policy: Policy, *, built: bool)
 
 
 def refuse_non_response(func: Callable[..., Any], declared: Any) -> None:
-    """A view that is not a Ninja operation declares a result that is not a response."""
+    """A view that is not a Ninja operation declares a result that is not a response
+    (``declared``: :func:`declared_non_response`, None when it declares none)."""
+    if declared is None:
+        return
     raise ImproperlyApplied(
         f"@idempotent on {getattr(func, '__qualname__', func)!r}, a view that is not a Django "
         f"Ninja operation, declares it returns {declared!r}: a view must return an "
@@ -132,8 +132,6 @@ def _dispatch_owner(func: Any, args: tuple[Any, ...]) -> View | None:
     """The class-based view whose ``dispatch`` ``func`` is, or None: decorated in the
     class body (``args[0]`` is the view) or with ``method_decorator(idempotent,
     name="dispatch")`` (``func`` is a partial of the bound method)."""
-    if getattr(func, "__name__", None) != "dispatch":
-        return None
     if args and isinstance(args[0], View):
         return args[0]
     owner = getattr(getattr(func, "func", None), "__self__", None)
@@ -201,8 +199,7 @@ def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> C
             )
             if own is not None:
                 return own
-            if declared is not None:
-                refuse_non_response(func, declared)
+            refuse_non_response(func, declared)
 
             async def call() -> HttpResponseBase:
                 return checked_response(func, await func(*args, **kwargs))
@@ -229,20 +226,15 @@ def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> C
             )
             if own is not None:
                 return own
-            if declared is not None:
-                refuse_non_response(func, declared)
-            answers = views.answers(view, request)  # a DRF view's own exception handling
-            if answers is not None:
-                convert, finalize = answers
-                return handling.run(
-                    request,
-                    lambda: checked_response(func, func(*args, **kwargs)),
-                    policy,
-                    convert=convert,
-                    finalize=finalize,
-                )
+            refuse_non_response(func, declared)
+            # a DRF view's own exception handling and rendering
+            convert, finalize = views.answers(view, request) or (None, handling.identity)
             return handling.run(
-                request, lambda: checked_response(func, func(*args, **kwargs)), policy
+                request,
+                lambda: checked_response(func, func(*args, **kwargs)),
+                policy,
+                convert=convert,
+                finalize=finalize,
             )
 
         wrapped = functools.wraps(func)(wrapper)

@@ -3,12 +3,9 @@ view under the idempotency contract, and answer its callers.
 
 1. :func:`~idempotency.http.requests.prepare` decides whether the request takes part
    and makes its job: the key, the caller's scope, the fingerprint, the view's options.
-2. The engine (:mod:`idempotency.core.engine`) claims the key, or answers from its
-   record; runs the view; keeps or releases its response (atomic mode: in the view's
-   own transaction), with :class:`HttpAnswers` saying how: a completed record is
-   replayed as the response it stored, a record in progress is a 409 with
-   ``Retry-After``, another request's record a 422; the view's response is kept unless
-   its status releases the key (5xx and transient 4xx, unless ``store_errors``).
+2. The engine (:mod:`idempotency.core.engine`) claims the key or answers from its
+   record, runs the view, keeps or releases its response; :class:`HttpAnswers` says
+   how: a replay, a 409 in progress, a 422 mismatch, what of a response is kept.
 3. Here: a store that cannot be reached before the view ran answers 503, or runs the
    view unprotected where it opts in (``on_store_unavailable="run"``); a view never
    runs twice in one request.
@@ -113,10 +110,9 @@ async def run_async(
     try:
         response: HttpResponseBase = await engine.arun(job, HttpAnswers(lease_policy), call)
     except Exception as exc:
-        if job.started or not isinstance(exc, StoreUnavailable):
-            return _not_run(job, lease_policy, exc, None)
-        if lease_policy.get_on_store_unavailable() != "run":
-            return exc.as_response()
+        unprotected = lease_policy.get_on_store_unavailable() == "run"
+        if job.started or not isinstance(exc, StoreUnavailable) or not unprotected:
+            return _not_run(job, lease_policy, exc, None)  # raised again, or answered
         _warn_unprotected(job)
         return await call()
     return response
@@ -243,7 +239,7 @@ class HttpAnswers:
         assert job.request is not None
         if claim is None:
             context = IdempotencyContext(job.scope, job.key, job.fingerprint, job.mode, job.store)
-        else:  # one call with every field, not a call and four assignments
+        else:
             context = IdempotencyContext(
                 job.scope,
                 job.key,
@@ -255,10 +251,7 @@ class HttpAnswers:
                 claim.recovery_data,
                 claim.taken_over,
             )
-        # Django's HttpRequest declares no ``idempotency``: set in the instance's dict, as
-        # any attribute assignment would (neither Django's nor DRF's request has a slot
-        # or a descriptor of that name)
-        job.request.__dict__["idempotency"] = context
+        job.request.__dict__["idempotency"] = context  # HttpRequest declares no such attribute
 
     def keep(self, job: Job, response: HttpResponseBase) -> Outcome:
         """What to keep of the view's ``response`` (None: its outcome releases the key)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from django.http import HttpRequest, HttpResponse
 
@@ -27,6 +27,13 @@ _NOTHING: frozenset[str] = frozenset()
 ScopeOption = str | Callable[[HttpRequest], "str | None"] | None
 #: ``on_replay(request, response, record)``: adds headers to a replayed response.
 ReplayHook = Callable[[HttpRequest, HttpResponse, ReplayedRecord], object]
+
+
+def _names(value: Any) -> bool:
+    """Whether ``value`` is None or a list (or tuple) of strings, not one string."""
+    return value is None or (
+        not isinstance(value, str) and all(isinstance(name, str) for name in value)
+    )
 
 
 @dataclass(frozen=True)
@@ -52,9 +59,7 @@ class Policy(CallPolicy):
             raise ValueError(
                 f"on_replay must be a function (request, response, record), not {self.on_replay!r}"
             )
-        if self.redact is not None and (
-            isinstance(self.redact, str) or not all(isinstance(f, str) for f in self.redact)
-        ):
+        if not _names(self.redact):
             raise ValueError(f"redact must be a list of field names, not {self.redact!r}")
         limit = self.max_new_records
         if limit is not None and (
@@ -69,17 +74,14 @@ class Policy(CallPolicy):
                 raise ValueError(f"{name} must be a non-negative number of seconds, not {value!r}")
         if self.record_window is not None and self.record_window <= 0:
             raise ValueError("record_window must be positive")
-        choice = self.on_store_unavailable
-        if choice is not None and choice not in ON_STORE_UNAVAILABLE:
+        if self.on_store_unavailable not in (None, *ON_STORE_UNAVAILABLE):
             raise ValueError(
-                f"on_store_unavailable must be one of {ON_STORE_UNAVAILABLE}, not {choice!r}"
+                f"on_store_unavailable must be one of {ON_STORE_UNAVAILABLE}, "
+                f"not {self.on_store_unavailable!r}"
             )
-        if self.claim is not None and self.claim not in CLAIMS:
+        if self.claim not in (None, *CLAIMS):
             raise ValueError(f"claim must be one of {CLAIMS}, not {self.claim!r}")
-        if self.databases is not None and (
-            isinstance(self.databases, str)
-            or not all(isinstance(alias, str) for alias in self.databases)
-        ):
+        if not _names(self.databases):
             raise ValueError(f"databases must be a list of aliases, not {self.databases!r}")
 
     # -- resolved values -----------------------------------------------------------------
