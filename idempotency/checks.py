@@ -42,9 +42,9 @@ from idempotency.locks.base import lock_backends
 from idempotency.locks.redis import RedisLockBackend
 from idempotency.scopes import user_scope
 from idempotency.stores.base import AtomicStore, stores
-from idempotency.stores.cache import DJANGO_BUILTIN_REDIS, DJANGO_REDIS, IN_PROCESS
 from idempotency.stores.database import DatabaseStore
 from idempotency.utils.backends import DEFAULT_ALIAS, BackendHandler, UnusableBackend
+from idempotency.utils.caches import DJANGO_BUILTIN_REDIS, DJANGO_REDIS, IN_PROCESS
 from idempotency.utils.redis_clients import cache_connection
 
 LOCMEM = "django.core.cache.backends.locmem.LocMemCache"
@@ -379,7 +379,7 @@ def check_stores(values: dict[str, Any], uses: list[Use]) -> list[checks.CheckMe
     return errors
 
 
-#: The Celery beat task that purges expired records (idempotency.contrib.celery.periodic).
+#: The Celery beat task that purges expired records (idempotency.contrib.celery.task).
 PURGE_TASK = "idempotency.purge_expired_records"
 
 
