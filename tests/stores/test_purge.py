@@ -1,14 +1,11 @@
-"""purge_expired_records() and the purge_idempotency_records command."""
+"""purge_expired_records() (its command: tests/management/commands/)."""
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
-from io import StringIO
 from typing import Any
 
 import pytest
-from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
@@ -132,58 +129,6 @@ def test_generic_batch_keeps_a_record_claimed_again_since_the_select() -> None:
 
     assert _delete_batch(connection, cutoff, 10) == 0
     assert IdempotencyRecord.objects.filter(pk=old.pk).exists()
-
-
-# -- the command ------------------------------------------------------------------------
-
-SUMMARY = r"^{verb} {n} expired idempotency {records} in {b} {batches} \(\d+\.\d\d s\)\.$"
-
-
-def run(*args: str) -> str:
-    out = StringIO()
-    call_command("purge_idempotency_records", *args, stdout=out)
-    return out.getvalue().strip()
-
-
-def test_command_purges_and_prints_one_summary_line() -> None:
-    bulk(25, expired=True, prefix="old")
-    bulk(2, expired=False, prefix="live")
-
-    output = run("--batch-size", "10")
-
-    assert re.match(
-        SUMMARY.format(verb="Purged", n=25, records="records", b=3, batches="batches"), output
-    ), output
-    assert IdempotencyRecord.objects.count() == 2
-
-
-def test_command_dry_run() -> None:
-    bulk(25, expired=True)
-
-    output = run("--batch-size", "10", "--dry-run")
-
-    assert re.match(
-        SUMMARY.format(verb="Would purge", n=25, records="records", b=3, batches="batches"),
-        output,
-    ), output
-    assert IdempotencyRecord.objects.count() == 25
-
-
-def test_command_max_batches_and_singular_wording() -> None:
-    bulk(3, expired=True)
-
-    output = run("--batch-size", "1", "--max-batches", "1")
-
-    assert re.match(
-        SUMMARY.format(verb="Purged", n=1, records="record", b=1, batches="batch"), output
-    ), output
-    assert IdempotencyRecord.objects.count() == 2
-
-
-@pytest.mark.parametrize("args", [("--batch-size", "0"), ("--max-batches", "x")])
-def test_command_rejects_bad_bounds(args: tuple[str, str]) -> None:
-    with pytest.raises(CommandError):
-        run(*args)
 
 
 # -- a server database: concurrent purges share the work ------------------------------------
