@@ -19,8 +19,7 @@ from django.db import connection
 from django.utils import timezone
 
 from idempotency.stores.base import StoredResponse
-from idempotency.stores.database import DatabaseStore
-from idempotency.stores.purge import purge_expired_records
+from idempotency.stores.database import DatabaseStore, purge_expired_records
 
 SEED_CHUNK = 250_000
 RESPONSE = StoredResponse(

@@ -38,7 +38,7 @@ def _configure(url: str) -> None:
     settings.configure(
         INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "idempotency"],
         DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
-        # the records' tags (idempotency.stores.authentication) are keyed by it
+        # the records' tags (idempotency.stores.records) are keyed by it
         SECRET_KEY="bench-only-not-a-secret",
         IDEMPOTENCY={
             "STORES": {

@@ -37,10 +37,8 @@ from django.utils.translation import gettext_lazy as _
 
 from idempotency.codecs import UndecodableBody, unseal
 from idempotency.models import IdempotencyRecord, SubmitToken
-from idempotency.stores import authentication
-from idempotency.stores.database import database_store
-from idempotency.stores.purge import purge_expired_records
-from idempotency.stores.records import StoredResponse
+from idempotency.stores.database import database_store, purge_expired_records
+from idempotency.stores.records import StoredResponse, authentic
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[IdempotencyRecord]
@@ -220,7 +218,7 @@ class IdempotencyRecordAdmin(_ModelAdmin):
         stored = StoredResponse.from_parts(
             obj.status_code or 0, obj.response_headers, obj.response_body
         )
-        return authentication.authentic(
+        return authentic(
             obj.scope, obj.key, tag=obj.mac, fingerprint=obj.fingerprint, fence=obj.fence,
             stored=stored,
         )  # fmt: skip

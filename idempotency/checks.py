@@ -42,9 +42,9 @@ from idempotency.locks.base import lock_backends
 from idempotency.locks.redis import RedisLockBackend
 from idempotency.scopes import user_scope
 from idempotency.stores.base import AtomicStore, stores
-from idempotency.stores.cache import DJANGO_BUILTIN_REDIS, DJANGO_REDIS, IN_PROCESS
 from idempotency.stores.database import DatabaseStore
 from idempotency.utils.backends import DEFAULT_ALIAS, BackendHandler, UnusableBackend
+from idempotency.utils.caches import DJANGO_BUILTIN_REDIS, DJANGO_REDIS, IN_PROCESS
 from idempotency.utils.redis_clients import cache_connection
 
 LOCMEM = "django.core.cache.backends.locmem.LocMemCache"

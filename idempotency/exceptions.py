@@ -282,7 +282,7 @@ class StoreCorrupted(IdempotencyError):
 
 class RecordForged(StoreCorrupted):
     """A stored record failed its authentication (an HMAC-SHA256 under a key derived
-    from ``SECRET_KEY``, :mod:`idempotency.stores.authentication`): it was written,
+    from ``SECRET_KEY``, :mod:`idempotency.stores.records`): it was written,
     moved or altered by someone without the application's secret, or under a secret no
     longer listed in ``SECRET_KEY_FALLBACKS``. It is never replayed and the request
     does not run; the record is logged under its hash and counted (signal

@@ -44,9 +44,10 @@ PROPERTIES = {
     "P3": "a stale owner's completion, release and renewal are always refused",
     "P4": "every replay returns the completed response, and only it",
     "P5": "a caller never gets a success for a run whose record was lost",
+    "P6": "a resent claim or completion recognises its own owner",
     "live": "under weak fairness every request is eventually answered with the result",
 }
-SAFETY = ("P1", "P2", "P3", "P4", "P5")
+SAFETY = ("P1", "P2", "P3", "P4", "P5", "P6")
 
 
 @dataclass(frozen=True)
@@ -127,9 +128,9 @@ CHECKS: tuple[Check, ...] = (
     _clean(LEASE, ["live"], "lease mode answers every request under A1 and A2"),
     _clean(
         LEASE_FAULTS,
-        ["P2", "P3", "P4"],
+        ["P2", "P3", "P4", "P6"],
         "without its assumptions lease mode still fences: one completion, stale owners "
-        "refused, replays of the completed response only",
+        "refused, replays of the completed response only, resends recognised",
     ),
     _clean(LEASE_FAULTS, ["live"], "lease mode answers every request under every fault"),
     # lease mode's documented rerun: each assumption is needed
@@ -212,6 +213,13 @@ CHECKS: tuple[Check, ...] = (
         LEASE,
         "live",
         "an abandoned lease never taken over: a crashed owner's key answers 409 forever",
+    ),
+    _mutant(
+        "RESEND_FORGETS_OWNER",
+        LEASE,
+        "P6",
+        "a resend that does not know its own token: a request conflicts with its own claim "
+        "for a whole lease, a lost completion reply raises a false stale-owner alarm",
     ),
     _mutant(
         "EFFECT_OUTSIDE_TRANSACTION",

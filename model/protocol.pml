@@ -17,7 +17,10 @@
  *
  * Faults, up to FAULTS in a run, at any step: the worker crashes (its keep-alive dies with
  * it; its client sees the connection drop and retries), the view fails (5xx: released),
- * the store is unreachable for a while (every store call fails meanwhile). Stalls need no
+ * the store is unreachable for a while (every store call fails meanwhile), and (lease
+ * mode) a claim's or a completion's reply is lost after the store applied it: the store
+ * client resends the same command with the same owner token (RedisStore's resend on a
+ * broken connection), and the store may have moved on in between. Stalls need no
  * modelling: SPIN explores every interleaving, so any step of any process may be delayed
  * for as long as the others run, the clock included.
  *
@@ -47,7 +50,7 @@
  *   - no recovery points (a release with one ends the lease instead of deleting);
  *   - no wait=: a duplicate is answered 409 and its client retries, which covers polling.
  *
- * Properties (assertions; CHECK selects them, bit k-1 for Pk: 31 all, 0 none):
+ * Properties (assertions; CHECK selects them, bit k-1 for Pk: 63 all, 0 none):
  *   P1 the effect happens at most once per key: lease mode counts the body's runs,
  *      atomic mode the committed writes;
  *   P2 no two owners both complete the record;
@@ -55,6 +58,9 @@
  *   P4 every replay returns the completed response, and only it;
  *   P5 a caller never gets a success for a run whose record was lost: a fresh success
  *      answers with the response the record holds, or will hold, and no other;
+ *   P6 a resent command recognises its own owner: a claim resent after its reply was lost
+ *      is never answered "in progress" for its own claim, and a completion resent after
+ *      its reply was lost is never refused as a stale owner's (lease mode);
  *   live (LTL, weak fairness): every request is eventually answered with the result.
  *
  * Lease mode's assumptions (-DASSUME_RENEWED -DASSUME_COMPLETES); without them P1 and P5
@@ -83,7 +89,7 @@
 #define FAULTS 2      /* crashes, view errors and outages in one run */
 #endif
 #ifndef CHECK
-#define CHECK 31      /* the properties whose assertions are compiled in: bit k-1 for Pk */
+#define CHECK 63      /* the properties whose assertions are compiled in: bit k-1 for Pk */
 #endif
 
 #if (CHECK >> 0) & 1
@@ -110,6 +116,11 @@
 #define P5(c) assert(c)
 #else
 #define P5(c) skip
+#endif
+#if (CHECK >> 5) & 1
+#define P6(c) assert(c)
+#else
+#define P6(c) skip
 #endif
 
 /* record states */
@@ -157,6 +168,13 @@ byte promised;         /* the response a caller was answered with as a fresh suc
 byte answered;         /* requests answered with the result */
 
 #define FAULT_LEFT (faults < FAULTS)
+/* a lost reply is resent by the store client with the same token (RedisStore); CacheStore
+   and DatabaseStore do not resend (a lost reply is an error, the client retries afresh) */
+#ifdef STORE_CACHE
+#define RESEND_LEFT 0
+#else
+#define RESEND_LEFT FAULT_LEFT
+#endif
 
 /* a completion accepted, as every store records it: P2, P5, and the ghosts */
 inline accepted_completion(i) {
@@ -339,6 +357,53 @@ inline release(i, res) {
 	}
 }
 
+/* a claim resent after its reply was lost (the first send applied it): the same token,
+   so the store recognises its own claim, if it is still the current one; the store may
+   have moved on meanwhile (the lease ran out and another request took over, completed).
+   A caller that does not end up owning the key never learned it did: no keep-alive. */
+inline resend_claim(i, res, resp) {
+	atomic {
+		if
+		:: !up -> res = R_DOWN
+		:: up && rec_state == INPROG && rec_fence == i ->
+#ifdef MUTANT_RESEND_FORGETS_OWNER
+			/* bug: the resend does not recognise its own token: "in progress" */
+			res = R_BUSY
+#else
+			own(i); res = R_CLAIMED
+#endif
+		:: up && rec_state == ABSENT -> own(i); res = R_CLAIMED
+		:: up && rec_state == DONE -> res = R_DONE; resp = rec_resp
+		:: up && rec_state == INPROG && rec_fence != i && rec_lease > 0 -> res = R_BUSY
+		:: up && rec_state == INPROG && rec_fence != i && rec_lease == 0 -> own(i); res = R_CLAIMED
+		fi;
+		P6(!(res == R_BUSY && rec_fence == i));
+		if
+		:: res != R_CLAIMED -> holding[i] = 0; ka[i] = 0
+		:: else -> skip
+		fi
+	}
+}
+
+/* a completion resent after its reply was lost (the first send was accepted): the record
+   holds this owner's response, which the resend recognises as its own */
+inline resend_complete(i, res) {
+	atomic {
+		if
+		:: !up -> res = R_DOWN
+		:: up && rec_state == DONE && rec_resp == i ->
+#ifdef MUTANT_RESEND_FORGETS_OWNER
+			/* bug: its own completion seen as another's: a false stale-owner alarm */
+			res = R_REFUSED
+#else
+			res = R_OK
+#endif
+		:: up && !(rec_state == DONE && rec_resp == i) -> res = R_REFUSED
+		fi;
+		P6(!(res == R_REFUSED && rec_state == DONE && rec_resp == i))
+	}
+}
+
 /* the store's clock: a tick ages the live lease by one. Under A1 it never runs out the
    lease of an owner still holding the key. */
 #ifdef ASSUME_RENEWED
@@ -397,6 +462,10 @@ attempt:
 	fi;
 	claim(i, res, resp);
 	if
+	:: RESEND_LEFT && res == R_CLAIMED -> faults++; resend_claim(i, res, resp)   /* reply lost */
+	:: true
+	fi;
+	if
 	:: res == R_DOWN || res == R_BUSY -> res = R_NONE; goto attempt
 	:: res == R_DONE -> goto replay
 	:: res == R_CLAIMED -> res = R_NONE
@@ -426,6 +495,10 @@ attempt:
 	:: true
 	fi;
 	complete(i, res);
+	if
+	:: RESEND_LEFT && res == R_OK -> faults++; resend_complete(i, res)   /* reply lost */
+	:: true
+	fi;
 	/* accepted, refused (stale: signalled) or unreachable: the view's answer goes out
 	   (lease.record, calls.KeyedCall.complete) */
 	res = R_NONE;

@@ -222,7 +222,7 @@ def _process_state() -> Iterator[None]:
     ``.get()`` of an eager result would raise)."""
     from celery.result import _set_task_join_will_block
 
-    from idempotency.stores.purge import reset_purge_counter
+    from idempotency.stores.database import reset_purge_counter
     from idempotency.utils.outages import bursts
 
     bursts.reset()

@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from idempotency.admin import body_preview
 from idempotency.models import IdempotencyRecord
-from idempotency.stores import authentication
+from idempotency.stores import records
 from idempotency.stores.base import StoredResponse
 from idempotency.stores.database import DatabaseStore
 from tests.support.records import MakeRecord
@@ -259,7 +259,7 @@ def test_release_action_forgets_the_cached_response(
     assert responses is not None
     cache_key = responses.key(obj.scope, obj.key)
     cached = StoredResponse(201, [], b"{}")
-    tag = authentication.sign(
+    tag = records.sign(
         obj.scope, obj.key, fingerprint=obj.fingerprint, fence=obj.fence, stored=cached, ttl=60
     )
     responses.put(obj.scope, obj.key, obj.fingerprint, cached, 60, fence=obj.fence, tag=tag)

@@ -153,7 +153,7 @@ LAZY_IMPORTS = {
     # models: imported only once the app registry is ready (a Celery beat schedule and a
     # metrics collector may be imported before)
     "idempotency.contrib.prometheus": {"idempotency.models", "idempotency.stores.base"},
-    "idempotency.contrib.celery.periodic": {"idempotency.stores.purge", "idempotency.tokens"},
+    "idempotency.contrib.celery.periodic": {"idempotency.stores.database", "idempotency.tokens"},
 }
 
 

@@ -1,5 +1,5 @@
 """Every completed record carries its authenticator (issue 43): the expiry and the
-HMAC-SHA256 of :mod:`idempotency.stores.authentication`. Records completed before this
+HMAC-SHA256 of :mod:`idempotency.stores.records`. Records completed before this
 migration have none and are refused as forged until they expire (or are purged)."""
 
 from django.db import migrations, models

@@ -49,7 +49,6 @@ from typing import Any, ClassVar, TypeVar
 from idempotency.codecs import seal, unseal
 from idempotency.conf import Setting
 from idempotency.exceptions import StoreNotDurable
-from idempotency.stores import authentication
 from idempotency.stores.base import BaseStore
 from idempotency.stores.records import (
     ClaimStatus,
@@ -59,6 +58,8 @@ from idempotency.stores.records import (
     now_ms,
     quota_window,
     record_digest,
+    sign,
+    verify,
 )
 from idempotency.utils.backends import KEY_PREFIX
 from idempotency.utils.backoff import Backoff
@@ -83,7 +84,7 @@ RELEASE_REMEMBERED = 60.0
 # released: a tombstone), ``fp`` (the request fingerprint), ``fence``, ``lease`` (ms,
 # server clock), ``to`` (``1``: taken over), the stored ``status``, ``headers`` and
 # ``body``, the recovery point ``rp`` and its data ``rd``, a completed record's tag ``mac``
-# (:mod:`~idempotency.stores.authentication`), ``rf`` (the fence of the last owner that
+# (:mod:`~idempotency.stores.records`), ``rf`` (the fence of the last owner that
 # released the key), and for the admin ``method``, ``route`` and ``created``.
 #
 # A release leaves a tombstone ``{state: r, rf: fence}`` for ``RELEASE_REMEMBERED``
@@ -312,11 +313,11 @@ def _completed(
     scope: str, key: str, fingerprint: str, fields: Sequence[Any], ttl_ms: int
 ) -> KeyState | None:
     """The state of a completed record's ``fp, fence, mac, status, headers, body``,
-    authenticated first (:mod:`~idempotency.stores.authentication`): None once its
+    authenticated first (:mod:`~idempotency.stores.records`): None once its
     authenticated expiry has passed."""
     fp, fence, tag, status, headers, body = fields
     kept = StoredResponse.from_parts(int(status), as_text(headers), body)
-    authenticated = authentication.verify(
+    authenticated = verify(
         "RedisStore",
         scope,
         key,
@@ -402,9 +403,7 @@ def complete_args(
     scope: str, key: str, fingerprint: str, fence: int, response: StoredResponse, ttl: float
 ) -> list[Any]:
     stored = response._replace(body=seal(response.body))
-    tag = authentication.sign(
-        scope, key, fingerprint=fingerprint, fence=fence, stored=stored, ttl=ttl
-    )
+    tag = sign(scope, key, fingerprint=fingerprint, fence=fence, stored=stored, ttl=ttl)
     return [fence, stored.status, stored.headers_json(), stored.body, _ms(ttl), tag]
 
 

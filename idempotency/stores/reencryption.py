@@ -10,7 +10,7 @@ database, its body in Redis), so a record replaced meanwhile is left to its new 
 that do not have the codec's form at all); a body that has the form but decrypts
 under no listed key is unreadable and left as it is (counted in ``unreadable``). Each
 rewritten record gets its tag anew over the new body (its authenticated expiry kept,
-:mod:`~idempotency.stores.authentication`), and only when its old tag verifies: a
+:mod:`~idempotency.stores.records`), and only when its old tag verifies: a
 forged record is left as it is (counted in ``forged``), never signed.
 
 :class:`~idempotency.stores.database.DatabaseStore` (and its response cache, whose entries of
@@ -30,10 +30,13 @@ from django.utils import timezone
 
 from idempotency.codecs import RotatingCodec, UndecodableBody, body_codec
 from idempotency.conf import idempotency_settings
-from idempotency.stores import authentication
 from idempotency.stores.base import BaseStore, get_store
 from idempotency.stores.database import DatabaseStore
-from idempotency.stores.records import StoredResponse, record_digest
+from idempotency.stores.records import (
+    StoredResponse,
+    record_digest,
+    resign,
+)
 from idempotency.stores.redis import RedisStore, as_text
 
 __all__ = ["ReencryptionResult", "reencrypt_records"]
@@ -58,7 +61,7 @@ class ReencryptionResult:
     #: Bodies left as they are, since they decrypt under no listed key.
     unreadable: int
     #: Records left as they are, since they fail their authentication
-    #: (:mod:`~idempotency.stores.authentication`): a forged record is never signed anew.
+    #: (:mod:`~idempotency.stores.records`): a forged record is never signed anew.
     forged: int
     #: Batches read.
     batches: int
@@ -88,7 +91,7 @@ class _Rewriter:
         except UndecodableBody:
             self.unreadable += 1
             return None
-        tag = authentication.resign(
+        tag = resign(
             name, tag=tag, fingerprint=fingerprint, fence=fence, old=old,
             new=old._replace(body=new),
         )  # fmt: skip
@@ -144,7 +147,9 @@ def reencrypt_records(
     )
 
 
-def _database(store: Any, rewriter: _Rewriter, size: int, dry_run: bool) -> tuple[int, int]:
+def _database(
+    store: DatabaseStore, rewriter: _Rewriter, size: int, dry_run: bool
+) -> tuple[int, int]:
     records = store.model.objects.using(store.using)
     live = records.filter(
         state="completed", response_body__isnull=False, expires_at__gt=timezone.now()
@@ -184,7 +189,7 @@ def _database(store: Any, rewriter: _Rewriter, size: int, dry_run: bool) -> tupl
         last = rows[-1][0]
 
 
-def _redis(store: Any, rewriter: _Rewriter, size: int, dry_run: bool) -> tuple[int, int]:
+def _redis(store: RedisStore, rewriter: _Rewriter, size: int, dry_run: bool) -> tuple[int, int]:
     client = store.client
     swap = client.register_script(_SWAP_BODY)
     pattern = f"{store.key_prefix}:{{*}}:rec"

@@ -7,7 +7,7 @@ Django's :func:`~django.utils.crypto.salted_hmac` under a fixed salt, or from th
 ``FINGERPRINT_SECRETS`` setting. Rotation: the keys of ``SECRET_KEY_FALLBACKS`` (or of
 the later entries of ``FINGERPRINT_SECRETS``) still match the fingerprints they made.
 Stored records are authenticated under a purpose of their own (:func:`record_macs`,
-:mod:`idempotency.stores.authentication`), rotated with ``SECRET_KEY_FALLBACKS``.
+:mod:`idempotency.stores.records`), rotated with ``SECRET_KEY_FALLBACKS``.
 Keys are derived once and again whenever the settings change.
 """
 

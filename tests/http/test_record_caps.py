@@ -149,7 +149,7 @@ def test_ended_windows_counters_are_purged(client_a: Client, wallet: Any) -> Non
     from datetime import timedelta
 
     from idempotency.models import RecordQuota
-    from idempotency.stores.purge import purge_expired_records
+    from idempotency.stores.database import purge_expired_records
 
     with override_settings(IDEMPOTENCY=capped("db-atomic", 5)):
         post(client_a, URL, key=str(uuid.uuid4()))

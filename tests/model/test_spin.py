@@ -23,6 +23,7 @@ ASSERTIONS = {
     "P3": ("cur_owner==",),
     "P4": ("first_resp",),
     "P5": ("promised",),
+    "P6": ("rec_fence==i", "rec_resp==i"),
     "live": ("acceptance cycle",),
 }
 CHECKS = {check.name: check for check in spin.CHECKS}

@@ -22,7 +22,7 @@ from django.test import Client, override_settings
 from idempotency import idempotent_function, signals
 from idempotency.exceptions import RecordForged, StoreCorrupted
 from idempotency.scopes import principal_scope
-from idempotency.stores import authentication
+from idempotency.stores import records
 from idempotency.stores.base import BaseStore, ClaimStatus, StoredResponse
 from idempotency.stores.cache import CacheStore
 from idempotency.stores.database import DatabaseStore
@@ -187,10 +187,10 @@ def test_a_store_expiry_lengthened_past_the_tags_is_not_replayed(
     10 whose store expiry a writer lengthened is expired, never replayed and never
     claimed (its body does not run again while the store still holds it)."""
     key = new_key()
-    real = authentication.now_ms
-    monkeypatch.setattr(authentication, "now_ms", lambda: real() - 660_000)
+    real = records.now_ms
+    monkeypatch.setattr(records, "now_ms", lambda: real() - 660_000)
     completed(store, ALICE, key, "fp-a")
-    monkeypatch.setattr(authentication, "now_ms", real)
+    monkeypatch.setattr(records, "now_ms", real)
     writer.lengthen(store, ALICE, key, 3600)
     assert store.lookup(ALICE, key, fingerprint="fp-a") is None
     again = store.claim(ALICE, key, fingerprint="fp-a", lease=30, ttl=600)

@@ -24,10 +24,11 @@ from django.test import Client, override_settings
 
 from idempotency.exceptions import StoreCorrupted
 from idempotency.stores.base import ClaimStatus, StoredResponse, quota_window
-from idempotency.stores.cache import CacheStore, RawCache, raw_kind
+from idempotency.stores.cache import CacheStore
 from idempotency.stores.database import DatabaseStore
 from idempotency.stores.records import record_digest
 from idempotency.utils.backends import KEY_PREFIX
+from idempotency.utils.caches import RawCache, raw_kind
 from tests.support.counting import unique
 from tests.support.stores import CACHE_STORE, using
 from tests.testapp.executions import executions

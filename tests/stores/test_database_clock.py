@@ -73,11 +73,10 @@ def test_an_expired_lease_is_taken_over_by_the_servers_clock(
 
 def test_the_purge_judges_expiry_by_the_servers_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     from idempotency.models import IdempotencyRecord
-    from idempotency.stores import purge
+    from idempotency.stores import database
 
     store = DatabaseStore()
     assert store.insert_completed("user:1", "kept", fingerprint="fp", response=RESPONSE, ttl=60)
-    clock = SimpleNamespace(now=lambda: timezone.now() + timedelta(hours=2))
-    monkeypatch.setattr(purge, "timezone", clock)
-    assert purge.purge_expired_records().deleted == 0
+    skew(monkeypatch, timedelta(hours=2))
+    assert database.purge_expired_records().deleted == 0
     assert IdempotencyRecord.objects.filter(key="kept").exists()

@@ -1,4 +1,5 @@
-"""purge_expired_records() (its command: tests/management/commands/)."""
+"""purge_expired_records() (``idempotency.stores.database``): expired records deleted in
+bounded batches; the command is in tests/management/commands/."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from idempotency.models import IdempotencyRecord
-from idempotency.stores.purge import PurgeResult, _delete_batch, purge_expired_records
+from idempotency.stores.database import PurgeResult, _delete_batch, purge_expired_records
 from tests.support.records import bulk, record
 from tests.support.storms import run_threads, succeeded
 

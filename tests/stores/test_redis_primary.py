@@ -14,8 +14,8 @@ from django.core.cache import caches
 from django.test import override_settings
 
 from idempotency.stores.base import ClaimStatus, StoredResponse
-from idempotency.stores.cache import RawCache
 from idempotency.stores.redis import RedisStore
+from idempotency.utils.caches import RawCache
 from tests.support.faults import private_redis
 from tests.support.redis_proxy import ReplyProxy
 

@@ -10,7 +10,7 @@ from typing import Any
 from django.utils import timezone
 
 from idempotency.models import IdempotencyRecord, RecordState
-from idempotency.stores import authentication
+from idempotency.stores import records
 from idempotency.stores.records import StoredResponse
 
 _serial = itertools.count(1)
@@ -55,11 +55,11 @@ def record(
 
 def signed(values: dict[str, Any]) -> str:
     """The tag the store would have given a completed record of these column values
-    (:mod:`idempotency.stores.authentication`), expiring when its ``expires_at`` says."""
+    (:mod:`idempotency.stores.records`), expiring when its ``expires_at`` says."""
     stored = StoredResponse.from_parts(
         values["status_code"], values["response_headers"], values["response_body"]
     )
-    return authentication.tag_for(
+    return records.tag_for(
         values["scope"],
         values["key"],
         fingerprint=values["fingerprint"],

@@ -15,7 +15,7 @@ def purge_expired_records_task(
     Schedule it with ``{"task": "idempotency.purge_expired_records", "schedule": 3600}``.
     Returns the number of records deleted.
     """
-    from idempotency.stores.purge import purge_expired_records
+    from idempotency.stores.database import purge_expired_records
 
     result = purge_expired_records(batch_size=batch_size, max_batches=max_batches)
     return int(result.deleted)

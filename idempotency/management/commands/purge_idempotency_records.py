@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from idempotency.stores.purge import PurgeResult, purge_expired_records
+from idempotency.stores.database import PurgeResult, purge_expired_records
 
 
 def _positive_int(value: str) -> int:

@@ -20,8 +20,7 @@ from rest_framework.test import APIClient
 
 from idempotency import LockNotAcquired, lock
 from idempotency.models import IdempotencyRecord, RecordState
-from idempotency.stores.database import DatabaseStore
-from idempotency.stores.purge import purge_expired_records
+from idempotency.stores.database import DatabaseStore, purge_expired_records
 from tests.support.factories import OrderFactory, UserFactory, funded_account
 from tests.support.stores import LOCK_BACKENDS, store_of
 from tests.support.storms import run_threads

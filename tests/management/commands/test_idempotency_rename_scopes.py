@@ -1,7 +1,6 @@
-"""``manage.py idempotency_rename_scopes``: the database store's ``user:<pk>`` records
-carried over to ``auth.user:<pk>`` in batches, a record whose new name is taken left as it
-is, ``--dry-run`` counting only, and one line saying what was (or would be) done. (The
-upgrade it serves, a retry replaying across it: tests/test_scopes.py.)"""
+"""``manage.py idempotency_rename_scopes``: records of ``user:<pk>`` scopes renamed to the
+scope naming the user model (:func:`~idempotency.scopes.rename_legacy_scopes`), with one
+summary line; the upgrade end to end is in tests/test_scopes.py."""
 
 from __future__ import annotations
 
@@ -16,51 +15,43 @@ from tests.support.records import record
 pytestmark = pytest.mark.django_db
 
 
-def rename(*args: str) -> str:
+def rename_command(*args: str) -> str:
     out = StringIO()
     call_command("idempotency_rename_scopes", *args, stdout=out)
     return out.getvalue().strip()
 
 
-def scopes() -> dict[str, str]:
-    return dict(IdempotencyRecord.objects.values_list("key", "scope"))
+def record_scopes() -> list[str]:
+    return sorted(IdempotencyRecord.objects.values_list("scope", flat=True))
 
 
-@pytest.fixture
-def legacy() -> dict[str, str]:
-    """Three ``user:7`` records, one of whose new names is taken, and one of another scope."""
-    for key in ("k1", "k2", "k3"):
-        record(key=key, scope="user:7").save()
-    record(key="k3", scope="auth.user:7").save()
-    record(key="k4", scope="shop").save()
-    return scopes()
-
-
-def test_a_dry_run_counts_and_renames_nothing(legacy: dict[str, str]) -> None:
-    assert rename("--dry-run") == (
-        "Would rename 2 idempotency records to scopes naming the user model; "
-        "1 left (their new scope and key are taken)."
+def test_a_dry_run_counts_and_renames_nothing() -> None:
+    IdempotencyRecord.objects.bulk_create([record(key="a", scope="user:1"), record(key="b")])
+    assert rename_command("--dry-run") == (
+        "Would rename 2 idempotency records to scopes naming the user model; 0 left "
+        "(their new scope and key are taken)."
     )
-    assert scopes() == legacy
+    assert record_scopes() == ["user:1", "user:1"]
 
 
-@pytest.mark.parametrize("batch", ["1", "1000", "0"])
-def test_records_are_renamed_in_batches_but_a_taken_name(
-    legacy: dict[str, str], batch: str
-) -> None:
-    assert rename("--batch-size", batch) == (
-        "Renamed 2 idempotency records to scopes naming the user model; "
-        "1 left (their new scope and key are taken)."
+def test_renames_in_batches_and_leaves_a_record_whose_new_name_is_taken() -> None:
+    IdempotencyRecord.objects.bulk_create(
+        [
+            record(key="a", scope="user:1"),
+            record(key="b", scope="user:2"),
+            record(key="c", scope="user:3"),
+            record(key="c", scope="auth.user:3"),
+            record(key="d", scope="shop"),
+        ]
     )
-    found = IdempotencyRecord.objects.values_list("scope", "key")
-    assert sorted(found) == [
-        ("auth.user:7", "k1"),
-        ("auth.user:7", "k2"),
-        ("auth.user:7", "k3"),
-        ("shop", "k4"),
-        ("user:7", "k3"),
-    ]
-    assert rename() == (
-        "Renamed 0 idempotency records to scopes naming the user model; "
-        "1 left (their new scope and key are taken)."
+    assert rename_command("--batch-size", "1") == (
+        "Renamed 2 idempotency records to scopes naming the user model; 1 left "
+        "(their new scope and key are taken)."
     )
+    assert record_scopes() == ["auth.user:1", "auth.user:2", "auth.user:3", "shop", "user:3"]
+
+
+def test_a_batch_size_below_one_is_one() -> None:
+    IdempotencyRecord.objects.bulk_create([record(key="a", scope="user:1")])
+    assert rename_command("--batch-size", "0").startswith("Renamed 1 idempotency records")
+    assert record_scopes() == ["auth.user:1"]
