@@ -15,9 +15,9 @@ def connect_observers() -> None:
     Prometheus and OpenTelemetry are apps of their own (``idempotency.contrib.prometheus``,
     ``idempotency.contrib.otel``) that connect their receivers in their ``ready()``.
     """
-    from idempotency.observability import logs
+    from idempotency.observability import connect
 
-    logs.connect()
+    connect()
 
 
 # The system checks (idempotency.checks) import every part they check: registered here,

@@ -379,7 +379,7 @@ def check_stores(values: dict[str, Any], uses: list[Use]) -> list[checks.CheckMe
     return errors
 
 
-#: The Celery beat task that purges expired records (idempotency.contrib.celery.periodic).
+#: The Celery beat task that purges expired records (idempotency.contrib.celery.task).
 PURGE_TASK = "idempotency.purge_expired_records"
 
 

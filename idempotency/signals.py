@@ -37,7 +37,7 @@ OUTCOMES: dict[str, Signal] = {
 }
 
 #: Signal -> (the dispatch_uid of the library's own log receiver on it, whether that
-#: receiver would log now): set by :func:`idempotency.observability.logs.connect`.
+#: receiver would log now): set by :func:`idempotency.observability.connect`.
 _LOG_RECEIVERS: dict[Signal, tuple[str, Callable[[], bool]]] = {}
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from celery import shared_task
 
 from idempotency.contrib.celery import IdempotentTask
-from idempotency.observability.logs import key_hash
+from idempotency.observability import key_hash
 from orders.outbox import CONSUMER_TASK, DEFAULT_BATCH_SIZE, outbox_purge_sent, outbox_relay
 from orders.services import ORDER_PAID, order_paid_record
 

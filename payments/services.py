@@ -32,7 +32,7 @@ from django.db import IntegrityError, transaction
 from accounts.models import LedgerEntry
 from accounts.money import identifier_pattern, require_amount
 from accounts.services import account_deduct, account_get_or_create_for_user, account_refund
-from idempotency.observability.logs import key_hash
+from idempotency.observability import key_hash
 from orders.errors import IllegalTransition, OrderNotFound
 from orders.models import Order, OrderStatus
 from orders.selectors import order_get, order_get_by_id

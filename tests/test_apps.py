@@ -14,7 +14,7 @@ from django.test import override_settings
 from idempotency import apps, signals
 from tests.support.counting import unique
 
-LOG_UID = "idempotency.observability.logs.replayed"
+LOG_UID = "idempotency.observability.replayed"
 
 
 def test_the_settings_check_runs_always_and_the_deployment_checks_only_for_deploy() -> None:

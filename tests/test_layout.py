@@ -49,7 +49,7 @@ def test_importing_the_package_imports_none_of_its_modules() -> None:
         "idempotency.contrib.celery",
         "idempotency.contrib.django_tasks",
         "idempotency.http.handler",
-        "idempotency.observability.tracing",
+        "idempotency.observability",
     ],
 )
 def test_each_part_imports_first_in_a_fresh_process(module: str) -> None:
@@ -131,7 +131,7 @@ LAZY_IMPORTS = {
     "idempotency.apps": {
         "idempotency.checks",
         "idempotency.conf",
-        "idempotency.observability.logs",
+        "idempotency.observability",
     },
     "idempotency.contrib.drf.apps": {
         "idempotency.contrib.drf.mixins",
@@ -141,7 +141,7 @@ LAZY_IMPORTS = {
     "idempotency.contrib.otel.apps": {
         "idempotency.conf",
         "idempotency.contrib.otel",
-        "idempotency.observability.tracing",
+        "idempotency.observability",
     },
     "idempotency.contrib.prometheus.apps": {"idempotency.conf", "idempotency.contrib.prometheus"},
     # the middleware and the Redis token backend import optional dependencies (redis-py)
@@ -153,7 +153,7 @@ LAZY_IMPORTS = {
     # models: imported only once the app registry is ready (a Celery beat schedule and a
     # metrics collector may be imported before)
     "idempotency.contrib.prometheus": {"idempotency.models", "idempotency.stores.base"},
-    "idempotency.contrib.celery.periodic": {"idempotency.stores.database", "idempotency.tokens"},
+    "idempotency.contrib.celery.task": {"idempotency.stores.database", "idempotency.tokens"},
 }
 
 

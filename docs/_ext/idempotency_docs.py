@@ -30,7 +30,7 @@ from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
 #: Modules whose IdempotencyError subclasses are answered by the library.
-PROBLEM_MODULES = ("idempotency.exceptions", "idempotency.functions.calls")
+PROBLEM_MODULES = ("idempotency.exceptions",)
 
 
 def _cell(text: str) -> str:

@@ -39,7 +39,7 @@ from idempotency.conf import idempotency_settings
 from idempotency.core.job import Adapter, Job, Outcome, lease_over, logger
 from idempotency.core.keepalive import kept_alive
 from idempotency.exceptions import StoreUnavailable
-from idempotency.observability.tracing import spanned
+from idempotency.observability import spanned
 from idempotency.stores.base import AtomicStore, ClaimLocked, ClaimStatus, KeyState
 from idempotency.utils.backoff import Backoff
 from idempotency.utils.outages import is_lock_error, is_outage, unavailable
@@ -164,25 +164,22 @@ def record(
     """Complete the record with the outcome (sent again while the store is unreachable,
     for as long as the lease lasts), or release it."""
     if outcome.stored is None:
-        if exception is not None:
-            give_back(job, claim, exception=exception)
-        else:
-            give_back(job, claim, status=outcome.status)
-        return
-    try:
-        done = complete(job, claim, outcome)
-    except StoreUnavailable:
-        backoff = retries(job)
-        while True:
-            if not backoff.pause():
-                unstored(job)
-                return
-            try:
-                done = complete(job, claim, outcome)
-            except StoreUnavailable:
-                continue
+        return give_back(job, claim, **released_with(outcome, exception))
+    backoff = None
+    while True:
+        try:
+            done = complete(job, claim, outcome)
             break
+        except StoreUnavailable:
+            backoff = backoff or retries(job)
+            if not backoff.pause():
+                return unstored(job)
     completed(job, claim, outcome, done)
+
+
+def released_with(outcome: Outcome, exception: BaseException | None) -> dict[str, Any]:
+    """What the ``released`` signal of an outcome kept nothing of carries."""
+    return {"status": outcome.status} if exception is None else {"exception": exception}
 
 
 def give_back(job: Job, claim: KeyState, **extra: Any) -> None:
@@ -652,7 +649,6 @@ async def arun_lease(
 
 
 async def _afailed(job: Job, adapter: Adapter, claim: KeyState, exc: BaseException) -> Any:
-    """:func:`_failed`, awaiting the interface and the store."""
     if job.finished:
         raise exc
     try:
@@ -672,31 +668,21 @@ async def _afailed(job: Job, adapter: Adapter, claim: KeyState, exc: BaseExcepti
 async def arecord(
     job: Job, claim: KeyState, outcome: Outcome, exception: BaseException | None = None
 ) -> None:
-    """:func:`record`, awaiting the store and pausing on the loop."""
     if outcome.stored is None:
-        if exception is not None:
-            await agive_back(job, claim, exception=exception)
-        else:
-            await agive_back(job, claim, status=outcome.status)
-        return
-    try:
-        done = await acomplete(job, claim, outcome)
-    except StoreUnavailable:
-        backoff = retries(job)
-        while True:
-            if not await backoff.apause():
-                unstored(job)
-                return
-            try:
-                done = await acomplete(job, claim, outcome)
-            except StoreUnavailable:
-                continue
+        return await agive_back(job, claim, **released_with(outcome, exception))
+    backoff = None
+    while True:
+        try:
+            done = await acomplete(job, claim, outcome)
             break
+        except StoreUnavailable:
+            backoff = backoff or retries(job)
+            if not await backoff.apause():
+                return unstored(job)
     completed(job, claim, outcome, done)
 
 
 async def agive_back(job: Job, claim: KeyState, **extra: Any) -> None:
-    """:func:`give_back`, awaiting ``store.arelease``."""
     try:
         with step(job, "release", "release") as done:
             freed = done(await job.store.arelease(job.scope, job.key, fence=claim.fence))
@@ -706,7 +692,6 @@ async def agive_back(job: Job, claim: KeyState, **extra: Any) -> None:
 
 
 async def aclaim_key(job: Job) -> KeyState:
-    """:func:`claim_key`, awaiting ``store.aclaim``."""
     with step(job, "claim", "claim") as done:
         return done(
             await job.store.aclaim(
@@ -722,13 +707,11 @@ async def aclaim_key(job: Job) -> KeyState:
 
 
 async def alook(job: Job) -> KeyState | None:
-    """:func:`look`, awaiting ``store.alookup``."""
     with step(job, "claim", "lookup") as done:
         return done(await job.store.alookup(job.scope, job.key, fingerprint=job.fingerprint))
 
 
 async def apeek(job: Job) -> KeyState | None:
-    """:func:`peek`, awaiting ``store.apeek``."""
     with step(job, "claim", "peek") as done:
         return done(await job.store.apeek(job.scope, job.key, fingerprint=job.fingerprint))
 
@@ -761,7 +744,6 @@ async def asettle(job: Job, adapter: Adapter, state: KeyState | None) -> KeyStat
 
 
 async def acomplete(job: Job, claim: KeyState, outcome: Outcome) -> bool:
-    """:func:`complete`, awaiting ``store.acomplete``."""
     with step(job, "complete", "complete") as done:
         return done(
             await job.store.acomplete(
@@ -776,7 +758,6 @@ async def acomplete(job: Job, claim: KeyState, outcome: Outcome) -> bool:
 
 
 async def aover_quota(job: Job, adapter: Adapter) -> Any:
-    """:func:`over_quota`, awaiting ``store.acount_new_record``."""
     assert job.quota is not None
     counted = await job.store.acount_new_record(job.scope, window=job.quota[1])
     return refused_by_quota(job, adapter, counted)

@@ -1,17 +1,9 @@
-"""One keyed run, and what an interface supplies to the engine.
+"""One keyed run (:class:`Job`), what an interface supplies to the engine (:class:`Adapter`:
+how its callers are answered) and how a run ended (:class:`Outcome`).
 
-A :class:`Job` is everything the engine needs to know of one run of work under a key:
-the store, the record's scope, key and fingerprint, the mode and the seconds. HTTP
-(:mod:`idempotency.http.requests`), functions (:mod:`idempotency.functions.calls`) and Celery tasks
-(:mod:`idempotency.contrib.celery`) each build one, and an :class:`Adapter` that says how their
-callers are answered: a replayed response or a decoded result, a 409 or an exception.
-
-:class:`CallPolicy` is the one resolver of the options views, functions and tasks share:
-``ttl``, ``lease``, ``wait``, ``store``, ``mode`` and ``store_errors`` (None: the
-``IDEMPOTENCY`` setting of the same name), validated once and resolved into the store,
-the mode a store runs in and the seconds. Views add their HTTP options in
-:class:`idempotency.http.options.Policy` (a subclass). :func:`lease_over` is the one test
-of a lease that ran out.
+:class:`CallPolicy` resolves the options views, functions and tasks share (``None``: the
+``IDEMPOTENCY`` setting of the same name) into the store, the mode and the seconds; views
+add their HTTP options in :class:`idempotency.http.options.Policy` (a subclass).
 """
 
 from __future__ import annotations

@@ -10,11 +10,10 @@ from typing import TYPE_CHECKING, Any
 # names are): importing a sibling module never imports this one's code
 _EXPORTS: dict[str, str] = {
     "IdempotentCallable": "idempotency.functions.decorator",
-    "unkeyed": "idempotency.functions.decorator",
     "idempotent_function": "idempotency.functions.decorator",
 }
 
-__all__ = ["IdempotentCallable", "idempotent_function", "unkeyed"]
+__all__ = ["IdempotentCallable", "idempotent_function"]
 
 
 def __getattr__(name: str) -> Any:
@@ -29,4 +28,3 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.functions.decorator import IdempotentCallable as IdempotentCallable
     from idempotency.functions.decorator import idempotent_function as idempotent_function
-    from idempotency.functions.decorator import unkeyed as unkeyed

@@ -83,7 +83,7 @@ def class_path(cls: type) -> str:
 class UnreadableResult(ValueError):
     """A stored result its function cannot read back: it names a class the function does
     not declare, or it is not the JSON it should be. A forged or corrupt record
-    (:func:`idempotency.functions.calls.replayed` raises ``StoreCorrupted`` for it)."""
+    (a replay raises ``StoreCorrupted`` for it)."""
 
 
 def _field_types(cls: type) -> list[Any]:

@@ -21,7 +21,7 @@ from django.test import override_settings
 from idempotency import KeyMismatch, KeyPartMissing, idempotent_function, payload_key
 from idempotency.contrib.celery import idempotent_task
 from idempotency.exceptions import ArgumentsMismatch, CallableMismatch
-from idempotency.functions.calls import fingerprint_of, qualified_name
+from idempotency.functions.arguments import fingerprint_of, qualified_name
 from idempotency.stores.base import StoredResponse, get_store
 from tests.support.counting import Counter, unique
 from tests.support.stores import ALL_STORES, DB_STORE, store_of, using

@@ -9,8 +9,7 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from idempotency import idempotent_function
-from idempotency.exceptions import CallInProgress, KeyMismatch
-from idempotency.functions.calls import CallableMismatch
+from idempotency.exceptions import CallableMismatch, CallInProgress, KeyMismatch
 from idempotency.stores.base import get_store
 from idempotency.utils.hashing import log_ref
 from tests.support.counting import Counter, unique
@@ -277,8 +276,8 @@ def test_an_argument_fingerprint_is_keyed_and_an_unkeyed_record_still_replays() 
 
     from django.test import override_settings
 
+    from idempotency.exceptions import ArgumentsMismatch
     from idempotency.functions.arguments import arguments_digest, fingerprint_of, qualified_name
-    from idempotency.functions.calls import ArgumentsMismatch
     from idempotency.models import IdempotencyRecord
     from idempotency.stores.base import StoredResponse
 

@@ -14,7 +14,7 @@ from django.db import connection
 
 from idempotency import idempotent_function
 from idempotency.exceptions import CallInProgress
-from idempotency.functions.calls import fingerprint_of, qualified_name
+from idempotency.functions.arguments import fingerprint_of, qualified_name
 from idempotency.models import IdempotencyRecord
 from idempotency.utils.backoff import Backoff
 from tests.support.clocks import age

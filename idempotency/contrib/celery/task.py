@@ -1,44 +1,40 @@
 """Idempotent Celery tasks: a redelivered or re-published message runs its work once
-(``IdempotentTask``, ``idempotent_task``; the flow and the options: docs/howto/celery.md)."""
+(``IdempotentTask``, ``idempotent_task``; the flow and the options: docs/howto/celery.md),
+and the beat tasks that purge expired records and submit tokens."""
 
 from __future__ import annotations
 
 import contextvars
-import functools
 import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar, overload
 
+import celery
 from celery import Celery, Task, shared_task
+from celery.app.task import Context
+from celery.exceptions import Reject, Retry
 
 from idempotency.conf import idempotency_settings
-from idempotency.contrib.celery.periodic import (
-    purge_expired_records_task,
-    purge_expired_submit_tokens_task,
-)
-from idempotency.contrib.celery.redelivery import Redelivery
 from idempotency.core import engine
 from idempotency.core.job import CallPolicy, Job
-from idempotency.exceptions import ImproperlyApplied, KeyPartMissing, StoreUnavailable
+from idempotency.exceptions import ImproperlyApplied, StoreUnavailable
 from idempotency.functions.arguments import (
     CallArguments,
     FingerprintSpec,
-    arguments_hasher,
-    older_call_fingerprints,
-)
-from idempotency.functions.calls import (
-    CallAnswers,
     KeySpec,
+    arguments_hasher,
     call_fingerprint,
-    call_job,
-    fingerprint_of,
     key_builder,
 )
-from idempotency.functions.decorator import is_django_task
+from idempotency.functions.decorator import (
+    CallAnswers,
+    Callee,
+    built_key,
+    is_django_task,
+)
 from idempotency.functions.results import ResultCodec, return_annotation
-from idempotency.stores.base import ClaimStatus, KeyState
 
 __all__ = [
     "IdempotentTask",
@@ -53,58 +49,29 @@ P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
 
+#: Shortest countdown of a deferred duplicate, so a retry never spins.
+MIN_DEFER_SECONDS = 0.5
+
+# celery-types makes Task generic; Celery itself can be subscripted only from 5.7 on
+if TYPE_CHECKING:
+    BaseTask = Task[Any, Any]
+else:
+    BaseTask = Task
+
+OLD_CELERY = tuple(int(part) for part in celery.__version__.split(".")[:2]) < (5, 5)
+
 
 @dataclass
 class _Running:
-    """The claim of the task running in this context (for :meth:`IdempotentTask.retry`)."""
+    """The task running in this context, and its call (for :meth:`IdempotentTask.retry`)."""
 
     task: IdempotentTask
-    job: Job
-    claim: KeyState
+    answers: CallAnswers
 
-    def release(self, reason: BaseException | None) -> None:
-        if not self.job.finished:
-            engine.release(self.job, self.claim, reason)
-
-
-class TaskAnswers(CallAnswers):
-    """:class:`~idempotency.functions.calls.CallAnswers` for one delivery of a task: a duplicate
-    of a key in progress is deferred (published again for later), and the body runs
-    with its claim known to :meth:`IdempotentTask.retry`."""
-
-    def __init__(
-        self,
-        task: IdempotentTask,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        *,
-        codec: ResultCodec,
-        store_errors: bool,
-        on_replay: Any,
-        legacy: str,
-        older: Callable[[], list[str]] | None,
-    ) -> None:
-        super().__init__(codec, store_errors, on_replay, legacy, older)
-        self.task = task
-        self.args = args
-        self.kwargs = kwargs
-        self.claim: KeyState | None = None
-
-    def replay(self, job: Job, claim: KeyState) -> Any:
-        logger.info(
-            "idempotency: task %s is a duplicate of key %s; acknowledged and skipped",
-            self.task.name,
-            job.ref,
-        )
-        return super().replay(job, claim)
-
-    def refuse(self, job: Job, claim: KeyState) -> Any:
-        if claim.status is not ClaimStatus.MISMATCH:
-            self.task._defer(job, claim, self.args, self.kwargs)
-        return super().refuse(job, claim)
-
-    def bind(self, job: Job, claim: KeyState | None) -> None:
-        self.claim = claim
+    def release(self) -> None:
+        job, claim = self.answers.job, self.answers.claim
+        if job is not None and claim is not None and not job.finished:
+            engine.release(job, claim)
 
 
 _running: contextvars.ContextVar[_Running | None] = contextvars.ContextVar(
@@ -112,7 +79,7 @@ _running: contextvars.ContextVar[_Running | None] = contextvars.ContextVar(
 )
 
 
-class IdempotentTask(Redelivery):
+class IdempotentTask(BaseTask):
     """Celery task base class: a duplicate delivery of a key returns the stored result.
 
     The flow and the options: docs/howto/celery.md.
@@ -158,16 +125,11 @@ class IdempotentTask(Redelivery):
         if spec is None:
             task_id = self.request.id
             return None if self.request.called_directly or not task_id else str(task_id)
-        builder = self._derived(
-            "key", lambda: key_builder(spec, self.run, owner=f"task {self.name}")
+        build = self._derived("key", lambda: key_builder(spec, self.run, owner=f"task {self.name}"))
+        arguments = CallArguments(args, kwargs)
+        return built_key(
+            build, arguments, optional=self.idempotency_optional, owner=f"task {self.name}"
         )
-        try:
-            return builder(CallArguments(args, kwargs))
-        except KeyPartMissing as exc:
-            if not self.idempotency_optional:
-                raise
-            logger.warning("idempotency: task %s runs without idempotency: %s", self.name, exc)
-            return None
 
     def get_idempotency_fingerprint(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         """This delivery's fingerprint: the task's name, and the keyed hash of its arguments."""
@@ -179,19 +141,6 @@ class IdempotentTask(Redelivery):
             "hasher", lambda: arguments_hasher(spec, self.run, owner=f"task {self.name}")
         )
         return None if hasher is None else hasher(CallArguments(args, kwargs))
-
-    def _fingerprints(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[str, Callable[[], list[str]] | None]:
-        """The fingerprint, and the older ones still accepted (unless a subclass
-        fingerprints deliveries its own way)."""
-        if type(self).get_idempotency_fingerprint is not IdempotentTask.get_idempotency_fingerprint:
-            return self.get_idempotency_fingerprint(args, kwargs), None
-        hashed = self._arguments_digest(args, kwargs)
-        if hashed is None:
-            return call_fingerprint("task", self.name, None), None
-        older = functools.partial(older_call_fingerprints, "task", self.name, hashed)
-        return call_fingerprint("task", self.name, hashed), older
 
     def get_idempotency_lease(self) -> float:
         if self.idempotency_lease is not None:
@@ -214,14 +163,13 @@ class IdempotentTask(Redelivery):
 
     def idempotent_call(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[Job, TaskAnswers] | None:
-        """This delivery's job and adapter; None to run it without idempotency."""
+    ) -> tuple[Callee, str, CallAnswers] | None:
+        """This delivery's callee, key and adapter; None to run it without idempotency."""
         if not idempotency_settings.ENABLED:
             return None
         key = self.get_idempotency_key(args, kwargs)
         if key is None:
             return None
-        policy = self.get_idempotency_policy()
         codec = self._derived(
             "codec",
             lambda: ResultCodec(
@@ -230,26 +178,13 @@ class IdempotentTask(Redelivery):
                 serializer=self._option("idempotency_serializer"),
             ),
         )
-        fingerprint, older = self._fingerprints(args, kwargs)
-        job = call_job(
-            policy,
-            scope=self.idempotency_scope,
-            key=key,
-            fingerprint=fingerprint,
-            owner=self.name,
-            interface="task",
-        )
-        answers = TaskAnswers(
-            self,
-            args,
-            kwargs,
-            codec=codec,
-            store_errors=policy.get_store_errors(),
-            on_replay=self._option("idempotency_on_replay"),
-            legacy=fingerprint_of("task", self.name),
-            older=older,
-        )
-        return job, answers
+        policy, on_replay = self.get_idempotency_policy(), self._option("idempotency_on_replay")
+        callee = Callee(policy, self.name, "task", codec, on_replay)
+        # a subclass that fingerprints deliveries its own way accepts no older fingerprints
+        if type(self).get_idempotency_fingerprint is not IdempotentTask.get_idempotency_fingerprint:
+            own = self.get_idempotency_fingerprint(args, kwargs)
+            return callee, key, CallAnswers(callee, None, fingerprint=own)
+        return callee, key, CallAnswers(callee, self._arguments_digest(args, kwargs))
 
     # -- the flow --------------------------------------------------------------------
 
@@ -257,22 +192,19 @@ class IdempotentTask(Redelivery):
         keyed = self.idempotent_call(args, kwargs)
         if keyed is None:
             return super().__call__(*args, **kwargs)
-        job, answers = keyed
+        callee, key, answers = keyed
 
         def body() -> Any:
-            assert answers.claim is not None
-            token = _running.set(_Running(self, job, answers.claim))
+            token = _running.set(_Running(self, answers))
             try:
                 return super(IdempotentTask, self).__call__(*args, **kwargs)
             finally:
                 _running.reset(token)
 
-        try:
-            return engine.run(job, answers, body)
-        except StoreUnavailable as exc:
-            if job.started:
-                raise
-            self._retry_unavailable(job, exc, args, kwargs)
+        def defer(job: Job, seconds: float, reason: Exception) -> NoReturn:
+            self._defer(job, seconds, reason, args, kwargs)
+
+        return callee.run(self.idempotency_scope, key, answers, body, defer)
 
     def retry(self, *args: Any, **kwargs: Any) -> Any:
         """Celery's retry, after releasing this delivery's key (so the retry can claim it).
@@ -282,8 +214,86 @@ class IdempotentTask(Redelivery):
         """
         running = _running.get()
         if running is not None and running.task is self:
-            running.release(None)
+            running.release()
         return Task.retry(self, *args, **kwargs)
+
+    # -- deliveries that cannot run now ----------------------------------------------
+
+    if OLD_CELERY:
+
+        def push_request(self, *args: Any, **kwargs: Any) -> None:
+            # The body runs through Task.__call__, which pushes a request of its own:
+            # from Celery 5.5 on it inherits the delivery's (id, retries, is_eager); in
+            # 5.3 and 5.4 it started blank, so a retry from the body raised its exception
+            # as if called directly. Drop this when the oldest supported Celery is 5.5.
+            inherited = dict(vars(self.request))
+            inherited.update(kwargs)
+            self.request_stack.push(Context(*args, **inherited))
+
+    def _defer(
+        self,
+        job: Job,
+        seconds: float,
+        reason: Exception,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> NoReturn:
+        """A delivery that cannot run now (its key in progress elsewhere, or the store
+        unreachable before the body ran): published again to run after ``seconds``, with
+        the same ``retries`` count, and this delivery ends as Celery's ``Retry`` does
+        (acknowledged, state RETRY). Unlike ``Task.retry`` it spends none of the task's
+        retry budget (an outage or a duplicate is not the task's failure) and sets nothing
+        on the task instance, which every delivery in the worker shares. Eager and direct
+        calls raise ``reason`` (``CallInProgress``, ``StoreUnavailable``) instead."""
+        request = self.request
+        if request.called_directly or request.is_eager:
+            raise reason
+        countdown = max(float(seconds), MIN_DEFER_SECONDS)
+        outage = isinstance(reason, StoreUnavailable)
+        why = "the store is unreachable" if outage else "in progress elsewhere"
+        logger.log(
+            logging.WARNING if outage else logging.INFO,
+            "idempotency: task %s key %s: %s; deferred %.1f s",
+            self.name,
+            job.ref,
+            why,
+            countdown,
+        )
+        deferred = self.signature_from_request(
+            request, args, kwargs, countdown=countdown, retries=request.retries
+        )
+        try:
+            deferred.apply_async()
+        except Exception as publish_error:
+            # not re-published: hand the message back to the broker rather than lose it
+            raise Reject(publish_error, requeue=True) from publish_error
+        when: Any = countdown  # the stubs want numbers.Real, which float is at runtime
+        raise Retry(
+            f"key {job.ref}: {why}", exc=reason if outage else None, when=when, sig=deferred
+        )
+
+
+@shared_task(name="idempotency.purge_expired_records")
+def purge_expired_records_task(
+    batch_size: int | None = None, max_batches: int | None = None
+) -> int:
+    """Celery beat task: delete expired idempotency records in bounded batches.
+
+    Schedule it with ``{"task": "idempotency.purge_expired_records", "schedule": 3600}``.
+    Returns the number of records deleted.
+    """
+    from idempotency.stores.database import purge_expired_records
+
+    result = purge_expired_records(batch_size=batch_size, max_batches=max_batches)
+    return int(result.deleted)
+
+
+@shared_task(name="idempotency.purge_expired_submit_tokens")
+def purge_expired_submit_tokens_task(batch_size: int | None = None) -> int:
+    """Celery beat task: delete expired one-time submit tokens (database backend)."""
+    from idempotency.tokens import purge_expired_submit_tokens
+
+    return purge_expired_submit_tokens(batch_size=batch_size)
 
 
 @overload

@@ -33,34 +33,19 @@ from typing import Any, NoReturn
 from django.utils import timezone
 
 from idempotency.conf import idempotency_settings
-from idempotency.core import engine
 from idempotency.core.job import CallPolicy, Job, ReplayedRecord
-from idempotency.exceptions import (
-    CallInProgress,
-    ImproperlyApplied,
-    KeyPartMissing,
-    StoreUnavailable,
-    TaskDeferred,
-)
+from idempotency.exceptions import ImproperlyApplied, TaskDeferred
 from idempotency.functions.arguments import (
     CallArguments,
     FingerprintSpec,
+    KeySpec,
     arguments_hasher,
     check_key,
     key_builder,
-    older_call_fingerprints,
     qualified_name,
 )
-from idempotency.functions.calls import (
-    CallAnswers,
-    KeySpec,
-    call_fingerprint,
-    call_job,
-    fingerprint_of,
-)
-from idempotency.functions.decorator import unkeyed
+from idempotency.functions.decorator import CallAnswers, Callee, built_key
 from idempotency.functions.results import ResultCodec, Serializer, return_annotation
-from idempotency.stores.base import ClaimStatus, KeyState
 
 try:  # Django 6.0+
     from django.tasks.base import Task, TaskContext
@@ -100,15 +85,10 @@ class _Run:
     #: The key is the result id: the copy carries it (:data:`DEFERRED_KEY`)
     carries_key: bool
 
-    def task(self) -> Any:
-        """The Django task this run belongs to, as it was enqueued (its queue, priority
-        and backend), which only the run's context knows."""
-        return self.context.task_result.task
-
     def _copy(self, job: Job, seconds: float) -> tuple[Any, dict[str, Any]] | None:
         """The task and keyword arguments of this run's deferred copy (starting after
         ``seconds``); None where the backend cannot defer."""
-        task = self.task()
+        task = self.context.task_result.task  # as enqueued: its queue, priority, backend
         if not task.get_backend().supports_defer:
             logger.info(
                 "idempotency: Django task %s key %s cannot run now and its backend cannot "
@@ -147,47 +127,6 @@ class _Run:
         )
         when = task.run_after.isoformat()
         raise TaskDeferred(job.scope, job.key, str(copy.id), when) from reason
-
-
-class _Defer(Exception):  # noqa: N818 - control flow, never seen by callers
-    """A run of a key in progress elsewhere: the wrapper defers it (``refuse`` is called
-    inside the engine's flow, where an async run cannot enqueue)."""
-
-    def __init__(self, seconds: float, reason: Exception) -> None:
-        super().__init__()
-        self.seconds = seconds
-        self.reason = reason
-
-
-class DjangoTaskAnswers(CallAnswers):
-    """:class:`~idempotency.functions.calls.CallAnswers` for one run of a Django task: a run
-    of a key in progress elsewhere is deferred (:meth:`_Run.defer`)."""
-
-    def __init__(
-        self,
-        run: _Run,
-        codec: ResultCodec,
-        *,
-        store_errors: bool,
-        on_replay: Callable[[Any, ReplayedRecord], Any] | None,
-        legacy: str,
-        older: Callable[[], list[str]] | None,
-    ) -> None:
-        super().__init__(codec, store_errors, on_replay, legacy, older)
-        self.run = run
-
-    def replay(self, job: Job, claim: KeyState) -> Any:
-        logger.info(
-            "idempotency: Django task %s is a duplicate of key %s; answered from its record",
-            job.owner,
-            job.ref,
-        )
-        return super().replay(job, claim)
-
-    def refuse(self, job: Job, claim: KeyState) -> Any:
-        if claim.status is not ClaimStatus.MISMATCH:
-            raise _Defer(claim.retry_after, CallInProgress(job.scope, job.key))
-        return super().refuse(job, claim)
 
 
 def _takes_context(func: Callable[..., Any]) -> bool:
@@ -232,90 +171,49 @@ def _wrap(
     codec = ResultCodec(
         owner=f"task {owner}", annotation=return_annotation(func), serializer=serializer
     )
+    callee = Callee(policy, owner, "task", codec, on_replay)
 
     def keyed(
         args: tuple[Any, ...], kwargs: dict[str, Any], carried: Any
-    ) -> tuple[Job, DjangoTaskAnswers] | None:
-        """This run's job and adapter; None to run the body plainly."""
+    ) -> tuple[str, CallAnswers, _Run] | None:
+        """This run's key, adapter and deferral; None to run the body plainly."""
         context = args[0] if args else None
         if not isinstance(context, TaskContext):
             raise ImproperlyApplied(
                 f"{owner} takes a context but was run without one: declare it with "
                 "@task(takes_context=True)"
             )
-        args = args[1:]
-        arguments = CallArguments(args, kwargs)
-        if carried is not None:
-            call_key = check_key(carried, owner=f"task {owner}")
-        elif build is None:
-            call_key = check_key(str(context.task_result.id), owner=f"task {owner}")
+        arguments = CallArguments(args[1:], kwargs)
+        call_key: str | None
+        if carried is not None or build is None:
+            call_key = check_key(
+                carried if carried is not None else str(context.task_result.id),
+                owner=f"task {owner}",
+            )
         else:
-            try:
-                call_key = build(arguments)
-            except KeyPartMissing as exc:
-                if not optional:
-                    raise
-                unkeyed(f"task {owner}", exc)
-                return None
-        hashed = hasher(arguments) if hasher is not None else None
-        job = call_job(
-            policy,
-            scope=scope,
-            key=call_key,
-            fingerprint=call_fingerprint("task", owner, hashed),
-            owner=owner,
-            interface="task",
-            asynchronous=asynchronous,
-        )
-        older = (
-            None
-            if hashed is None
-            else functools.partial(older_call_fingerprints, "task", owner, hashed)
-        )
-        run = _Run(context, args, kwargs, carries_key=build is None)
-        answers = DjangoTaskAnswers(
-            run,
-            codec,
-            store_errors=policy.get_store_errors(),
-            on_replay=on_replay,
-            legacy=fingerprint_of("task", owner),
-            older=older,
-        )
-        return job, answers
+            call_key = built_key(build, arguments, optional=optional, owner=f"task {owner}")
+        if call_key is None:
+            return None
+        answers = CallAnswers(callee, hasher(arguments) if hasher else None)
+        return call_key, answers, _Run(context, args[1:], kwargs, carries_key=build is None)
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         carried = kwargs.pop(DEFERRED_KEY, None)
-        if not idempotency_settings.ENABLED:
-            return func(*args, **kwargs)
-        found = keyed(args, kwargs, carried)
+        found = keyed(args, kwargs, carried) if idempotency_settings.ENABLED else None
         if found is None:
             return func(*args, **kwargs)
-        job, answers = found
-        try:
-            return engine.run(job, answers, lambda: func(*args, **kwargs))
-        except _Defer as deferral:
-            answers.run.defer(job, deferral.seconds, deferral.reason)
-        except StoreUnavailable as exc:
-            if job.started:
-                raise
-            answers.run.defer(job, exc.retry_after, exc)
+        call_key, answers, run = found
+        return callee.run(scope, call_key, answers, lambda: func(*args, **kwargs), run.defer)
 
     async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
         carried = kwargs.pop(DEFERRED_KEY, None)
-        if not idempotency_settings.ENABLED:
-            return await func(*args, **kwargs)
-        found = keyed(args, kwargs, carried)
+        found = keyed(args, kwargs, carried) if idempotency_settings.ENABLED else None
         if found is None:
             return await func(*args, **kwargs)
-        job, answers = found
-        try:
-            return await engine.arun(job, answers, lambda: func(*args, **kwargs))
-        except _Defer as deferral:
-            await answers.run.adefer(job, deferral.seconds, deferral.reason)
-        except StoreUnavailable as exc:
-            if job.started:
-                raise
-            await answers.run.adefer(job, exc.retry_after, exc)
+        call_key, answers, run = found
+        return await callee.arun(
+            scope, call_key, answers, lambda: func(*args, **kwargs), run.adefer
+        )
 
     chosen = functools.wraps(func)(async_wrapper if asynchronous else wrapper)
     setattr(chosen, MARK, True)

@@ -1,34 +1,16 @@
 """OpenTelemetry spans and metrics (optional: ``pip install "/path/to/django-idempotency[otel]"``).
 
 Add ``"idempotency.contrib.otel"`` to ``INSTALLED_APPS`` and set
-``IDEMPOTENCY = {"OPENTELEMETRY": True}``: the app registers the spans with the engine's
-tracing hook (:mod:`idempotency.observability.tracing`) and connects the metric receivers;
-the setting turns both on (``override_settings`` too). The library uses the API alone:
-the application installs the SDK, its exporters and ``opentelemetry-instrumentation-django``, whose
-request span is the parent of these.
+``IDEMPOTENCY = {"OPENTELEMETRY": True}``: the app registers :func:`spanned` with the
+engine's tracing hook (:func:`idempotency.observability.spanned`) and connects the metric
+receivers; the setting turns both on (``override_settings`` too). The library uses the API
+alone: the application installs the SDK, its exporters and
+``opentelemetry-instrumentation-django``, whose request span is the parent of these.
 
-Spans (:func:`spanned`, through :func:`idempotency.observability.tracing.spanned`):
-
-* ``idempotency.claim``: a store call that decides who owns the key (the look-up
-  before a claim, the claim), ``idempotency.operation`` naming which;
-* ``idempotency.replay``: a stored response (or result) rebuilt for a repeat;
-* ``idempotency.complete``: the response or result stored under the key;
-* ``idempotency.release``: the key freed after a failure (atomic mode: its transaction
-  rolled back).
-
-Each carries ``idempotency.outcome`` (see :func:`outcome`), ``idempotency.store`` (the
-store's class name), ``idempotency.mode`` (``atomic`` or ``lease``),
-``idempotency.scope.kind`` (``user``, ``shared``, ``custom``, ...: never the scope),
-``idempotency.interface`` (``http``, ``function``, ``task``) and
-``idempotency.key.hash`` (:func:`idempotency.observability.logs.key_hash`): never a key, a scope, a
-body or a user. A failed step has the status ERROR and ``error.type`` (the exception's
-class name, not its message: messages may quote a key).
-
-Metrics, beside the Prometheus ones of :mod:`idempotency.contrib.prometheus` and from the same
-signals: ``idempotency.outcomes`` (a counter, by ``idempotency.outcome``,
-``idempotency.store`` and ``http.route``, the URL pattern) and
-``idempotency.claim.duration`` (a histogram in seconds, by ``idempotency.store``: how
-long the store took to decide who owns a key, one observation per request).
+The spans (``idempotency.claim``, ``.replay``, ``.complete``, ``.release``), their
+attributes and the metrics (``idempotency.outcomes``, ``idempotency.claim.duration``):
+docs/howto/opentelemetry.md. No attribute holds a key, a scope, a body or a user: the key
+only as :func:`~idempotency.observability.key_hash`, an error only by its class name.
 """
 
 from __future__ import annotations
@@ -43,8 +25,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from idempotency import signals
 from idempotency.conf import idempotency_settings
 from idempotency.exceptions import StoreUnavailable
-from idempotency.observability.logs import key_hash, store_name
-from idempotency.observability.tracing import Keyed
+from idempotency.observability import Keyed, key_hash, store_name
 
 T = TypeVar("T")
 

@@ -13,9 +13,9 @@ class OpenTelemetryConfig(AppConfig):
     def ready(self) -> None:
         from idempotency.conf import on_reload
         from idempotency.contrib.otel import spanned
-        from idempotency.observability import tracing
+        from idempotency.observability import register
 
-        tracing.register(spanned)
+        register(spanned)
         _connect_when_on()
         on_reload(_connect_when_on)
 

@@ -36,7 +36,7 @@ from prometheus_client import (
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
-from idempotency.observability.logs import store_name
+from idempotency.observability import store_name
 
 OUTCOMES = Counter(
     "idempotency_outcomes",

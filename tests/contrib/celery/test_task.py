@@ -22,8 +22,8 @@ from idempotency.contrib.celery import (
     purge_expired_records_task,
     purge_expired_submit_tokens_task,
 )
-from idempotency.exceptions import CallInProgress, ImproperlyApplied
-from idempotency.functions.calls import CallableMismatch, fingerprint_of
+from idempotency.exceptions import CallableMismatch, CallInProgress, ImproperlyApplied
+from idempotency.functions.arguments import fingerprint_of
 from idempotency.functions.results import RESULT_CONTENT_TYPE
 from idempotency.models import IdempotencyRecord, SubmitToken
 from idempotency.stores.base import StoredResponse, get_store

@@ -203,7 +203,8 @@ def test_deferring_a_duplicate_spends_no_retries_and_leaves_no_state(
     task = celery_app.deferred_then_flaky
     keyed = task.idempotent_call((label,), {})
     assert keyed is not None
-    holder, _answers = keyed
+    callee, key, answers = keyed
+    holder = callee.job(task.idempotency_scope, key, answers)
     held = holder.store.claim(
         holder.scope,
         holder.key,

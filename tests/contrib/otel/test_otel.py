@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from idempotency import idempotent_function
-from idempotency.observability.logs import key_hash
+from idempotency.observability import key_hash
 from tests.support.factories import OrderFactory, UserFactory, funded_account
 from tests.support.faults import dead_redis_store
 from tests.support.http import new_key, post

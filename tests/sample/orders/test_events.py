@@ -163,7 +163,7 @@ class TestConsuming:
         """Issue 43, finding 5: message ids are key material (the key is built from
         them); the sample logged them as they are, in its own lines and in the result
         Celery logs."""
-        from idempotency.observability.logs import key_hash
+        from idempotency.observability import key_hash
 
         unpaid = OrderFactory()
         message_id = f"{event}:{unpaid.pk}:{uuid.uuid4()}"

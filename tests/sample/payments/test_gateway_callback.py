@@ -159,7 +159,7 @@ class TestRefusals:
         self, gateway: APIClient, order: Order, caplog: pytest.LogCaptureFixture
     ) -> None:
         """Issue 43, finding 5: the trade number is the callback's key (key material)."""
-        from idempotency.observability.logs import key_hash
+        from idempotency.observability import key_hash
 
         sent = notification(order, trade_no="TRADE-4711-X", amount="24.99")
         with caplog.at_level(logging.WARNING, logger="payments"):

@@ -1,19 +1,23 @@
-"""Structured logs: one record per non-trivial outcome, with fields and without content."""
+"""Structured logs (one record per non-trivial outcome, with fields and without content)
+and the engine's tracing hook."""
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from django.test import override_settings
 from rest_framework.test import APIClient
 
-from idempotency import signals
+from idempotency import observability, signals
 from idempotency.contrib import prometheus as metrics
-from idempotency.observability.logs import JsonFormatter, key_hash
+from idempotency.observability import JsonFormatter, key_hash
 from idempotency.scopes import user_scope
 from idempotency.stores.database import DatabaseStore
 from tests.support.factories import OrderFactory, UserFactory, funded_account
@@ -229,3 +233,65 @@ def test_a_stale_owner_is_logged_by_its_hashes_never_its_scope_or_key(
         text = record.getMessage() + "\n" + logging.Formatter().formatException(record.exc_info)  # type: ignore[arg-type]
         assert key not in text and scope not in text
         assert log_ref(scope, key) in text
+
+
+# -- the tracing hook -------------------------------------------------------------------
+
+
+@pytest.fixture
+def tracer() -> Iterator[list[tuple[str, str, Any]]]:
+    """A tracer registered with the hook for one test (the registered one put back after):
+    it notes each step's name, operation and recorded result."""
+    seen: list[tuple[str, str, Any]] = []
+
+    @contextmanager
+    def spans(name: str, owner: Any, operation: str) -> Iterator[Callable[[Any], Any]]:
+        def done(result: Any) -> Any:
+            seen.append((name, operation, result))
+            return result
+
+        yield done
+
+    before = list(observability._spans)
+    observability.register(spans)
+    yield seen
+    observability._spans[:] = before
+
+
+def test_a_step_runs_in_the_registered_tracers_span_while_tracing_is_on(
+    tracer: list[tuple[str, str, Any]],
+) -> None:
+    owner = SimpleNamespace(store=None, key="k", mode="lease", scope_kind="shared")
+    with (
+        override_settings(IDEMPOTENCY={"OPENTELEMETRY": True}),
+        observability.spanned("claim", owner, "peek") as done,
+    ):
+        assert done("answer") == "answer"
+    assert tracer == [("claim", "peek", "answer")]
+
+
+def test_a_step_runs_plainly_while_tracing_is_off(tracer: list[tuple[str, str, Any]]) -> None:
+    owner = SimpleNamespace(store=None, key="k", mode="lease", scope_kind="shared")
+    with (
+        override_settings(IDEMPOTENCY={"OPENTELEMETRY": False}),
+        observability.spanned("claim", owner, "peek") as done,
+    ):
+        assert done("answer") == "answer"
+    assert tracer == []
+
+
+def test_the_last_tracer_registered_wins(tracer: list[tuple[str, str, Any]]) -> None:
+    other: list[str] = []
+
+    @contextmanager
+    def spans(name: str, owner: Any, operation: str) -> Iterator[Callable[[Any], Any]]:
+        other.append(name)
+        yield lambda result: result
+
+    observability.register(spans)
+    with (
+        override_settings(IDEMPOTENCY={"OPENTELEMETRY": True}),
+        observability.spanned("complete", SimpleNamespace(), "complete") as done,
+    ):
+        done(True)
+    assert (other, tracer) == (["complete"], [])

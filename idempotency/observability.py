@@ -1,29 +1,39 @@
-"""Structured logs: one record per non-trivial outcome, on ``idempotency.outcomes``.
+"""What the library tells operators, beside its signals: structured logs, and the
+engine's hook for tracing.
 
-Replays, conflicts, mismatches, releases, stale owners, reused submit tokens, locks
-not acquired and unreachable stores each log one record whose ``extra`` fields are
-``outcome``, ``scope_hash`` and ``key_hash`` (see :func:`key_hash`), ``route`` (the
-URL pattern), ``store`` and ``claim_seconds``, plus ``status`` or ``error`` (an
-exception's class name) where they apply. Request and response bodies, tokens, raw
-keys and raw scopes are never logged: every log line of the library names a record by
-these keyed hashes (:func:`idempotency.utils.hashing.log_ref`). Turn it off with
+**Logs**: one record per non-trivial outcome, on ``idempotency.outcomes``. Replays,
+conflicts, mismatches, releases, stale owners, reused submit tokens, locks not acquired
+and unreachable stores each log one record whose ``extra`` fields are ``outcome``,
+``scope_hash`` and ``key_hash`` (see :func:`key_hash`), ``route`` (the URL pattern),
+``store`` and ``claim_seconds``, plus ``status`` or ``error`` (an exception's class name)
+where they apply. Request and response bodies, tokens, raw keys and raw scopes are never
+logged: every log line of the library names a record by these keyed hashes
+(:func:`idempotency.utils.hashing.log_ref`). Turn it off with
 ``IDEMPOTENCY = {"LOG_OUTCOMES": False}`` or with the logger's level.
+:class:`JsonFormatter` renders records as one JSON object per line with nothing but the
+standard ``logging`` configuration (see docs/howto/production.md).
 
-:class:`JsonFormatter` renders records as one JSON object per line with nothing
-but the standard ``logging`` configuration (see docs/howto/production.md).
+**Tracing**: :func:`spanned` runs one step of a keyed request or call (a store call, a
+replay) inside the span of the tracer an integration registered with :func:`register`
+(:mod:`idempotency.contrib.otel` does, in its ``ready()``), when
+``IDEMPOTENCY["OPENTELEMETRY"]`` is on; plainly otherwise. The engine imports this hook,
+never the integration.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from idempotency import signals
 from idempotency.conf import idempotency_settings
 from idempotency.utils.hashing import log_hash
+
+T = TypeVar("T")
 
 logger = logging.getLogger("idempotency.outcomes")
 
@@ -124,7 +134,7 @@ _RECEIVERS = {outcome: _receiver(outcome, level) for outcome, level in LEVELS.it
 def connect() -> None:
     """Connect the log receivers (done by the app's ``ready()``)."""
     for outcome, receive in _RECEIVERS.items():
-        uid = f"idempotency.observability.logs.{outcome}"
+        uid = f"idempotency.observability.{outcome}"
         signals.OUTCOMES[outcome].connect(receive, dispatch_uid=uid)
         signals.log_receiver(signals.OUTCOMES[outcome], uid, _LOGGING[outcome])
 
@@ -147,4 +157,65 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(data, default=str)
 
 
-__all__ = ["JsonFormatter", "connect", "fields", "key_hash"]
+# -- tracing ---------------------------------------------------------------------------
+
+
+class Keyed(Protocol):
+    """What a span says of the request or call it belongs to (never its scope or key)."""
+
+    @property
+    def store(self) -> Any: ...
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def scope_kind(self) -> str:
+        """A bounded label of whose keys these are: ``user``, ``shared``, ``custom``, ..."""
+
+    @property
+    def interface(self) -> str:
+        """``http``, ``function`` or ``task``."""
+
+
+#: ``spans(name, owner, operation)``: a block around one step that yields the function
+#: the step's result is handed to (it records the outcome and returns the result).
+Spans = Callable[[str, Keyed, str], AbstractContextManager[Callable[[Any], Any]]]
+
+_spans: list[Spans] = []
+
+
+def register(spans: Spans) -> None:
+    """Make ``spans`` the tracer of every step (the last one registered wins)."""
+    _spans[:] = [spans]
+
+
+@contextmanager
+def spanned(name: str, owner: Keyed, operation: str) -> Iterator[Callable[[T], T]]:
+    """The span ``idempotency.<name>`` of one step whose store method is ``operation``,
+    from the registered tracer, when tracing is on; else a block whose recorder returns
+    what it is given."""
+    if not idempotency_settings.OPENTELEMETRY or not _spans:
+        yield _as_is
+        return
+    with _spans[0](name, owner, operation) as done:
+        yield done
+
+
+def _as_is(result: T) -> T:
+    return result
+
+
+__all__ = [
+    "JsonFormatter",
+    "Keyed",
+    "Spans",
+    "connect",
+    "fields",
+    "key_hash",
+    "register",
+    "spanned",
+]

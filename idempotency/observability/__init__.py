@@ -1,2 +1,0 @@
-"""What the library tells operators: structured logs, Prometheus metrics, OpenTelemetry spans
-and metrics."""
