@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.models import DELETION, LogEntry
 from django.contrib.admin.utils import flatten_fieldsets
+from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
@@ -304,9 +306,6 @@ class IdempotencyRecordAdmin(_ModelAdmin):
     )
     def purge_expired(self, request: HttpRequest, queryset: QuerySet[IdempotencyRecord]) -> None:
         result = purge_expired_records(using=queryset.db)
-        from django.contrib.admin.models import DELETION, LogEntry
-        from django.contrib.contenttypes.models import ContentType
-
         # one entry for the whole purge: it deletes by expiry, possibly millions of rows
         LogEntry.objects.create(
             user_id=_user_id(request),
@@ -332,8 +331,6 @@ class IdempotencyRecordAdmin(_ModelAdmin):
         5.1+, where ``log_deletion`` is deprecated, and removed in 6.0)."""
         if not records:
             return
-        from django.contrib.admin.models import DELETION, LogEntry
-
         LogEntry.objects.log_actions(
             user_id=_user_id(request),
             queryset=records,

@@ -1,21 +1,10 @@
-"""System checks of django-idempotency (ids ``idempotency.E0xx`` / ``W0xx``; their words
-are in :mod:`idempotency.check_messages`, so each id names one problem).
+"""System checks of django-idempotency: errors ``idempotency.E0xx`` and warnings ``W0xx``,
+each id's words kept in :data:`MESSAGES` so that it names one problem.
 
-Django runs the three checks at the end (``IdempotencyConfig.ready`` registers them, and
-imports this module when Django first runs them). They read ``settings.IDEMPOTENCY`` as
-written and never raise:
-
-- each value against its description in :data:`idempotency.conf.SETTINGS` (type,
-  choices, bounds, nullability, importable paths, installed extras);
-- each alias of ``STORES``, ``TOKENS`` and ``LOCKS``: its backend, location and options;
-- the stores in use (each alias of ``STORES`` and each store a view names, found by
-  walking the URL patterns), their modes, caches and databases, and the purge;
-- the Redis behind stores, tokens and locks;
-- the middleware's place, and access checks the replays cannot skip.
-
-The deployment checks (``check --deploy``) ask for the project's own problem
-documentation (W041) and, the only check that connects anywhere, ask the Redis behind the
-stores, tokens and locks whether it persists anything (W007).
+``IdempotencyConfig.ready`` registers the three checks below (this module is imported
+when Django first runs them). They read ``settings.IDEMPOTENCY`` as written and never
+raise. Only the deployment check W007 connects anywhere: it asks the Redis behind the
+stores, tokens and locks what it persists.
 """
 
 from __future__ import annotations
@@ -33,23 +22,252 @@ from django.db import router
 from django.db.utils import load_backend
 from django.utils.module_loading import import_string
 
-from idempotency.check_messages import cap, message
 from idempotency.codecs import BodyCodec
 from idempotency.conf import DEFAULTS, HEADER_NAME, SETTINGS
 from idempotency.http.discovery import GATE_NAME, gate_below_idempotent, protected_views, url_views
+from idempotency.http.middleware import gated_view
 from idempotency.http.responses import NEVER_REPLAYED
 from idempotency.locks.base import lock_backends
 from idempotency.locks.redis import RedisLockBackend
 from idempotency.scopes import user_scope
 from idempotency.stores.base import AtomicStore, stores
+from idempotency.stores.cache import CacheStore
 from idempotency.stores.database import DatabaseStore
-from idempotency.utils.backends import DEFAULT_ALIAS, BackendHandler, UnusableBackend
+from idempotency.stores.redis import RedisStore
+from idempotency.tokens.base import token_backends
+from idempotency.tokens.redis import RedisTokens
+from idempotency.utils.backends import (
+    DEFAULT_ALIAS,
+    ENTRY_MESSAGES,
+    BackendHandler,
+    CheckText,
+)
 from idempotency.utils.caches import DJANGO_BUILTIN_REDIS, DJANGO_REDIS, IN_PROCESS
 from idempotency.utils.redis_clients import cache_connection
 
+#: Every message of every check, by id; ``{placeholders}`` are filled per message. Retired
+#: ids: W002 (a CacheStore on DummyCache is E012), E003 and E009 (a value outside a
+#: setting's choices is E014, whichever the setting), W005 (a response cache is an option
+#: of DatabaseStore only: another store refuses it, E063).
+MESSAGES: dict[str, CheckText] = {
+    **ENTRY_MESSAGES,
+    "E001": CheckText(
+        "The IDEMPOTENCY setting must be a dict, not {type}.",
+        "Write IDEMPOTENCY = {{...}} with the settings to change, or remove it.",
+    ),
+    "E002": CheckText(
+        "Unknown key {key!r} in the IDEMPOTENCY setting.",
+        "{suggestion}Valid keys: {valid}.",
+    ),
+    "E004": CheckText(
+        "IDEMPOTENCY[{name!r}] is {value!r}; it must be {expected}.", "{name}: {help}"
+    ),
+    "E005": CheckText(
+        "IDEMPOTENCY[{name!r}] = {value!r} cannot be imported: {error}",
+        "Give the dotted path of an importable object, such as {default!r}.",
+    ),
+    "E006": CheckText(
+        "{what} asks for atomic mode, but its store {store} does not support atomic mode.",
+        "Use DatabaseStore for atomic mode, or set the mode to 'lease' or 'auto'.",
+    ),
+    "E007": CheckText(
+        "{what} needs {needs}, but {reason}.",
+        "Give its alias a LOCATION (redis://, rediss:// or unix://; needs redis-py), or "
+        "point its OPTIONS['cache'] (now {alias!r}) at a CACHES entry whose BACKEND is "
+        "'django.core.cache.backends.redis.RedisCache' (or django-redis').",
+    ),
+    "E008": CheckText(
+        "{what} names the cache {alias!r}, which is not in CACHES.",
+        "Add that alias to CACHES or name one of: {aliases}.",
+    ),
+    "E010": CheckText(
+        "IDEMPOTENCY[{name!r}] = {value!r} is not a valid HTTP header name.",
+        "A header name is one or more letters, digits or !#$%&'*+-.^_`|~ (RFC 9110 token).",
+    ),
+    "E011": CheckText(
+        "IDEMPOTENCY['REPLAY_HEADERS'] contains {header!r}, which is never replayable.",
+        "Set-Cookie and hop-by-hop headers (Connection, Transfer-Encoding, ...) are never "
+        "replayed: remove it from the list.",
+    ),
+    "E012": CheckText(
+        "{what} is a CacheStore on the cache {alias!r}, a DummyCache: nothing is stored, "
+        "so no request is deduplicated.",
+        "Point the CacheStore at a real cache (Redis), or use DatabaseStore.",
+    ),
+    "E013": CheckText(
+        "{what} is {value!r}, which is no alias of IDEMPOTENCY['STORES'].",
+        "Name one of its aliases ({aliases}), or add {value!r} to IDEMPOTENCY['STORES'].",
+    ),
+    "E014": CheckText(
+        "IDEMPOTENCY[{name!r}] is {value!r}; it must be {expected}.", "{name}: {help}"
+    ),
+    "E015": CheckText(
+        "{where} names the database {alias!r}, which is not in DATABASES.",
+        "Add that alias to DATABASES or name one of: {aliases}.",
+    ),
+    "E016": CheckText(
+        "IDEMPOTENCY['TTL'] ({ttl}) is shorter than IDEMPOTENCY['LEASE'] ({lease}).",
+        "A record must outlive its lease, or an in-progress key could expire and run again "
+        "while its first request is still running: make TTL at least LEASE.",
+    ),
+    "E017": CheckText(
+        "IDEMPOTENCY['ATOMIC_DATABASES'] names {unknown!r}, not in DATABASES ({known}).",
+        "List the aliases (keys of DATABASES) that protected views write to, besides "
+        "the store's database.",
+    ),
+    "E018": CheckText(
+        "IDEMPOTENCY['METRICS'] is on, but prometheus_client is not installed.",
+        "Install the metrics extra, pip install '/path/to/django-idempotency[metrics]' (from "
+        "a checkout: docs/installation.md), or set METRICS to False.",
+    ),
+    "E019": CheckText(
+        "{idempotency!r} comes before {authentication!r} in MIDDLEWARE: it runs before "
+        "the user is known, so every logged-in caller of a Django view is anonymous to it "
+        "(403 idempotency-anonymous-not-allowed, or no idempotency with ANONYMOUS "
+        "'ignore').",
+        "Move {idempotency!r} below {authentication!r} (last in MIDDLEWARE is safest).",
+    ),
+    "E020": CheckText(
+        "{what} keeps records in the cache {alias!r}, whose backend {backend} unpickles "
+        "what it reads: anyone who can write to that cache could run code in this process.",
+        "Point it at a Redis cache (django_redis or Django's RedisCache: records are read "
+        "as raw bytes, never unpickled) or a LocMemCache (one process), or use "
+        "DatabaseStore or RedisStore.",
+    ),
+    "E030": CheckText(
+        "{what} keeps its records in the database {alias!r} ({engine}, vendor {vendor!r}), "
+        "and DatabaseStore has SQL only for PostgreSQL, MySQL/MariaDB and SQLite: every "
+        "keyed request would fail there.",
+        "Use a store that needs no SQL: RedisStore ('idempotency.stores.redis.RedisStore') "
+        "or CacheStore ('idempotency.stores.cache.CacheStore'); or point the store's "
+        "OPTIONS['database'] at a PostgreSQL, MySQL, MariaDB or SQLite database.",
+    ),
+    "E040": CheckText(
+        "IDEMPOTENCY['BODY_CODEC'] cannot be used: {error}",
+        "Name a subclass of idempotency.codecs.BodyCodec; for FernetCodec install the "
+        "crypto extra and list Fernet keys in BODY_ENCRYPTION_KEYS "
+        "(cryptography.fernet.Fernet.generate_key()).",
+    ),
+    "E041": CheckText(
+        "The view {view!r} checks access inside itself ({gate}), so IdempotencyMiddleware "
+        "cannot replay its answers after that check: it leaves the view alone, and "
+        "retries of it run again.",
+        "Decorate the view with @idempotent below the access decorator (@login_required "
+        "then @idempotent: the check runs first), make it a class-based view with an "
+        "access mixin, or mark it @idempotency_exempt.",
+    ),
+    "E042": CheckText(
+        "The view {view!r} has @idempotent above {gate}: a replay would answer before "
+        "the access check runs (a user who lost the permission still gets the answer).",
+        "Put @idempotent below the access decorator, so the check runs first.",
+    ),
+    "E043": CheckText(
+        "IDEMPOTENCY['OPENTELEMETRY'] is on, but opentelemetry-api is not installed.",
+        "Install the otel extra, pip install '/path/to/django-idempotency[otel]' (from a "
+        "checkout: docs/installation.md), or set OPENTELEMETRY to False.",
+    ),
+    "E050": CheckText(
+        "{what} keeps records in the cache {alias!r}, whose django-redis client {client} "
+        "gives no single Redis connection: its records and record-cap counters could only "
+        "be read and counted through the cache's own serializer, which unpickles.",
+        "Use django-redis' DefaultClient (or HerdClient, SentinelClient) for that cache, "
+        "or use RedisStore or DatabaseStore.",
+    ),
+    "W001": CheckText(
+        "{what} is a CacheStore on the cache {alias!r}, a LocMemCache: each process has "
+        "its own, so a key is only deduplicated within one process.",
+        "With several worker processes (gunicorn, uWSGI, Celery), point the CacheStore "
+        "at a shared cache (Redis), or use DatabaseStore.",
+    ),
+    "W003": CheckText(
+        "{what} is the cache {alias!r}, a LocMemCache: it is not "
+        "shared, so replays in other processes still query the database.",
+        "Use a shared cache (Redis) as the response cache, or set it to None.",
+    ),
+    "W004": CheckText(
+        "{what} keeps records in DATABASES[{alias!r}], which has ATOMIC_REQUESTS=True, "
+        "and runs in lease mode: "
+        "a lease claim commits only with the view's transaction, so concurrent requests "
+        "cannot see it and may run the same key twice.",
+        "Use MODE 'atomic' or 'auto' with DatabaseStore, a Redis store for lease mode, or "
+        "exclude idempotent views from ATOMIC_REQUESTS with transaction.non_atomic_requests.",
+    ),
+    "W006": CheckText(
+        "Atomic mode wraps only the database {alias!r} in the view's transaction; "
+        "writes to {aliases} would stay outside it.",
+        "A view that writes to those databases keeps those writes when its key is released "
+        "(a 5xx, an exception), and its retry repeats them. List the aliases protected views "
+        "write to in IDEMPOTENCY['ATOMIC_DATABASES'] (or per view: databases=[...]), or "
+        "silence this warning if no protected view writes there.",
+    ),
+    "W007": CheckText(
+        "The Redis behind {what} ({alias}) {forgets}, so retries of the requests it had "
+        "completed run again.",
+        "Turn on AOF on that Redis (appendonly yes) with appendfsync everysec (a machine "
+        "crash then loses about the last second of records; a process crash nothing) or "
+        "always (nothing), or use DatabaseStore. See 'Redis durability' in the docs "
+        "(explanation/reliability).",
+    ),
+    "W008": CheckText(
+        "{what} is {alias!r}, which the DATABASE_ROUTERS treat as "
+        "read-only for {model}: they send its reads there and its writes to {write!r}.",
+        "Point it at the primary ({write!r}). The library reads and writes "
+        "only its own alias, never through the routers, so a replay never reads a lagging "
+        "replica; that alias must therefore be the writable primary.",
+    ),
+    "W040": CheckText(
+        "{what} keeps records in the database, but nothing deletes the expired ones: "
+        "IDEMPOTENCY['PURGE_EVERY'] is None and CELERY_BEAT_SCHEDULE does not schedule "
+        "{task!r}, so the table grows without bound.",
+        "Set PURGE_EVERY (a bounded purge on the request path), schedule {task!r} with "
+        "Celery beat, or run manage.py purge_idempotency_records from cron and silence "
+        "this warning (SILENCED_SYSTEM_CHECKS).",
+    ),
+    "W041": CheckText(
+        "IDEMPOTENCY['PROBLEM_TYPE_BASE'] is the default {base!r}: the \"type\" of every "
+        "error links to a domain this project does not own, which documents nothing there.",
+        "Set PROBLEM_TYPE_BASE to where your API documents its errors, such as "
+        "'https://api.example.com/docs/problems/' (the code is appended: "
+        "idempotency-key-mismatch, ...), as the IETF Idempotency-Key draft asks error "
+        "answers to link to their documentation. See docs/reference/problems.md.",
+    ),
+    "W050": CheckText(
+        "The database {alias!r} is django-tenants' (a schema per tenant) while "
+        "IDEMPOTENCY['SCOPE'] is the default: "
+        "records are scoped by the principal alone, so two tenants' users with one primary "
+        "key share records (a replay of the other's response, or a 422 on its keys).",
+        "Set IDEMPOTENCY['SCOPE'] = 'idempotency.scopes.tenant_schema_scope' (the scope "
+        "names the tenant's schema), or a scope function of your own that names the tenant.",
+    ),
+    "W051": CheckText(
+        "DATABASE_ROUTERS is set while IDEMPOTENCY['SCOPE'] is the default: the default "
+        "scope names a principal's database only when the principal was loaded from it, so "
+        "tenants that share a user table (or route by something else) share records.",
+        "With a database per tenant that holds its own users, the default scope is enough "
+        "(auth.user@<alias>:<pk>): silence this warning. Otherwise set IDEMPOTENCY['SCOPE'] "
+        "to a function that names the tenant. Routers that only split reads from writes "
+        "need nothing: silence it (SILENCED_SYSTEM_CHECKS).",
+    ),
+}
+
+
+def message(code: str, **values: Any) -> checks.CheckMessage:
+    """The check message of ``code`` (an Error for ``E…``, a Warning for ``W…``), its
+    text and hint filled with ``values``."""
+    entry = MESSAGES[code]
+    level = checks.Error if code.startswith("E") else checks.Warning
+    return level(
+        entry.msg.format(**values), hint=entry.hint.format(**values), id=f"idempotency.{code}"
+    )
+
+
+def cap(text: str) -> str:
+    """``text`` with its first letter upper-cased (a message's subject)."""
+    return text[:1].upper() + text[1:]
+
+
 LOCMEM = "django.core.cache.backends.locmem.LocMemCache"
 DUMMY = "django.core.cache.backends.dummy.DummyCache"
-REDIS_CACHE = "django_redis.cache.RedisCache"
 #: django-redis' client that spreads keys over several servers itself: it hands out no
 #: one Redis connection (``get_client`` raises), so nothing could be read raw through it.
 SHARD_CLIENT = "django_redis.client.ShardClient"
@@ -104,8 +322,8 @@ def check_response_cache(uses: list[Any]) -> list[checks.CheckMessage]:
     """E008, W003, E020 and E050 for the response cache of each database store in use: a cache
     that exists, is shared and never unpickles what it reads."""
     errors = []
-    for what, store, instance, _mode in uses:
-        cache = instance.response_cache if issubclass(store, DatabaseStore) else None
+    for what, store, _mode in uses:
+        cache = store.response_cache if isinstance(store, DatabaseStore) else None
         alias = cache.alias if cache is not None else None
         if not isinstance(alias, str):
             continue
@@ -179,17 +397,15 @@ def check_values(values: dict[str, Any]) -> list[checks.CheckMessage]:
         errors += [message("E011", header=h) for h in replayed if h.lower() in NEVER_REPLAYED]
     if values["METRICS"] and importlib.util.find_spec("prometheus_client") is None:
         errors.append(message("E018"))
-    if values["OPENTELEMETRY"] and not _installed("opentelemetry", "opentelemetry.trace"):
+    if values["OPENTELEMETRY"] and (
+        importlib.util.find_spec("opentelemetry") is None
+        or importlib.util.find_spec("opentelemetry.trace") is None
+    ):
         errors.append(message("E043"))
     ttl, lease = values["TTL"], values["LEASE"]
     if SETTINGS["TTL"].accepts(ttl) and SETTINGS["LEASE"].accepts(lease) and ttl < lease:
         errors.append(message("E016", ttl=ttl, lease=lease))
     return errors
-
-
-def _installed(*modules: str) -> bool:
-    """Whether every module is importable (a dotted one only once its parent is)."""
-    return all(importlib.util.find_spec(module) is not None for module in modules)
 
 
 def check_import(name: str, value: Any) -> list[checks.CheckMessage]:
@@ -222,50 +438,30 @@ def check_codec(values: dict[str, Any]) -> list[checks.CheckMessage]:
     return []
 
 
-def check_problem_type_base(values: dict[str, Any]) -> list[checks.CheckMessage]:
-    """W041 (``check --deploy``): ``PROBLEM_TYPE_BASE`` is still the default, whose domain
-    nobody here owns: every error's ``type`` would link to a page that documents nothing
-    (or to whatever someone who registers the domain puts there)."""
-    base = values["PROBLEM_TYPE_BASE"]
-    if base != DEFAULTS["PROBLEM_TYPE_BASE"]:
-        return []
-    return [message("W041", base=base)]
-
-
-def handlers() -> list[BackendHandler[Any]]:
-    """The handler of each setting of aliases: stores, tokens, locks."""
-    # imported here: idempotency.tokens imports DRF (its views), an optional dependency
-    from idempotency.tokens.base import token_backends
-
-    return [stores, token_backends, lock_backends]
-
-
-def as_check(problem: UnusableBackend) -> checks.CheckMessage:
-    """The check message of a problem the loader would raise."""
-    return checks.Error(problem.text, hint=problem.hint, id=f"idempotency.{problem.code}")
-
-
 def check_backends(values: dict[str, Any]) -> list[checks.CheckMessage]:
     """E015, E044-E046 and E060-E064 for every alias of ``STORES``, ``TOKENS`` and
     ``LOCKS``."""
     errors: list[checks.CheckMessage] = []
-    for handler in handlers():
+    for handler in (stores, token_backends, lock_backends):
         entries = values[handler.setting]
         if not SETTINGS[handler.setting].accepts(entries):
             continue  # E004
         if DEFAULT_ALIAS not in entries:
             aliases = ", ".join(repr(a) for a in entries) or "none"
-            problem = UnusableBackend(
-                "E060",
-                setting=handler.setting,
-                what=handler.what,
-                alias=DEFAULT_ALIAS,
-                aliases=aliases,
+            errors.append(
+                message(
+                    "E060",
+                    setting=handler.setting,
+                    what=handler.what,
+                    alias=DEFAULT_ALIAS,
+                    aliases=aliases,
+                )
             )
-            errors.append(as_check(problem))
         for alias, entry in entries.items():
             problems = handler.problems(alias, entry)
-            errors += [as_check(problem) for problem in problems]
+            errors += [
+                checks.Error(p.text, hint=p.hint, id=f"idempotency.{p.code}") for p in problems
+            ]
             if not problems:
                 errors += _databases(handler, alias, entry)
     return errors
@@ -285,15 +481,8 @@ def _databases(handler: BackendHandler[Any], alias: str, entry: Any) -> list[che
     return errors
 
 
-#: A store in use: ``(what, class, instance or None, mode)``, ``what`` naming it in messages.
-Use = tuple[str, type, Any, Any]
-
-DATABASE_STORE = "idempotency.stores.database.DatabaseStore"
-
-
-def is_store(store: type, path: str) -> bool:
-    """Whether ``store`` is (a subclass of) the store class at ``path``."""
-    return issubclass(store, import_string(path))
+#: A store in use: ``(what, store, mode)``, ``what`` naming it in messages.
+Use = tuple[str, Any, Any]
 
 
 def _view_policies() -> list[tuple[str, Any]]:
@@ -305,8 +494,8 @@ def _view_policies() -> list[tuple[str, Any]]:
         return []
 
 
-def configured(handler: Any, values: dict[str, Any]) -> dict[str, tuple[type, Any]]:
-    """``alias: (class, instance)`` of each usable alias of ``handler``'s setting (the
+def configured(handler: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """``alias: instance`` of each usable alias of ``handler``'s setting (the
     others are :func:`check_backends`' to report). Making one
     connects nowhere: every backend connects on first use."""
     entries = values[handler.setting]
@@ -317,10 +506,9 @@ def configured(handler: Any, values: dict[str, Any]) -> dict[str, tuple[type, An
         if handler.problems(alias, entry):
             continue
         try:
-            instance = handler.create(alias)
+            found[alias] = handler.create(alias)
         except Exception:  # noqa: BLE001 - a constructor's own failure shows at first use
             continue
-        found[alias] = (type(instance), instance)
     return found
 
 
@@ -330,8 +518,7 @@ def stores_in_use(values: dict[str, Any], errors: list[checks.CheckMessage]) -> 
     ``errors`` (E013)."""
     usable = configured(stores, values)
     uses: list[Use] = [
-        (f"the store {alias!r}", cls, instance, values["MODE"])
-        for alias, (cls, instance) in usable.items()
+        (f"the store {alias!r}", store, values["MODE"]) for alias, store in usable.items()
     ]
     entries = values["STORES"] if isinstance(values["STORES"], dict) else {}
     for view, policy in _view_policies():
@@ -339,16 +526,16 @@ def stores_in_use(values: dict[str, Any], errors: list[checks.CheckMessage]) -> 
         option = policy.store
         if option is None:
             if policy.mode == "atomic" and "default" in usable:
-                uses.append((f"the view {view!r}", *usable["default"], "atomic"))
+                uses.append((f"the view {view!r}", usable["default"], "atomic"))
             continue
         if isinstance(option, str):
             if option not in entries:
                 aliases = ", ".join(repr(a) for a in entries) or "none"
                 errors.append(message("E013", what=cap(what), value=option, aliases=aliases))
             elif option in usable:
-                uses.append((what, *usable[option], policy.mode))
+                uses.append((what, usable[option], policy.mode))
             continue
-        uses.append((what, type(option), option, policy.mode))
+        uses.append((what, option, policy.mode))
     return uses
 
 
@@ -357,16 +544,16 @@ def check_stores(values: dict[str, Any], uses: list[Use]) -> list[checks.CheckMe
     store in lease mode."""
     errors: list[checks.CheckMessage] = []
     databases: dict[str, Any] = getattr(settings, "DATABASES", {}) or {}
-    for what, store, instance, mode in uses:
-        if mode == "atomic" and not issubclass(store, AtomicStore):  # as the engine chooses
-            errors.append(message("E006", what=cap(what), store=store.__qualname__))
-        if is_store(store, DATABASE_STORE):
-            database = databases.get(instance.using) or {}
+    for what, store, mode in uses:
+        if mode == "atomic" and not isinstance(store, AtomicStore):  # as the engine chooses
+            errors.append(message("E006", what=cap(what), store=type(store).__qualname__))
+        if isinstance(store, DatabaseStore):
+            database = databases.get(store.using) or {}
             if mode == "lease" and database.get("ATOMIC_REQUESTS"):
-                errors.append(message("W004", what=cap(what), alias=instance.using))
-        if not is_store(store, "idempotency.stores.cache.CacheStore"):
+                errors.append(message("W004", what=cap(what), alias=store.using))
+        if not isinstance(store, CacheStore):
             continue
-        alias = instance.alias
+        alias = store.alias
         backend = cache_backend(alias)
         if backend is None:
             errors.append(no_cache(cap(what), alias))
@@ -396,7 +583,7 @@ def check_purge(values: dict[str, Any], uses: list[Use]) -> list[checks.CheckMes
     None and no beat schedule names the purge task."""
     if values["PURGE_EVERY"] is not None or _beat_purges():
         return []
-    database = [w for w, s, _i, _m in uses if is_store(s, DATABASE_STORE)]
+    database = [w for w, s, _m in uses if isinstance(s, DatabaseStore)]
     if not database:
         return []
     return [message("W040", what=cap(database[0]), task=PURGE_TASK)]
@@ -422,10 +609,10 @@ def check_database_vendors(values: dict[str, Any], uses: list[Use]) -> list[chec
     backend), caught at startup instead of answering 500 to every keyed request."""
     databases: dict[str, Any] = getattr(settings, "DATABASES", {}) or {}
     errors = []
-    for what, store, instance, _mode in uses:
-        if not is_store(store, DATABASE_STORE):
+    for what, store, _mode in uses:
+        if not isinstance(store, DatabaseStore):
             continue
-        alias = instance.using
+        alias = store.using
         engine = (databases.get(alias) or {}).get("ENGINE") if isinstance(alias, str) else None
         if not isinstance(engine, str):
             continue  # an unknown alias is E015
@@ -439,7 +626,7 @@ def check_database_vendors(values: dict[str, Any], uses: list[Use]) -> list[chec
 
 def store_databases(uses: list[Use]) -> list[str]:
     """The databases of the database stores in use, each once, in order."""
-    found = [instance.using for _w, store, instance, _m in uses if is_store(store, DATABASE_STORE)]
+    found = [store.using for _w, store, _m in uses if isinstance(store, DatabaseStore)]
     return list(dict.fromkeys(found))
 
 
@@ -473,8 +660,8 @@ def check_routers(uses: list[Use]) -> list[checks.CheckMessage]:
         apps.get_model("idempotency", "SubmitToken"),
     )
     warnings = []
-    for what, store, instance, _mode in uses:
-        alias = instance.using if is_store(store, DATABASE_STORE) else None
+    for what, store, _mode in uses:
+        alias = store.using if isinstance(store, DatabaseStore) else None
         if alias not in databases:
             continue
         for model in (record, token):
@@ -534,21 +721,15 @@ def target(backend: Any) -> str:
 def redis_users(raw: dict[Any, Any], values: dict[str, Any], uses: list[Use]) -> RedisUsers:
     """The Redis backends in use: the Redis stores, and the Redis tokens and locks (locks
     only where ``LOCKS`` is set: the default is inert until a lock is taken)."""
-    # imported here: idempotency.tokens imports DRF (its views), an optional dependency
-    from idempotency.tokens.base import token_backends
-    from idempotency.tokens.redis import RedisTokens
-
     found: list[tuple[str, Any]] = [
-        (what, instance)
-        for what, store, instance, _mode in uses
-        if is_store(store, "idempotency.stores.redis.RedisStore")
+        (what, store) for what, store, _mode in uses if isinstance(store, RedisStore)
     ]
     parts: list[tuple[Any, type, str]] = [(token_backends, RedisTokens, "submit tokens")]
     if "LOCKS" in raw:
         parts.append((lock_backends, RedisLockBackend, "locks"))
     for handler, cls, what in parts:
-        for alias, (backend_class, instance) in configured(handler, values).items():
-            if issubclass(backend_class, cls):
+        for alias, instance in configured(handler, values).items():
+            if isinstance(instance, cls):
                 found.append((f"the {what} {alias!r}", instance))
     users: RedisUsers = {}
     for what, backend in found:
@@ -671,9 +852,6 @@ def check_gates() -> list[checks.CheckMessage]:
     except Exception:  # noqa: BLE001 - a broken URLconf is reported by Django
         return []
     middleware = list(getattr(settings, "MIDDLEWARE", None) or ())
-    # imported here: the middleware imports DRF, an optional dependency
-    from idempotency.http.middleware import gated_view
-
     errors = []
     wrapped = _middleware_index(middleware, _IDEMPOTENCY) is not None
     for name, callback in views:
@@ -721,11 +899,12 @@ def check_redis_persistence(app_configs: Any = None, **kwargs: Any) -> list[chec
 def check_problem_documentation(
     app_configs: Any = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
-    """W041: the problems' ``type`` links to the project's own documentation."""
-    raw = raw_settings()
-    if raw is None:
+    """W041: ``PROBLEM_TYPE_BASE`` is still the default, whose domain nobody here owns:
+    every error's ``type`` would link to a page that documents nothing."""
+    raw, base = raw_settings(), DEFAULTS["PROBLEM_TYPE_BASE"]
+    if raw is None or raw.get("PROBLEM_TYPE_BASE", base) != base:
         return []
-    return check_problem_type_base({**DEFAULTS, **raw})
+    return [message("W041", base=base)]
 
 
 __all__ = [

@@ -26,14 +26,8 @@ from django.utils.module_loading import import_string
 #: An HTTP header name (RFC 9110 token).
 HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 
-#: What a setting's value may be. ``seconds``: a finite number; ``integer``: an int;
-#: ``choice``: one of :attr:`Setting.choices`; ``path``: a dotted path (or the object
-#: itself);
-#: ``header``/``headers``: one or a list of header names; ``cache``/``database``: an alias;
-#: ``aliases``: a list of database aliases; ``names``: a list of strings; ``backends``:
-#: a dict of aliases, each an entry as in ``CACHES`` (:mod:`idempotency.utils.backends`
-#: reads and checks each entry). Each
-#: with the type the settings table names it by.
+#: The kinds of value a setting may have (what each accepts: :meth:`Setting.accepts`,
+#: :attr:`Setting.expected`), each with the type the settings reference names it by.
 _LABELS = {
     "bool": "bool",
     "text": "str",
@@ -406,10 +400,6 @@ SETTINGS: dict[str, Setting] = {
 #: Every setting's default, by name.
 DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}
 
-#: Settings that hold dotted paths, imported on first use.
-IMPORT_STRINGS = frozenset(name for name, s in SETTINGS.items() if s.kind == "path")
-
-
 #: Longest idempotency key a store accepts (``IdempotencyRecord.key``), whether it comes
 #: from a request's header or from a function's or task's key.
 MAX_KEY_LENGTH = 255
@@ -439,15 +429,13 @@ class IdempotencySettings:
 
     def imported(self, name: str) -> Callable[..., Any]:
         """The object a dotted-path setting names, imported once."""
-        key = f"__imported__{name}"
         try:
-            return self._cache[key]
+            return self._cache[name]
         except KeyError:
-            pass
-        value = getattr(self, name)
-        obj: Callable[..., Any] = import_string(value) if isinstance(value, str) else value
-        self._cache[key] = obj
-        return obj
+            value = getattr(self, name)
+            obj: Callable[..., Any] = import_string(value) if isinstance(value, str) else value
+            self._cache[name] = obj
+            return obj
 
     def reload(self) -> None:
         self._cache.clear()
@@ -479,7 +467,6 @@ setting_changed.connect(_settings_changed)
 __all__ = [
     "DEFAULTS",
     "HEADER_NAME",
-    "IMPORT_STRINGS",
     "KINDS",
     "MAX_KEY_LENGTH",
     "MODES",

@@ -243,7 +243,7 @@ class StoreMisconfigured(IdempotencyError):
     title = "Idempotency store misconfigured"
 
 
-class StoreNotDurable(IdempotencyError):
+class StoreNotDurable(_RetryLater):
     """A write reached fewer Redis replicas than a Redis store's ``wait_replicas`` asked
     for in time."""
 
@@ -254,9 +254,6 @@ class StoreNotDurable(IdempotencyError):
     )
     default_code = "idempotency-store-not-durable"
     title = "Idempotency record not durable"
-
-    def headers(self) -> dict[str, str]:
-        return {"Retry-After": "1"}
 
 
 class StoreCorrupted(IdempotencyError):
@@ -363,35 +360,41 @@ class StoredError(Exception):
         return (type(self), (self.type_name, self.message))
 
 
-class CallableMismatch(KeyMismatch, ValueError):
+class _CallMismatch(KeyMismatch, ValueError):
+    """The key is live for another call in the same scope: a :class:`ValueError` (the key
+    argument is wrong) and a :class:`KeyMismatch`, so code that already catches the HTTP
+    layer's mismatch catches these too. ``template`` says which call."""
+
+    template = ""
+
+    def __init__(self, scope: str, key: str, name: str) -> None:
+        super().__init__(self.template.format(ref=log_ref(scope, key), name=name))
+        self.scope = scope
+        self.key = key
+        self.name = name
+
+    def __reduce__(self) -> tuple[type[_CallMismatch], tuple[str, str, str]]:
+        return (type(self), (self.scope, self.key, self.name))
+
+
+class CallableMismatch(_CallMismatch):
     """The key is live for a *different* function (or task) in the same scope.
 
     Two callables share a key only by mistake (a key template too broad, such as
     ``"{order_id}"`` used by both "pay" and "refund"): instead of returning the
     other callable's result, the call fails. Make the key name its purpose
     (``"pay:{order_id}"``) or give each callable its own ``scope``.
-
-    It is a :class:`ValueError` (the key argument is wrong) and a :class:`KeyMismatch`,
-    so code that already catches the HTTP layer's mismatch catches this one too.
     """
 
     default_code = "idempotency-key-reused-by-another-function"
     title = "Idempotency key reused by another function"
-
-    def __init__(self, scope: str, key: str, name: str) -> None:
-        super().__init__(
-            f"Idempotency key {log_ref(scope, key)} is already used by another "
-            f"function or task than {name}; give each one keys of its own."
-        )
-        self.scope = scope
-        self.key = key
-        self.name = name
-
-    def __reduce__(self) -> tuple[type[CallableMismatch], tuple[str, str, str]]:
-        return (type(self), (self.scope, self.key, self.name))
+    template = (
+        "Idempotency key {ref} is already used by another function or task than {name}; "
+        "give each one keys of its own."
+    )
 
 
-class ArgumentsMismatch(KeyMismatch, ValueError):
+class ArgumentsMismatch(_CallMismatch):
     """The key is live for the same function or task called with *other arguments*.
 
     The HTTP layer's 422 for functions: a retry must repeat the call, and a call with
@@ -402,18 +405,10 @@ class ArgumentsMismatch(KeyMismatch, ValueError):
 
     default_code = "idempotency-key-reused-with-other-arguments"
     title = "Idempotency key reused with other arguments"
-
-    def __init__(self, scope: str, key: str, name: str) -> None:
-        super().__init__(
-            f"Idempotency key {log_ref(scope, key)} was used by {name} with other "
-            "arguments; a repeat must pass the same ones (see fingerprint=)."
-        )
-        self.scope = scope
-        self.key = key
-        self.name = name
-
-    def __reduce__(self) -> tuple[type[ArgumentsMismatch], tuple[str, str, str]]:
-        return (type(self), (self.scope, self.key, self.name))
+    template = (
+        "Idempotency key {ref} was used by {name} with other arguments; a repeat must "
+        "pass the same ones (see fingerprint=)."
+    )
 
 
 # -- how the library is used -----------------------------------------------------------

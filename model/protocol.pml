@@ -7,11 +7,11 @@
  * worker that handles each attempt through the store contract
  * (idempotency/stores/base.py). Two modes, chosen when the verifier is generated:
  *
- *   lease mode (default; http/lease.py, calls.py): the claim commits first, in progress,
+ *   lease mode (default; core/engine.py run_lease): the claim commits first, in progress,
  *     with a lease on the store's clock and a fencing token; a keep-alive renews the lease
- *     while the body runs (keepalive.py); the effect is external (never rolled back); the
+ *     while the body runs (core/keepalive.py); the effect is external (never rolled back); the
  *     owner completes or releases the key with its token; an abandoned lease is taken over.
- *   atomic mode (-DATOMIC; http/atomic.py, DatabaseStore): the claim, the effect (a write
+ *   atomic mode (-DATOMIC; core/engine.py run_atomic, DatabaseStore): the claim, the effect (a write
  *     in the same database) and the completion are one transaction; a duplicate's claim
  *     waits on the uncommitted row; a crash, an error or an outage rolls all of it back.
  *
@@ -26,16 +26,19 @@
  *
  * Model action -> code (docs/explanation/model.md has the same table):
  *   peek            BaseStore.lookup / peek, before the claim (DatabaseStore.lookup_before_claim)
- *   claim, own      BaseStore.claim: DatabaseStore INSERT ... ON CONFLICT (statements.py),
+ *   claim, own      BaseStore.claim: DatabaseStore INSERT ... ON CONFLICT (stores/sql.py),
  *                   RedisStore CLAIM script, CacheStore cache.add + takeover marker;
  *                   own() is a claim that wins, a takeover when the lease had run out
- *   RENEW           BaseStore.extend, called by keepalive.KeepAlive every third of the
- *                   lease (Watchdog: keepalive.Watchdog and its renewal threads)
+ *   RENEW           BaseStore.extend, called by core/keepalive.py's KeepAlive every third
+ *                   of the lease (Watchdog: keepalive.Watchdog and its renewal threads)
  *   complete        BaseStore.complete (fenced UPDATE / COMPLETE script)
  *   release         BaseStore.release (fenced DELETE / RELEASE script), on a view's error
+ *                   (core/engine.py give_back)
+ *   resend_claim,   RedisStore: a command resent after a lost reply carries the fence drawn
+ *   resend_complete before its first send; the scripts answer that fence as the sender's own
  *   Clock           the store's clock: PostgreSQL statement_timestamp(), Redis TIME
- *   Outage          StoreUnavailable from every store call while it lasts (outages.py)
- *   atomic mode     http/atomic.py run_atomic: the look-up, then in transaction.atomic()
+ *   Outage          StoreUnavailable from every store call while it lasts (utils/outages.py)
+ *   atomic mode     core/engine.py run_atomic: the look-up, then in transaction.atomic()
  *                   DatabaseStore.claim, the view's writes, DatabaseStore.complete;
  *                   commit() is the COMMIT, rollback() its end without one
  *
@@ -500,7 +503,7 @@ attempt:
 	:: true
 	fi;
 	/* accepted, refused (stale: signalled) or unreachable: the view's answer goes out
-	   (lease.record, calls.KeyedCall.complete) */
+	   (core/engine.py record) */
 	res = R_NONE;
 	if
 	:: FAULT_LEFT -> faults++; goto crashed     /* completed, crashed before answering */

@@ -1,7 +1,7 @@
 """Shared fixtures and the rules that decide where tests run.
 
 The layout mirrors the package: ``tests/test_<module>.py`` tests ``idempotency/<module>.py``,
-``tests/http/``, ``tests/stores/`` and ``tests/client/`` its subpackages; ``tests/contract/``
+``tests/http/``, ``tests/stores/`` its subpackages; ``tests/contract/``
 (the HTTP contract on every store, the interface matrix), ``tests/storms/`` (real
 concurrency), ``tests/scale/`` (clusters, replicas, PgBouncer) and ``tests/docs/`` test the
 whole rather than a module; ``tests/sample/`` mirrors the sample's apps. What tests share
@@ -81,7 +81,7 @@ OWN_STEP_TIERS = ("model",)
 
 #: Tiers of whole files (or ``file::test``), marked here so the list is in one place.
 TIER_OF = {
-    "tests/client/test_clients.py": "servers",
+    "tests/test_client_scripted_server.py": "servers",
     "tests/storms/test_server_storm.py": "servers",
     "tests/http/test_upload_memory.py": "servers",
     "tests/sample/test_client.py": "servers",
@@ -101,7 +101,6 @@ TIER_OF = {
 #: The tests that route to the test app's views (``tests/urls.py``), by folder or file;
 #: the others keep the sample's URLs (``config/urls.py``) or name their own.
 TESTAPP_URLS = (
-    "tests/client/",
     "tests/contract/",
     "tests/contrib/ninja/",
     "tests/http/",

@@ -11,7 +11,6 @@ from django.utils.module_loading import import_string
 
 from idempotency.conf import (
     DEFAULTS,
-    IMPORT_STRINGS,
     MODES,
     SETTINGS,
     Setting,
@@ -60,10 +59,10 @@ def test_every_default_is_a_value_its_setting_accepts() -> None:
 
 
 def test_every_dotted_path_default_imports() -> None:
-    assert {name for name, s in SETTINGS.items() if s.kind == "path"} == IMPORT_STRINGS
+    paths = {name for name, s in SETTINGS.items() if s.kind == "path"}
     # a path setting that may be None (ON_REPLAY: no hook) defaults to None
-    defaulted = {name for name in IMPORT_STRINGS if DEFAULTS[name] is not None}
-    assert {name for name in IMPORT_STRINGS - defaulted if SETTINGS[name].nullable} == {"ON_REPLAY"}
+    defaulted = {name for name in paths if DEFAULTS[name] is not None}
+    assert {name for name in paths - defaulted if SETTINGS[name].nullable} == {"ON_REPLAY"}
     assert {name: callable(import_string(DEFAULTS[name])) for name in defaulted} == dict.fromkeys(
         defaulted, True
     )

@@ -144,12 +144,6 @@ LAZY_IMPORTS = {
         "idempotency.observability",
     },
     "idempotency.contrib.prometheus.apps": {"idempotency.conf", "idempotency.contrib.prometheus"},
-    # the middleware and the Redis token backend import optional dependencies (redis-py)
-    "idempotency.checks": {
-        "idempotency.http.middleware",
-        "idempotency.tokens.base",
-        "idempotency.tokens.redis",
-    },
     # models: imported only once the app registry is ready (a Celery beat schedule and a
     # metrics collector may be imported before)
     "idempotency.contrib.prometheus": {"idempotency.models", "idempotency.stores.base"},

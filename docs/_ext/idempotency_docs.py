@@ -6,7 +6,7 @@ Directives (MyST: ```{name}``` fences):
   status, title and meaning, from the :class:`~idempotency.exceptions.IdempotencyError`
   subclasses;
 - ``idempotency-checks``: every system check id, its level, message and hint, from
-  :data:`idempotency.check_messages.MESSAGES`;
+  :data:`idempotency.checks.MESSAGES`;
 - ``idempotency-command``: a management command's ``--help``, from its own parser;
 - ``idempotency-tasks``: the Celery tasks the app registers, with their docstrings.
 
@@ -72,7 +72,7 @@ class _TableDirective(SphinxDirective):
 
 
 def problem_classes() -> list[type]:
-    """Every concrete problem class, in the order the modules define them."""
+    """Every public problem class, in the order the modules define them."""
     from idempotency.exceptions import IdempotencyError
 
     found: list[type] = []
@@ -82,6 +82,7 @@ def problem_classes() -> list[type]:
             if (
                 issubclass(obj, IdempotencyError)
                 and obj is not IdempotencyError
+                and not obj.__name__.startswith("_")
                 and obj.__module__ == module_name
                 and obj not in found
             ):
@@ -121,7 +122,7 @@ def _placeholders(text: str) -> str:
 
 class ChecksDirective(_TableDirective):
     def lines(self) -> list[str]:
-        from idempotency.check_messages import MESSAGES
+        from idempotency.checks import MESSAGES
 
         rows = []
         for code in sorted(MESSAGES):

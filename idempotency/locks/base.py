@@ -97,28 +97,22 @@ class DatabaseLockBackend(LockBackend):
         self.alias = database
 
     def new_connection(self) -> Any:
-        """A fresh connection of ``alias`` outside Django's per-thread handler and any pool."""
-        return dedicated_connection(self.alias, self.vendor, self.name)
-
-
-def dedicated_connection(alias: str, vendor: str, backend: str) -> Any:
-    """A fresh connection of the database ``alias`` outside Django's per-thread handler
-    and any pool, for a lock held on its session (``backend`` names the lock backend that
-    needs ``vendor``)."""
-    template = connections[alias]
-    if template.vendor != vendor:
-        raise ImproperlyConfigured(
-            f"The {backend} lock backend needs a {vendor} database; {alias!r} "
-            f"is {template.vendor}. Configure IDEMPOTENCY['LOCKS'] with RedisLockBackend."
-        )
-    settings_dict = copy.deepcopy(template.settings_dict)
-    options = dict(settings_dict.get("OPTIONS") or {})
-    options.pop("pool", None)
-    settings_dict["OPTIONS"] = options
-    connection = type(template)(settings_dict, alias)
-    # the lock may be released from another thread than the one that took it
-    connection.inc_thread_sharing()
-    return connection
+        """A fresh connection of ``alias`` outside Django's per-thread handler and any pool,
+        for a lock held on its session."""
+        template = connections[self.alias]
+        if template.vendor != self.vendor:
+            raise ImproperlyConfigured(
+                f"The {self.name} lock backend needs a {self.vendor} database; {self.alias!r} "
+                f"is {template.vendor}. Configure IDEMPOTENCY['LOCKS'] with RedisLockBackend."
+            )
+        settings_dict = copy.deepcopy(template.settings_dict)
+        settings_dict["OPTIONS"] = {
+            k: v for k, v in (settings_dict.get("OPTIONS") or {}).items() if k != "pool"
+        }
+        connection = type(template)(settings_dict, self.alias)
+        # the lock may be released from another thread than the one that took it
+        connection.inc_thread_sharing()
+        return connection
 
 
 logger = logging.getLogger("idempotency.locks")

@@ -24,12 +24,11 @@ import difflib
 import inspect
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from idempotency.check_messages import MESSAGES
 from idempotency.conf import Setting, idempotency_settings, on_reload
 
 T = TypeVar("T")
@@ -59,12 +58,63 @@ class Configurable:
     location_schemes: ClassVar[tuple[str, ...]] = ()
 
 
+class CheckText(NamedTuple):
+    """The words of one system check id, ``{placeholders}`` filled where it is raised."""
+
+    msg: str
+    hint: str
+
+
+#: The words of what can be wrong with an alias' entry, by check id: raised at use as
+#: :class:`UnusableBackend`, reported at startup by :mod:`idempotency.checks` (whose
+#: ``MESSAGES`` holds them with every other id).
+ENTRY_MESSAGES: dict[str, CheckText] = {
+    "E044": CheckText(
+        "{where} = {value!r} names no {what}: it cannot be imported ({error}).",
+        "Name the dotted path of a subclass of {base}.",
+    ),
+    "E045": CheckText(
+        "{where} = {value!r} names no {what}: {found} is not a subclass of {base}.",
+        "Name the dotted path of a subclass of {base}.",
+    ),
+    "E046": CheckText(
+        "{where} = {value!r} names no usable {what}: {found} does not implement {methods}.",
+        "Implement every abstract method of {base} in {found} (the methods subclasses "
+        "must implement come first in its documentation).",
+    ),
+    "E060": CheckText(
+        "IDEMPOTENCY[{setting!r}] has no {what} {alias!r}.",
+        "Add the alias to IDEMPOTENCY[{setting!r}] (a dict of aliases, each "
+        "{{'BACKEND': ..., 'LOCATION': ..., 'OPTIONS': {{...}}}}, as CACHES), or name one of "
+        "its aliases: {aliases}.",
+    ),
+    "E061": CheckText(
+        "{where} is {value!r}{extra}; it must be a dict.",
+        "Write each alias as CACHES does: {{'BACKEND': 'dotted.path.Class', 'LOCATION': ..., "
+        "'OPTIONS': {{...}}}} (LOCATION and OPTIONS may be left out; OPTIONS is a dict).",
+    ),
+    "E062": CheckText(
+        "{where} is {value!r}; for {backend} it must be {expected}.",
+        "Redis stores, tokens and locks take redis://, rediss:// (TLS) or unix:// URLs "
+        "(or, instead, OPTIONS {{'cache': <a CACHES alias>}}); other backends take none.",
+    ),
+    "E063": CheckText(
+        "{where} has the option {name!r}, which {backend} does not accept.",
+        "{suggestion}{backend} accepts: {accepted}.",
+    ),
+    "E064": CheckText(
+        "{where} is {value!r}; it must be {expected}.",
+        "{name}: {help}",
+    ),
+}
+
+
 class UnusableBackend(ImproperlyConfigured):
     """An alias' entry (or a value naming an alias) cannot be used; ``code`` is the id of
     the system check that reports it, ``text`` and ``hint`` its words."""
 
     def __init__(self, code: str, **values: Any) -> None:
-        entry = MESSAGES[code]
+        entry = ENTRY_MESSAGES[code]
         self.code = code
         self.text = entry.msg.format(**values)
         self.hint = entry.hint.format(**values)

@@ -3,40 +3,17 @@ public API from a URL and options, or from the settings of a Django cache.
 
 A :class:`RedisConnector` is given either ``location``, a ``redis://``, ``rediss://`` or
 ``unix://`` URL, or ``cache``, the alias of a ``CACHES`` entry whose backend is Django's
-own ``django.core.cache.backends.redis.RedisCache`` or django-redis'
-``django_redis.cache.RedisCache``: the connector then reads that entry's ``LOCATION``
-(its first server, the primary: every read and write goes there) and ``OPTIONS`` and
-builds a client of its own with them. Keyword options given to the connector win over
-the cache's.
-
-Options (any other keyword goes to redis-py's connection pool as it is:
-``socket_timeout``, ``socket_connect_timeout``, ``username``, ``password``, ``db``,
-``ssl_ca_certs``, ``ssl_cert_reqs``, ``client_name``, ``health_check_interval``,
-``retry``, ...):
-
-``max_connections``
-    The most connections open at once (default 100, redis-py's default), per process for
-    the sync client and per event loop for the async one. The pool is redis-py's
-    ``BlockingConnectionPool``: a caller that finds every connection busy waits for one
-    (up to ``pool_timeout``) instead of failing, and one that waited longer gets a 503.
-    A cache whose ``OPTIONS`` name a ``pool_class`` keeps that class.
-``pool_timeout``
-    Seconds a caller waits for a free connection (default 5).
-``retries``
-    How often a command that failed on a broken connection or timed out is sent again
-    (default 3, with jittered pauses of up to 0.25 s: redis-py's ``Retry``). A resent
-    claim or completion recognises itself (:mod:`~idempotency.stores.redis`). A redis-py
-    ``retry`` object may be given instead.
-``cluster``
-    True for a Redis Cluster (``location`` names any node): redis-py's
-    ``RedisCluster``, primaries only.
-
-The async client (``redis.asyncio``) is built with the same URL and options, one per
-running event loop: an asyncio connection belongs to the loop that opened it.
+``RedisCache`` or django-redis': it then reads that entry's first server (the primary:
+every read and write goes there) and ``OPTIONS``, and builds a client of its own with
+them. Keyword options given to the connector (:data:`CLIENT_OPTIONS`, or any other
+keyword of redis-py's connection pool) win over the cache's. The pool is redis-py's
+``BlockingConnectionPool``: a caller that finds every connection busy waits for one
+instead of failing. The async client (``redis.asyncio``) is built with the same URL and
+options, one per running event loop: an asyncio connection belongs to the loop that
+opened it.
 
 :class:`RedisBackend` is the constructor the Redis backends share (the store, submit
-tokens, locks): their ``LOCATION``, the ``cache`` option and the client options above, as
-keyword arguments, made into one :class:`RedisConnector`.
+tokens, locks).
 """
 
 from __future__ import annotations
@@ -286,19 +263,7 @@ class RedisConnector:
 class RedisBackend:
     """The constructor every Redis backend shares: a backend class lists it first among its
     bases (``class RedisTokens(RedisBackend, TokenBackend)``) and adds only what it does
-    with :attr:`client`.
-
-    Args:
-        location: A ``redis://``, ``rediss://`` or ``unix://`` URL (of any node, with
-            ``cluster=True``).
-        cache: Instead: the alias of a Redis ``CACHES`` entry (Django's own
-            ``RedisCache`` or django-redis'), whose connection settings are used.
-            Neither: the cache ``"default"``.
-        key_prefix: Prefix of the backend's keys.
-
-    and the client options of :data:`CLIENT_OPTIONS` (module docstring), None leaving the
-    cache's or redis-py's own.
-    """
+    with :attr:`client`. Its keywords are its :attr:`options`, described there."""
 
     #: The URL schemes of a Redis ``LOCATION``.
     location_schemes: ClassVar[tuple[str, ...]] = LOCATION_SCHEMES

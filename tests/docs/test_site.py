@@ -115,7 +115,7 @@ def test_code_blocks_are_highlighted_and_the_results_table_renders(site: str, pa
 
 def test_generated_reference_tables(site: str, page: Page) -> None:
     """The generated pages are real tables with a row per problem class and check id."""
-    from idempotency.check_messages import MESSAGES
+    from idempotency.checks import MESSAGES
     from idempotency.exceptions import IdempotencyError
 
     rows = page.locator("table tbody tr")

@@ -76,17 +76,10 @@ class IdempotentMixin(_MixedInto):
     ``destroy`` and unsafe ``@action`` methods, or the unsafe methods of an
     ``APIView``.
 
-    Configure it with class attributes, each None by default (the ``IDEMPOTENCY``
-    setting of the same name applies): ``idempotency_required``,
-    ``idempotency_ttl``, ``idempotency_lease``, ``idempotency_store``,
-    ``idempotency_mode``, ``idempotency_wait``, ``idempotency_store_errors``,
-    ``idempotency_on_store_unavailable``, ``idempotency_claim``,
-    ``idempotency_databases``, ``idempotency_fingerprint``,
-    ``idempotency_status_only``, ``idempotency_redact``, ``idempotency_max_new_records``,
-    ``idempotency_record_window``, ``idempotency_error_ttl``,
-    ``idempotency_on_replay`` (one per option of
-    :class:`~idempotency.http.options.Policy`); ``idempotent_actions`` limits it to the
-    named actions or methods. Override :meth:`get_idempotency_scope` to key by
+    Configure it with class attributes ``idempotency_<option>``, one per option of
+    :class:`~idempotency.http.options.Policy`, each None by default (the ``IDEMPOTENCY``
+    setting of the same name applies); ``idempotent_actions`` limits it to the named
+    actions or methods. Override :meth:`get_idempotency_scope` to key by
     something other than the user, :meth:`on_replay` to add headers to replayed
     responses, or :meth:`get_idempotency_policy` to decide per request.
     """

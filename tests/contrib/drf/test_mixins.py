@@ -1,7 +1,8 @@
-"""``idempotency/contrib/drf/mixins.py``: ``IdempotentMixin`` handles a DRF view's key
-after authentication, permissions and throttles, for the unsafe actions it names, with the
-options its class attributes (or ``get_*`` hooks) give; ``DjangoRestFramework`` tells
-``@idempotent`` and the middleware how DRF's views are built, answered and rendered."""
+"""``IdempotentMixin`` and ``DjangoRestFramework`` (idempotency.contrib.drf.mixins): class
+attributes over the view's policy, the actions that take part, a keyed POST run once and
+replayed, what the framework hook answers about DRF views and requests; through a request,
+a refused caller never reaches the key, the class's hooks apply, a substituted view keeps
+Django's ATOMIC_REQUESTS rule, and the view's own exception handling answers."""
 
 from __future__ import annotations
 
@@ -24,8 +25,110 @@ from idempotency.models import IdempotencyRecord
 from tests.support.counting import Counter
 from tests.support.http import new_key
 from tests.support.problems import problem
+from tests.support.users import make_user
 
-pytestmark = pytest.mark.django_db
+
+def fingerprint(request: Any, headers: Any) -> str:
+    return "same"
+
+
+class Counted(IdempotentMixin, APIView):
+    """A view that counts its runs and answers their number."""
+
+    permission_classes = ()
+    runs = 0
+    idempotency_ttl = 5
+    idempotency_fingerprint = staticmethod(fingerprint)
+
+    def post(self, request: Request) -> Response:
+        type(self).runs += 1
+        return Response({"run": type(self).runs}, status=201)
+
+    def get(self, request: Request) -> Response:
+        return Response({"view": view_of(request) is self})
+
+
+class OnlyPut(Counted):
+    idempotent_actions = ("put",)
+
+
+def test_class_attributes_override_the_policy_and_the_scope_is_the_views_hook() -> None:
+    view = Counted()
+    policy = view.get_idempotency_policy()
+    assert policy.ttl == 5
+    assert policy.fingerprint is fingerprint
+    assert policy.scope == view.get_idempotency_scope
+    assert policy.lease is None  # no attribute: the setting applies
+    assert "on_replay" not in vars(policy) or policy.on_replay is None
+
+
+def test_the_class_policy_is_the_base_the_attributes_override() -> None:
+    view = type("Based", (Counted,), {"idempotency_policy": Policy(ttl=9, lease=7)})()
+    policy = view.get_idempotency_policy()
+    assert (policy.ttl, policy.lease) == (5, 7)
+
+
+def test_idempotent_actions_limit_the_methods_that_take_part() -> None:
+    factory = APIRequestFactory()
+    post, put = Request(factory.post("/")), Request(factory.put("/"))
+    assert OnlyPut().is_idempotent_action(put)
+    assert not OnlyPut().is_idempotent_action(post)
+    assert Counted().is_idempotent_action(post)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_keyed_post_runs_once_and_its_retry_replays() -> None:
+    Counted.runs = 0
+    user = make_user("mixin")
+    view = Counted.as_view()
+    factory = APIRequestFactory()
+    key = new_key()
+    answers = []
+    for _ in range(2):
+        request = factory.post("/", {"amount": 5}, format="json", HTTP_IDEMPOTENCY_KEY=key)
+        force_authenticate(request, user=user)
+        answers.append(view(request))
+    assert Counted.runs == 1
+    assert [a.status_code for a in answers] == [201, 201]
+    assert answers[0].content == answers[1].content == b'{"run":1}'
+    request = factory.post("/", {"amount": 5}, format="json")  # no key: runs
+    force_authenticate(request, user=user)
+    assert view(request).status_code == 201
+    assert Counted.runs == 2
+
+
+def test_view_of_finds_the_drf_view_of_a_request() -> None:
+    response = Counted.as_view()(APIRequestFactory().get("/"))
+    assert response.data == {"view": True}
+    assert view_of(APIRequestFactory().get("/")) is None  # a Django request has none
+
+
+def test_the_framework_serves_api_views_only() -> None:
+    drf = DjangoRestFramework()
+    policy = Policy(ttl=3)
+    made = drf.view_class(APIView, policy)
+    assert made is not None and issubclass(made, IdempotentMixin)
+    assert made.idempotency_policy is policy and made.__name__ == "APIView"
+    assert drf.view_class(object, policy) is None
+    assert drf.owns(Counted) and not drf.owns(object)
+    assert drf.handles_keys(Counted) and not drf.handles_keys(APIView)
+    policy_of_class = drf.class_policy(Counted, callback=None)
+    assert policy_of_class is not None and policy_of_class.ttl == 5
+    assert drf.class_policy(APIView, callback=None) is None
+
+
+def test_parsed_data_is_what_a_drf_request_parsed_and_nothing_before() -> None:
+    drf = DjangoRestFramework()
+    request = Request(APIRequestFactory().post("/", {"a": 1}, format="json"))
+    request.parsers = APIView().get_parsers()
+    assert drf.parsed_data(request) is None
+    assert request.data == {"a": 1}
+    found = drf.parsed_data(request)
+    assert found is not None and found[0] == {"a": 1}
+    assert drf.parsed_data(APIRequestFactory().post("/")) is None
+
+
+# -- through a request: the key after authentication, the hooks, ATOMIC_REQUESTS ----------
 
 RUNS = Counter()
 
@@ -70,18 +173,7 @@ def charge(view: Any, method: str = "post", key: str | None = None, user: Any = 
     return view(request)
 
 
-def test_a_keyed_post_runs_once_and_is_replayed(user: Any) -> None:
-    view, key = Charges.as_view(), new_key()
-    first = charge(view, key=key, user=user, amount=10)
-    again = charge(view, key=key, user=user, amount=10)
-    assert first.status_code == again.status_code == 201
-    assert json.loads(again.content) == json.loads(first.content)
-    assert again["Idempotent-Replayed"] == "true"
-    assert IdempotencyRecord.objects.filter(key=key).count() == 1
-    other = charge(view, key=key, user=user, amount=11)
-    assert other.status_code == 422
-
-
+@pytest.mark.django_db
 def test_a_refused_caller_never_reaches_the_key(user: Any) -> None:
     key = new_key()
     assert charge(Charges.as_view(), key=key).status_code in {401, 403}
@@ -89,6 +181,7 @@ def test_a_refused_caller_never_reaches_the_key(user: Any) -> None:
     assert charge(Charges.as_view(), key=key, user=user).status_code == 201
 
 
+@pytest.mark.django_db
 def test_only_the_named_unsafe_actions_take_part(user: Any) -> None:
     view, key = Charges.as_view(), new_key()
     before = RUNS.count
@@ -100,6 +193,7 @@ def test_only_the_named_unsafe_actions_take_part(user: Any) -> None:
     assert IdempotencyRecord.objects.filter(key=key).exists()
 
 
+@pytest.mark.django_db
 def test_the_class_attributes_and_hooks_make_the_policy(user: Any) -> None:
     policy = Configured().get_idempotency_policy()
     assert (policy.required, policy.ttl, policy.redact) == (True, 60.0, ["card"])
@@ -116,33 +210,6 @@ def test_the_class_attributes_and_hooks_make_the_policy(user: Any) -> None:
     assert IdempotencyRecord.objects.get(key=key).scope == "tenant-1"
 
 
-class Plain(APIView):
-    """A DRF view of the project, with no mixin."""
-
-    def post(self, request: Request) -> Response:
-        return Response(status=201)
-
-
-class Unbuildable(Charges):
-    def __init__(self, **kwargs: Any) -> None:
-        raise RuntimeError("needs arguments")
-
-
-def test_drf_as_a_framework_builds_the_views_it_owns() -> None:
-    drf = DjangoRestFramework()
-    assert drf.owns(Plain) and not drf.owns(HttpRequest)
-    assert not drf.handles_keys(Plain) and drf.handles_keys(Charges)
-    built = drf.view_class(Plain, Policy(ttl=5.0))
-    assert built is not None and issubclass(built, IdempotentMixin) and issubclass(built, Plain)
-    assert (built.__name__, built.__qualname__) == ("Plain", Plain.__qualname__)
-    assert built().get_idempotency_policy().ttl == 5.0
-    assert drf.view_class(HttpRequest, Policy()) is None
-    assert drf.class_policy(Plain, None) is None
-    assert drf.class_policy(Unbuildable, None) is None
-    found = drf.class_policy(Configured, Configured.as_view())
-    assert found is not None and found.ttl == 60.0
-
-
 class Savepoints(APIView):
     """Answers how deep in transactions its body runs."""
 
@@ -150,6 +217,7 @@ class Savepoints(APIView):
         return Response({"depth": len(connection.savepoint_ids)}, status=201)
 
 
+@pytest.mark.django_db
 def test_a_substituted_view_keeps_djangos_atomic_requests_rule(user: Any) -> None:
     drf = DjangoRestFramework()
     callback = Savepoints.as_view()
@@ -171,6 +239,7 @@ def test_a_substituted_view_keeps_djangos_atomic_requests_rule(user: Any) -> Non
     assert drf.substitute(HttpRequest, callback) is None
 
 
+@pytest.mark.django_db
 def test_the_view_behind_a_request_answers_and_renders(user: Any) -> None:
     drf = DjangoRestFramework()
     django_request = APIRequestFactory().post("/", {"a": 1}, format="json")

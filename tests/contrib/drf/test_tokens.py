@@ -1,19 +1,14 @@
-"""``idempotency/contrib/drf/tokens.py``: ``SubmitTokenPermission`` spends a fresh token on
-an unsafe request once the caller is known (not for an anonymous caller, a safe method, a
-method the view lacks, or the browsable API's clones of a GET), and
-``SubmitTokenIssueView`` issues tokens bound to the caller, for the purposes it offers,
-answered ``no-store``. (Through URLs, beside the function-view decorator:
-tests/tokens/test_tokens.py.)"""
+"""Submit tokens in DRF views (idempotency.contrib.drf.tokens): the issuing view answers a
+fresh token bound to the caller, never stored; the permission spends one token per unsafe
+request of the view's purpose, lets safe and unknown methods through without one, and
+refuses a view that names no purpose."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from django.utils import timezone
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.test import APIRequestFactory, force_authenticate
@@ -21,109 +16,113 @@ from rest_framework.views import APIView
 
 from idempotency.contrib.drf.tokens import SubmitTokenIssueView, SubmitTokenPermission
 from idempotency.exceptions import ImproperlyApplied
-from idempotency.tokens import consume_submit_token, issue_submit_token
-from tests.support.counting import Counter
-from tests.support.problems import problem
+from idempotency.tokens import issue_submit_token
+from tests.support.users import make_user
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)
 
-RUNS = Counter()
+HEADER = "HTTP_X_SUBMIT_TOKEN"
 
 
-class Orders(APIView):
-    permission_classes = [IsAuthenticated, SubmitTokenPermission]
-    submit_token_purpose = "order"
+class Checkout(APIView):
+    """Counts the unsafe requests the permission let through."""
 
-    def get(self, request: Request) -> Response:
-        return Response({"orders": []})
+    permission_classes = [SubmitTokenPermission]
+    submit_token_purpose = "checkout"
+    runs = 0
 
     def post(self, request: Request) -> Response:
-        RUNS()
-        return Response(status=201)
+        type(self).runs += 1
+        return Response({"ok": True}, status=201)
+
+    def get(self, request: Request) -> Response:
+        return Response({"ok": True})
 
 
-class PerAction(Orders):
-    def get_submit_token_purpose(self) -> str:
-        return "per-action"
-
-
-class Unguarded(Orders):
-    permission_classes = [SubmitTokenPermission]  # alone: it refuses anonymous callers itself
-
-
-class Unnamed(Orders):
-    submit_token_purpose = ""
-
-
-class CheckoutTokens(SubmitTokenIssueView):
-    allowed_purposes = frozenset({"checkout", "refund"})
-    token_ttl = 30.0
-
-
-def submit(view: type[APIView], method: str, user: Any = None, token: str | None = None,
-         **data: Any) -> Any:  # fmt: skip
-    headers = {} if token is None else {"HTTP_X_SUBMIT_TOKEN": token}
-    request = getattr(APIRequestFactory(), method)("/", data or None, format="json", **headers)
+def request_as(view: Any, method: str, user: Any, **extra: Any) -> Any:
+    request = getattr(APIRequestFactory(), method)("/", {}, format="json", **extra)
     if user is not None:
         force_authenticate(request, user=user)
-    response = view.as_view()(request)
-    if isinstance(response, Response):
-        response.render()
-    return response
+    return view(request)
 
 
-def test_an_unsafe_request_spends_a_fresh_token_once(user: Any) -> None:
-    before = RUNS.count
-    token = issue_submit_token(user_or_scope=user, purpose="order")
-    assert submit(Orders, "post", user, token).status_code == 201
-    again = submit(Orders, "post", user, token)
-    assert again.status_code == 409 and problem(again)["code"] == "submit-token-used"
-    missing = submit(Orders, "post", user)
-    assert missing.status_code == 400 and "X-Submit-Token" in problem(missing)["detail"]
-    assert RUNS.count - before == 1
-    assert submit(Orders, "get", user).status_code == 200  # safe: no token
-
-
-def test_the_purpose_comes_from_the_view_or_its_method(user: Any) -> None:
-    order = issue_submit_token(user_or_scope=user, purpose="order")
-    assert submit(PerAction, "post", user, order).status_code == 400
-    per_action = issue_submit_token(user_or_scope=user, purpose="per-action")
-    assert submit(PerAction, "post", user, per_action).status_code == 201
-    consume_submit_token(token=order, user_or_scope=user, purpose="order")  # unspent
-    with pytest.raises(ImproperlyApplied, match="names no submit_token_purpose"):
-        submit(Unnamed, "post", user, order)
-
-
-def test_no_token_is_spent_for_a_caller_refused_or_a_method_the_view_lacks(user: Any) -> None:
-    token = issue_submit_token(user_or_scope=user, purpose="order")
-    assert submit(Orders, "post", None, token).status_code in {401, 403}
-    assert submit(Unguarded, "post", None, token).status_code in {401, 403}
-    assert submit(Orders, "put", user, token).status_code == 405
-    assert submit(Orders, "post", user, token).status_code == 201  # still fresh
-
-
-def test_the_issue_view_issues_a_token_bound_to_the_caller(user: Any) -> None:
-    before = timezone.now()
-    issued = submit(SubmitTokenIssueView, "post", user, purpose="order")
-    assert issued.status_code == 201 and issued["Cache-Control"] == "no-store"
-    body = json.loads(issued.content)
-    assert set(body) == {"token", "purpose", "expires_at"} and body["purpose"] == "order"
-    assert datetime.fromisoformat(body["expires_at"]) >= before + timedelta(seconds=600)
-    assert submit(Orders, "post", user, body["token"]).status_code == 201
+def test_the_issuing_view_answers_a_fresh_token_never_stored() -> None:
+    user = make_user("issuer")
+    view = SubmitTokenIssueView.as_view()
+    request = APIRequestFactory().post("/", {"purpose": "checkout"}, format="json")
+    force_authenticate(request, user=user)
+    first = view(request)
+    request = APIRequestFactory().post("/", {"purpose": "checkout"}, format="json")
+    force_authenticate(request, user=user)
+    again = view(request)
+    assert first.status_code == again.status_code == 201
+    assert first.data["purpose"] == "checkout" and first.data["expires_at"]
+    assert first.data["token"] != again.data["token"]
+    assert first["Cache-Control"] == "no-store"
     assert SubmitTokenIssueView.idempotency_exempt is True
-    assert submit(SubmitTokenIssueView, "post", None, purpose="order").status_code in {401, 403}
-    assert submit(SubmitTokenIssueView, "post", user, purpose="").status_code == 400
 
 
-def test_a_subclass_offers_only_its_purposes_for_its_lifetime(user: Any) -> None:
-    refused = submit(CheckoutTokens, "post", user, purpose="order")
-    assert refused.status_code == 400
-    offered = submit(CheckoutTokens, "post", user, purpose="refund")
-    assert offered.status_code == 201
-    expires_at = datetime.fromisoformat(json.loads(offered.content)["expires_at"])
-    assert expires_at <= timezone.now() + timedelta(seconds=30)
-    serializer = CheckoutTokens().get_input_serializer_class()
-    assert sorted(serializer().fields["purpose"].choices) == ["checkout", "refund"]
-    assert (
-        SubmitTokenIssueView().get_input_serializer_class() is SubmitTokenIssueView.InputSerializer
-    )
+def test_the_issuing_view_offers_only_the_allowed_purposes() -> None:
+    view = type("Offered", (SubmitTokenIssueView,), {"allowed_purposes": frozenset({"a"})})
+    user = make_user("offered")
+    request = APIRequestFactory().post("/", {"purpose": "b"}, format="json")
+    force_authenticate(request, user=user)
+    assert view.as_view()(request).status_code == 400
+    request = APIRequestFactory().post("/", {"purpose": "a"}, format="json")
+    force_authenticate(request, user=user)
+    assert view.as_view()(request).status_code == 201
+
+
+def test_the_permission_spends_one_token_per_unsafe_request() -> None:
+    Checkout.runs = 0
+    user = make_user("buyer")
+    token = issue_submit_token(user_or_scope=user, purpose="checkout")
+    view = Checkout.as_view()
+    assert request_as(view, "post", user, **{HEADER: token}).status_code == 201
+    used = request_as(view, "post", user, **{HEADER: token})
+    assert used.status_code == 409 and json.loads(used.content)["code"] == "submit-token-used"
+    missing = request_as(view, "post", user)
+    assert missing.status_code == 400
+    assert json.loads(missing.content)["code"] == "submit-token-invalid"
+    assert Checkout.runs == 1
+
+
+def test_a_token_of_another_purpose_or_user_is_refused_and_stays_unspent() -> None:
+    Checkout.runs = 0
+    user, other = make_user("owner"), make_user("other")
+    token = issue_submit_token(user_or_scope=user, purpose="checkout")
+    foreign = issue_submit_token(user_or_scope=user, purpose="refund")
+    view = Checkout.as_view()
+    assert request_as(view, "post", other, **{HEADER: token}).status_code == 400
+    assert request_as(view, "post", user, **{HEADER: foreign}).status_code == 400
+    assert request_as(view, "post", user, **{HEADER: token}).status_code == 201
+    assert Checkout.runs == 1
+
+
+def test_safe_methods_and_anonymous_callers_spend_nothing() -> None:
+    Checkout.runs = 0
+    user = make_user("browser")
+    token = issue_submit_token(user_or_scope=user, purpose="checkout")
+    view = Checkout.as_view()
+    assert request_as(view, "get", user).status_code == 200
+    assert request_as(view, "post", None, **{HEADER: token}).status_code in (401, 403)
+    assert request_as(view, "put", user, **{HEADER: token}).status_code == 405  # no such method
+    assert request_as(view, "post", user, **{HEADER: token}).status_code == 201  # still unspent
+
+
+def test_a_view_that_names_no_purpose_is_refused() -> None:
+    class Nameless(Checkout):
+        submit_token_purpose = ""
+
+    request = Request(APIRequestFactory().post("/"))
+    request.user = make_user("nameless")
+    with pytest.raises(ImproperlyApplied, match="submit_token_purpose"):
+        SubmitTokenPermission().has_permission(request, Nameless())
+
+
+def test_a_purpose_may_come_from_the_view_per_action() -> None:
+    class PerAction(Checkout):
+        def get_submit_token_purpose(self) -> str:
+            return "per-action"
+
+    assert SubmitTokenPermission().purpose_for(PerAction()) == "per-action"

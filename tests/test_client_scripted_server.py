@@ -3,7 +3,8 @@
 The server (``http.server`` on a free port) answers each request with the next answer of
 its script and records what it received, so each test sees the client's every attempt:
 its key, its timing, and that nothing is retried that should not be. The sample under
-gunicorn behind a lossy network is ``tests/sample/test_client.py``.
+gunicorn behind a lossy network is ``tests/sample/test_client.py``; the retry decisions
+without a server are ``tests/test_client.py``.
 """
 
 from __future__ import annotations
@@ -241,7 +242,7 @@ def test_the_async_client_follows_the_same_rules(scripted: Any) -> None:
 
 def _documented(name: str) -> Any:
     """The function ``name`` as the clients how-to defines it (its block, run alone)."""
-    page = Path(__file__).resolve().parents[2] / "docs" / "howto" / "clients.md"
+    page = Path(__file__).resolve().parents[1] / "docs" / "howto" / "clients.md"
     blocks = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
     (block,) = [b for b in blocks if f"def {name}(" in b]
     namespace: dict[str, Any] = {}

@@ -1,4 +1,4 @@
-"""The client's retry policy and decisions (idempotency.client.retries), without a server:
+"""The client's retry policy and decisions (idempotency.client), without a server:
 ``Retry-After`` parsing, the backoff, each attempt's timeout, and which answers are worth
 another attempt."""
 
@@ -10,8 +10,14 @@ from email.utils import format_datetime
 import httpx
 import pytest
 
-from idempotency.client import RetryPolicy, new_key, retry_after_seconds
-from idempotency.client.retries import answer_means_not_run, is_retryable_response, problem_code
+from idempotency.client import (
+    RetryPolicy,
+    answer_means_not_run,
+    is_retryable_response,
+    new_key,
+    problem_code,
+    retry_after_seconds,
+)
 
 
 def test_retry_after_parsing() -> None:
