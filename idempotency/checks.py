@@ -24,9 +24,9 @@ from django.utils.module_loading import import_string
 
 from idempotency.codecs import BodyCodec
 from idempotency.conf import DEFAULTS, HEADER_NAME, SETTINGS
-from idempotency.http.discovery import GATE_NAME, gate_below_idempotent, protected_views, url_views
 from idempotency.http.middleware import gated_view
 from idempotency.http.responses import NEVER_REPLAYED
+from idempotency.http.views import GATE_NAME, gate_below_idempotent, protected_views, url_views
 from idempotency.locks.base import lock_backends
 from idempotency.locks.redis import RedisLockBackend
 from idempotency.scopes import user_scope

@@ -85,7 +85,7 @@ class FernetCodec(RotatingCodec):
 
     def __init__(self, keys: Sequence[str | bytes] | None = None) -> None:
         try:
-            from cryptography.fernet import Fernet, MultiFernet
+            from cryptography.fernet import Fernet, InvalidToken, MultiFernet
         except ImportError as exc:  # pragma: no cover - the crypto extra is missing
             raise ImproperlyConfigured(
                 "FernetCodec needs the cryptography package: the crypto extra, pip install "
@@ -105,27 +105,24 @@ class FernetCodec(RotatingCodec):
                 "(32 url-safe base64-encoded bytes)."
             ) from exc
         self._fernet = MultiFernet(fernets)
+        self._invalid = InvalidToken
 
     def encode(self, data: bytes) -> bytes:
         return self._fernet.encrypt(data)
 
     def decode(self, data: bytes) -> bytes:
-        from cryptography.fernet import InvalidToken
-
         try:
             return self._fernet.decrypt(data)
-        except (InvalidToken, TypeError) as exc:
+        except (self._invalid, TypeError) as exc:
             raise UndecodableBody(
                 "the stored body does not decrypt under any of BODY_ENCRYPTION_KEYS "
                 "(a key no longer listed, or a tampered value)"
             ) from exc
 
     def rotate(self, data: bytes) -> bytes:
-        from cryptography.fernet import InvalidToken
-
         try:
             return self._fernet.rotate(data)
-        except (InvalidToken, TypeError) as exc:
+        except (self._invalid, TypeError) as exc:
             raise UndecodableBody("the stored body does not decrypt under any key") from exc
 
     def is_encoded(self, data: bytes) -> bool:

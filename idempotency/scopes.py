@@ -22,14 +22,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connection
 from django.http import HttpRequest
 from django.utils.crypto import salted_hmac
 from django.utils.functional import empty as _empty
-
-from idempotency.stores.base import configured_database
 
 
 class SharedScope(str):
@@ -103,11 +100,11 @@ def principal_scope(principal: Any) -> str | None:
     ``<app_label>.<model_name>:<pk>`` (``auth.user:1``, see ``principal_label``), and
     ``<app_label>.<model_name>@<database>:<pk>`` for one loaded from another database
     than ``default`` (``auth.user@tenant_b:1``: the primary keys of two databases are
-    two principals). A
-    token string (or bytes), such as Django Ninja's ``HttpBearer`` returns: ``token:`` and
-    an HMAC of it keyed with ``SECRET_KEY``, so the store never holds the token itself (a
-    new ``SECRET_KEY`` starts new scopes). Anything else has no stable identity we can
-    name: None, treated as anonymous (give the view a ``scope=`` for it).
+    two principals). A token string (or bytes), such as Django Ninja's ``HttpBearer``
+    returns: ``token:`` and an HMAC of it keyed with ``SECRET_KEY``, so the store never
+    holds the token itself (a new ``SECRET_KEY`` starts new scopes). Anything else has
+    no stable identity we can name: None, treated as anonymous (give the view a
+    ``scope=`` for it).
     """
     pk = getattr(principal, "pk", None)
     named = getattr(principal, "is_authenticated", False) is True or hasattr(principal, "_meta")
@@ -156,52 +153,3 @@ def tenant_schema_scope(request: HttpRequest) -> str | None:
             "no schema_name (its ENGINE is 'django_tenants.postgresql_backend')."
         )
     return f"schema:{schema}/{caller}"
-
-
-def legacy_user_scope(request: HttpRequest) -> str | None:
-    """The default scope before principals were named (``user:<pk>``), for
-    ``manage.py idempotency_rename_scopes``: never set it as ``SCOPE`` (a principal of
-    another kind with the same primary key would share the user's records)."""
-    user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated:
-        return None
-    return f"user:{user.pk}"
-
-
-def rename_legacy_scopes(
-    *, using: str | None = None, dry_run: bool = False, batch_size: int = 1000
-) -> tuple[int, int]:
-    """Rename the database store's records of ``user:<pk>`` scopes (versions before
-    principals were named) to ``<AUTH_USER_MODEL label>:<pk>``, in batches, each record
-    in its own short transaction. Returns (renamed, skipped): a record whose new name is
-    already taken is left as it is. ``dry_run`` counts without writing."""
-    from django.contrib.auth import get_user_model
-    from django.db import IntegrityError, transaction
-
-    label = get_user_model()._meta.label_lower
-    alias = using or configured_database()
-    records = apps.get_model("idempotency", "IdempotencyRecord").objects.using(alias)
-    renamed = skipped = 0
-    last = 0
-    while True:
-        batch = list(
-            records.filter(scope__startswith="user:", pk__gt=last)
-            .order_by("pk")
-            .values_list("pk", "scope", "key")[:batch_size]
-        )
-        if not batch:
-            return renamed, skipped
-        last = batch[-1][0]
-        for pk, scope, key in batch:
-            new = f"{label}:{scope.removeprefix('user:')}"
-            if records.filter(scope=new, key=key).exists():
-                skipped += 1
-                continue
-            if not dry_run:
-                try:
-                    with transaction.atomic(using=alias):
-                        records.filter(pk=pk, scope=scope).update(scope=new)
-                except IntegrityError:  # taken meanwhile by a new request
-                    skipped += 1
-                    continue
-            renamed += 1

@@ -135,9 +135,9 @@ LAZY_IMPORTS = {
     },
     "idempotency.contrib.drf.apps": {
         "idempotency.contrib.drf.mixins",
-        "idempotency.http.frameworks",
+        "idempotency.http.views",
     },
-    "idempotency.contrib.ninja.apps": {"idempotency.contrib.ninja", "idempotency.http.frameworks"},
+    "idempotency.contrib.ninja.apps": {"idempotency.contrib.ninja", "idempotency.http.views"},
     "idempotency.contrib.otel.apps": {
         "idempotency.conf",
         "idempotency.contrib.otel",

@@ -7,15 +7,18 @@ DRF view class (it mixes in :class:`~idempotency.contrib.drf.mixins.IdempotentMi
 Sync and async functions alike. On ``dispatch`` (``method_decorator(idempotent,
 name="dispatch")``) it handles the key around the handler ``dispatch`` calls, after
 the checks ``dispatch`` makes first (:func:`defer_to_handler`), never before them.
-Applied anywhere it cannot work, it raises
-:class:`~idempotency.exceptions.ImproperlyApplied` instead of doing nothing
-(:mod:`~idempotency.http.misapplied`).
+Applied anywhere it cannot work (generators, callables that take no request, async
+views in atomic mode, Django Ninja's operations decorated in the wrong place, views that
+declare or return something that is not a response), it raises
+:class:`~idempotency.exceptions.ImproperlyApplied` instead of doing nothing.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import types
+import typing
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
@@ -24,26 +27,111 @@ from django.http import HttpResponseBase
 from django.views import View
 
 from idempotency.exceptions import ImproperlyApplied
-from idempotency.http import frameworks, requests
 from idempotency.http import handler as handling
-from idempotency.http.misapplied import (
-    checked_response,
-    declared_non_response,
-    refuse_non_response,
-    refuse_unwrappable,
-)
+from idempotency.http import views
 from idempotency.http.options import Policy, ReplayHook
-from idempotency.http.view_marks import MARKER, in_flow, policy_of, split_view_args
+from idempotency.http.requests import UNSAFE_METHODS, in_flow
+from idempotency.http.views import MARKER, policy_of, split_view_args
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+# -- what it cannot wrap ---------------------------------------------------------------
+
+
+def _positional_slots(func: Callable[..., Any]) -> int | None:
+    """How many positional arguments ``func`` takes (None: any number, or unknown)."""
+    try:
+        parameters = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return None
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
+
+
+def declared_non_response(func: Callable[..., Any]) -> Any:
+    """The return annotation of ``func`` when it names something that is not a response
+    (``-> dict``, ``-> MySchema``, ``-> None``), else None (a response, or not declared).
+
+    A Django view must return one; a Ninja operation may return anything Ninja can turn
+    into one, so the flow only holds it against a view that is not a Ninja operation."""
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception:  # an annotation that does not resolve: nothing declared we can read
+        return None
+    if "return" not in hints:
+        return None
+    declared = hints["return"]
+    union = typing.get_origin(declared) in (typing.Union, types.UnionType)
+    members = typing.get_args(declared) if union else (declared,)
+    for member in members:
+        origin = typing.get_origin(member) or member
+        if member is Any or member is object:
+            return None
+        if isinstance(origin, type) and issubclass(origin, HttpResponseBase):
+            return None
+        if isinstance(origin, type) and issubclass(HttpResponseBase, origin):
+            return None  # a base of the responses (object aside, handled above)
+        if member is not type(None) and not isinstance(origin, type):
+            return None  # a TypeVar, a Protocol alias, a forward string: not ours to judge
+    return declared
+
+
+def refuse_unwrappable(func: Callable[..., Any], policy: Policy, *, built: bool) -> None:
+    """What ``@idempotent`` can tell it cannot wrap from the callable alone: refused now,
+    before any body can run."""
+    name = getattr(func, "__qualname__", repr(func))
+    views.refuse(func, built=built)  # Django Ninja: an operation's run, or built
+    if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+        raise ImproperlyApplied(
+            f"@idempotent cannot wrap the generator {name}: its items are produced after it "
+            "returns, so there is no response to store. Return a (streaming) response instead."
+        )
+    if _positional_slots(func) == 0:
+        raise ImproperlyApplied(
+            f"@idempotent decorates views: {name} takes no positional argument, so it cannot "
+            "be called with a request."
+        )
+    if iscoroutinefunction(func) and policy.mode == "atomic":
+        raise ImproperlyApplied(
+            f"@idempotent(mode='atomic') on the async {name}: a transaction cannot span an "
+            "await; async views run in lease mode."
+        )
+
+
+def refuse_non_response(func: Callable[..., Any], declared: Any) -> None:
+    """A view that is not a Ninja operation declares a result that is not a response
+    (``declared``: :func:`declared_non_response`, None when it declares none)."""
+    if declared is None:
+        return
+    raise ImproperlyApplied(
+        f"@idempotent on {getattr(func, '__qualname__', func)!r}, a view that is not a Django "
+        f"Ninja operation, declares it returns {declared!r}: a view must return an "
+        "HttpResponse. (Under Ninja, put @idempotent directly below the route decorator.)"
+    )
+
+
+def checked_response(func: Callable[..., Any], result: Any) -> HttpResponseBase:
+    """The view's result, which must be a response: anything else is refused (the flow
+    then releases the key, as for any exception of the view)."""
+    if not isinstance(result, HttpResponseBase):
+        raise ImproperlyApplied(
+            f"@idempotent on {getattr(func, '__qualname__', func)!r}: the view returned "
+            f"{type(result).__name__}, not an HttpResponse; nothing was stored and the key was "
+            "released. Return a response (under Django Ninja, put @idempotent directly below "
+            "the route decorator)."
+        )
+    return result
+
+
+# -- wrapping ---------------------------------------------------------------------------
 
 
 def _dispatch_owner(func: Any, args: tuple[Any, ...]) -> View | None:
     """The class-based view whose ``dispatch`` ``func`` is, or None: decorated in the
     class body (``args[0]`` is the view) or with ``method_decorator(idempotent,
     name="dispatch")`` (``func`` is a partial of the bound method)."""
-    if getattr(func, "__name__", None) != "dispatch":
-        return None
     if args and isinstance(args[0], View):
         return args[0]
     owner = getattr(getattr(func, "func", None), "__self__", None)
@@ -58,10 +146,10 @@ def defer_to_handler(view: View, request: Any, policy: Policy) -> None:
     ``UserPassesTestMixin``) then runs before any replay, as it runs before the view.
     Set on the view instance, which lives for this one request."""
     method = str(request.method or "")
-    if method not in requests.UNSAFE_METHODS or method.lower() not in view.http_method_names:
+    if method not in UNSAFE_METHODS or method.lower() not in view.http_method_names:
         return
     handler = getattr(view, method.lower(), None)
-    if handler is None or policy_of(handler) is not None or frameworks.handles_keys(type(view)):
+    if handler is None or policy_of(handler) is not None or views.handles_keys(type(view)):
         return  # no such method (405 follows), or keys handled there already
     setattr(view, method.lower(), _wrap(handler, policy))
 
@@ -82,7 +170,7 @@ def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> C
     """``func`` under ``policy``; ``built``: the function of a Ninja operation already
     built, which :func:`idempotency.contrib.ninja.protect` wraps in place."""
     if isinstance(func, type):
-        keyed_class = frameworks.view_class(func, policy)  # DRF: IdempotentMixin mixed in
+        keyed_class = views.view_class(func, policy)  # DRF: IdempotentMixin mixed in
         if keyed_class is not None:
             return keyed_class
         raise ImproperlyApplied(
@@ -106,13 +194,12 @@ def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> C
             _view, request = split_view_args(args, decorator="@idempotent")
             if in_flow(request):
                 return await func(*args, **kwargs)
-            own = await frameworks.arun(  # a Ninja operation's: its own response
+            own = await views.arun(  # a Ninja operation's: its own response
                 func, request, lambda: func(*args, **kwargs), policy, kwargs
             )
             if own is not None:
                 return own
-            if declared is not None:
-                refuse_non_response(func, declared)
+            refuse_non_response(func, declared)
 
             async def call() -> HttpResponseBase:
                 return checked_response(func, await func(*args, **kwargs))
@@ -134,31 +221,26 @@ def _wrap(func: Callable[..., Any], policy: Policy, *, built: bool = False) -> C
                     return func(*args, **kwargs)
             if in_flow(request):
                 return func(*args, **kwargs)
-            own = frameworks.run(  # a Ninja operation's: its own response
+            own = views.run(  # a Ninja operation's: its own response
                 func, request, lambda: func(*args, **kwargs), policy, kwargs
             )
             if own is not None:
                 return own
-            if declared is not None:
-                refuse_non_response(func, declared)
-            answers = frameworks.answers(view, request)  # a DRF view's own exception handling
-            if answers is not None:
-                convert, finalize = answers
-                return handling.run(
-                    request,
-                    lambda: checked_response(func, func(*args, **kwargs)),
-                    policy,
-                    convert=convert,
-                    finalize=finalize,
-                )
+            refuse_non_response(func, declared)
+            # a DRF view's own exception handling and rendering
+            convert, finalize = views.answers(view, request) or (None, handling.identity)
             return handling.run(
-                request, lambda: checked_response(func, func(*args, **kwargs)), policy
+                request,
+                lambda: checked_response(func, func(*args, **kwargs)),
+                policy,
+                convert=convert,
+                finalize=finalize,
             )
 
         wrapped = functools.wraps(func)(wrapper)
     setattr(wrapped, MARKER, policy)
     _resolve_signature(wrapped, func)
-    frameworks.mark(wrapped, func)  # Django Ninja: the hook it calls with the operation
+    views.mark(wrapped, func)  # Django Ninja: the hook it calls with the operation
     return wrapped
 
 

@@ -5,9 +5,8 @@ the SHA-256 digest of the method, the path, the query string, the media type (it
 parameters aside, but for the charset the body is decoded by when that is not UTF-8:
 see :func:`body_charset`), the canonical body and any configured headers. A key reused with a
 different fingerprint is refused with 422. Keyed, a stored fingerprint gives no
-brute-force oracle on the body (an unkeyed one of ``{"pan": ..., "cvv": "737"}`` gave
-the CVV back in 0.07 s). A record stored under an older secret, or unkeyed before this
-version (``FINGERPRINT_ACCEPT_UNKEYED``), still matches its retry
+brute-force oracle on the body (a short secret such as a CVV). A record stored under an
+older secret, or unkeyed (``FINGERPRINT_ACCEPT_UNKEYED``), still matches its retry
 (:func:`older_request_fingerprints`).
 
 Canonical forms keep what distinguishes two requests and drop what only spells one
@@ -17,11 +16,9 @@ differently:
   the values of a repeated name keep their order (``item=1&item=2`` is not
   ``item=2&item=1``), as do several files under one name;
 * JSON objects have sorted keys; numbers are hashed from their exact text
-  (``12345678901234567.1`` is not ``.2``, ``1e400`` is not ``2e400``); at most
-  :data:`MAX_JSON_DEPTH` levels deep (deeper bodies hash as raw bytes). The canonical
-  form is injective: two different JSON values never share one (a number is written
-  as an object under a key no JSON text can spell once keys are escaped: the object
-  ``{"\u0000number": "1.5"}`` is not the number ``1.5``);
+  (``12345678901234567.1`` is not ``.2``); at most :data:`MAX_JSON_DEPTH` levels deep
+  (deeper bodies hash as raw bytes). Two different JSON values never share a canonical
+  form (a number is written under a key no escaped JSON key can spell, :data:`NUMBER_KEY`);
 * multipart bodies are read through Django's upload handlers, so an upload of any size
   is hashed as the handlers write it (to disk past ``FILE_UPLOAD_MAX_MEMORY_SIZE``);
   a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is never held in memory, and the random
@@ -31,10 +28,8 @@ differently:
 ``csrfmiddlewaretoken`` (masked anew on every rendering of a form) and the names in
 ``FINGERPRINT_EXCLUDE`` are left out of query strings, form fields and top-level JSON
 object keys. The body is read from its raw bytes for every method (Django parses forms
-only for POST, so a PUT form must not look empty); reading ``request.body`` caches it,
-so the view and DRF can still read it. When something parsed the body before the
-fingerprint could read it (DRF authentication reading ``request.data``), the parsed
-data is hashed instead.
+only for POST); reading ``request.body`` caches it for the view. Where something parsed
+the body first (DRF authentication reading ``request.data``), the parsed data is hashed.
 """
 
 from __future__ import annotations
@@ -59,8 +54,8 @@ from django.http import HttpRequest
 from django.http.request import RawPostDataException
 
 from idempotency.conf import idempotency_settings, on_reload
-from idempotency.http import frameworks
-from idempotency.http.keys import header_value
+from idempotency.http import views
+from idempotency.http.requests import header_value
 from idempotency.utils.hashing import (
     fingerprint_end,
     fingerprint_start,
@@ -96,7 +91,7 @@ def body_charset(request: HttpRequest) -> str:
     if encoding:
         return _charset(encoding)
     global _default_charset
-    if _default_charset is None:  # settings.X runs LazySettings.__getattr__: read it once
+    if _default_charset is None:
         _default_charset = _charset(str(settings.DEFAULT_CHARSET))
     return _default_charset
 
@@ -111,17 +106,13 @@ def _forget_default_charset(*, setting: str, **kwargs: Any) -> None:
         _default_charset = None
 
 
-@functools.lru_cache(maxsize=64)  # a handful of names recur: look each up once
+@functools.lru_cache(maxsize=64)
 def _charset(name: str) -> str:
     try:
         name = codecs.lookup(name).name
     except LookupError:  # a DEFAULT_CHARSET Python does not know: Django fails on it too
         name = name.lower()
     return "" if name == "utf-8" else name
-
-
-def is_json(content_type: str) -> bool:
-    return content_type == "application/json" or content_type.endswith("+json")
 
 
 def json_depth(body: bytes) -> int:
@@ -164,7 +155,6 @@ def _escaped_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return {("\x00" + k if k[:1] == "\x00" else k): v for k, v in pairs}
 
 
-# built once: json.dumps/json.loads with options build a new encoder/decoder per call
 _ENCODER = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_exact
 )
@@ -205,8 +195,8 @@ def canonical_bytes(content_type: str, body: bytes, drop: frozenset[str] = froze
     read through the upload handlers, see :func:`canonical_body`)."""
     if not body:
         return b""
-    if is_json(content_type):
-        openers = body.count(b"[") + body.count(b"{")  # in C: most bodies stop here
+    if content_type == "application/json" or content_type.endswith("+json"):
+        openers = body.count(b"[") + body.count(b"{")
         if openers > MAX_JSON_DEPTH and json_depth(body) > MAX_JSON_DEPTH:
             return b"raw:" + body
         try:
@@ -271,7 +261,7 @@ def _parse_multipart(request: Any) -> tuple[Any, Any]:
 def _parsed_body(request: Any, drop: frozenset[str]) -> bytes:
     """The body of a multipart request, or of one whose stream something else consumed."""
     try:
-        parsed = frameworks.parsed_data(request)  # a DRF Request that parsed it
+        parsed = views.parsed_data(request)  # a DRF Request that parsed it
         if parsed is not None:
             data, files = parsed
         elif media_type(request) == MULTIPART_TYPE:
@@ -317,8 +307,7 @@ def older_request_fingerprints(request: HttpRequest, headers: Iterable[str] = ()
 
 
 def request_digest(request: HttpRequest, headers: Iterable[str] = ()) -> bytes:
-    """The unkeyed SHA-256 digest of the request's material, as fingerprints were before
-    they were keyed: never stored any more."""
+    """The unkeyed SHA-256 digest of the request's material (what an unkeyed record holds)."""
     return bytes(_material(request, headers, hashlib.sha256()).digest())
 
 

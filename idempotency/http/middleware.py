@@ -18,18 +18,15 @@ from django.utils.module_loading import import_string
 from django.views import View
 
 from idempotency.conf import idempotency_settings
-from idempotency.http import frameworks, requests
 from idempotency.http import handler as handling
+from idempotency.http import views
 from idempotency.http.decorators import defer_to_handler
-from idempotency.http.discovery import access_gate
 from idempotency.http.fingerprints import keep_body
-from idempotency.http.keys import header_value
 from idempotency.http.options import Policy
-from idempotency.http.view_marks import policy_of
+from idempotency.http.requests import UNSAFE_METHODS, header_value
+from idempotency.http.views import access_gate, handler_policies, policy_of
 
 logger = logging.getLogger("idempotency")
-
-GetResponse = Callable[[HttpRequest], Any]
 
 
 @dataclass(frozen=True)
@@ -53,19 +50,14 @@ def _view_class(view_func: Any) -> Any:
 
 def _decorated(handler: Any) -> bool:
     """Whether ``handler`` is ``@idempotent``, or ``@api_view``'s handler around such a view."""
-    if policy_of(handler) is not None:
-        return True
-    # @api_view sets a closure ``handler(self, *args, **kwargs): return func(...)`` as the
-    # method: the function it calls is the one @idempotent may decorate
-    cells = getattr(getattr(handler, "__func__", handler), "__closure__", None) or ()
-    return any(policy_of(cell.cell_contents) is not None for cell in cells)
+    return next(handler_policies(handler), None) is not None
 
 
 def _handles_keys_itself(view_func: Any, cls: Any, method: str) -> bool:
     if policy_of(view_func) is not None:
         return True
     if isinstance(cls, type):
-        if frameworks.handles_keys(cls):
+        if views.handles_keys(cls):
             return True
         name = (getattr(view_func, "actions", None) or {}).get(method.lower(), method.lower())
         return _decorated(getattr(cls, name, None)) or _decorated(getattr(cls, "dispatch", None))
@@ -121,9 +113,9 @@ def gated_view(view_func: Callable[..., Any]) -> str | None:
     cls = _view_class(view_func)
     if getattr(view_func, "idempotency_exempt", False) or getattr(cls, "idempotency_exempt", False):
         return None
-    if any(_handles_keys_itself(view_func, cls, m) for m in requests.UNSAFE_METHODS):
+    if any(_handles_keys_itself(view_func, cls, m) for m in UNSAFE_METHODS):
         return None
-    if isinstance(cls, type) and frameworks.owns(cls):
+    if isinstance(cls, type) and views.owns(cls):
         return None
     if isinstance(cls, type) and issubclass(cls, View) and _is_plain_as_view(view_func):
         return None
@@ -135,11 +127,11 @@ def plan_for(view_func: Callable[..., Any], method: str) -> Plan:
     cls = _view_class(view_func)
     if getattr(view_func, "idempotency_exempt", False) or getattr(cls, "idempotency_exempt", False):
         return SKIP
-    if frameworks.takes_own_keys(view_func):  # Django Ninja's operations, after its auth
+    if views.takes_own_keys(view_func):  # Django Ninja's operations, after its auth
         return SKIP
     if _handles_keys_itself(view_func, cls, method):
         return SKIP
-    substitute = frameworks.substitute(cls, view_func) if isinstance(cls, type) else None
+    substitute = views.substitute(cls, view_func) if isinstance(cls, type) else None
     if substitute is not None:  # DRF: the view with IdempotentMixin mixed in
         return Plan(substitute=substitute)
     is_async = iscoroutinefunction(view_func)
@@ -207,25 +199,20 @@ def csrf_refusal(request: HttpRequest, match: ResolverMatch) -> HttpResponseBase
 class IdempotencyMiddleware:
     """Honour ``Idempotency-Key`` on every unsafe request (POST, PUT, PATCH, DELETE).
 
-    List it after ``AuthenticationMiddleware`` (system check ``idempotency.E019``
-    otherwise): the caller of a Django view is the user that middleware found. Views
-    marked :func:`~idempotency.idempotency_exempt` are left alone, and views that
-    handle keys themselves (``@idempotent``,
-    :class:`~idempotency.contrib.drf.mixins.IdempotentMixin`) keep their own policy. DRF
-    views run with the mixin mixed in, so their keys are handled after DRF's
-    authentication, permissions and throttles. The options are
-    the ``IDEMPOTENCY`` settings. Django Ninja operations take their keys themselves,
-    after Ninja's authentication (the middleware puts them under
-    :func:`idempotency.contrib.ninja.protect`'s wrapping the first time it routes to them).
-    Sync and async (WSGI and ASGI); it wraps the rest of
-    the request, so ``ATOMIC_REQUESTS``, other middleware, template responses and
-    streaming work as usual.
+    List it after ``AuthenticationMiddleware`` (system check ``idempotency.E019``): the
+    caller of a Django view is the user that middleware found. The options are the
+    ``IDEMPOTENCY`` settings. Views marked :func:`~idempotency.idempotency_exempt` are left
+    alone; views that handle keys themselves (``@idempotent``, ``IdempotentMixin``) keep
+    their own policy. DRF views run with the mixin mixed in and Django Ninja operations
+    take their keys themselves, so keys are handled after the framework's authentication.
+    Sync and async; it wraps the rest of the request, so ``ATOMIC_REQUESTS``, other
+    middleware, template responses and streaming work as usual.
     """
 
     sync_capable = True
     async_capable = True
 
-    def __init__(self, get_response: GetResponse) -> None:
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
         self.get_response = get_response
         self.is_async = iscoroutinefunction(get_response)
         if self.is_async:
@@ -254,7 +241,7 @@ class IdempotencyMiddleware:
 
     def _resolve(self, request: HttpRequest) -> tuple[Plan, ResolverMatch | None]:
         """The plan of the view this request will reach (resolved as Django will)."""
-        if request.method not in requests.UNSAFE_METHODS:
+        if request.method not in UNSAFE_METHODS:
             return SKIP, None
         try:
             match = get_resolver(getattr(request, "urlconf", None)).resolve(request.path_info)
@@ -280,7 +267,7 @@ class IdempotencyMiddleware:
         refused = csrf_refusal(request, match)
         if refused is not None:
             return refused
-        return self._run(request, plan.policy, self.get_response)
+        return handling.run(request, lambda: self.get_response(request), plan.policy)
 
     async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
         plan, match = self._resolve(request)
@@ -301,12 +288,8 @@ class IdempotencyMiddleware:
             # a sync view runs in a worker thread anyway: run the flow there too, so atomic
             # mode's transaction and the view share that thread's connection
             inner = async_to_sync(self.get_response)
-            response = await sync_to_async(self._run)(request, plan.policy, inner)
-        return response
-
-    @staticmethod
-    def _run(request: HttpRequest, policy: Policy, get_response: GetResponse) -> HttpResponseBase:
-        response: HttpResponseBase = handling.run(request, lambda: get_response(request), policy)
+            run = sync_to_async(handling.run)
+            response = await run(request, lambda: inner(request), plan.policy)
         return response
 
     def process_view(
@@ -316,7 +299,7 @@ class IdempotencyMiddleware:
         view_args: tuple[Any, ...],
         view_kwargs: dict[str, Any],
     ) -> HttpResponseBase | None:
-        if request.method not in requests.UNSAFE_METHODS:
+        if request.method not in UNSAFE_METHODS:
             return None
         plan = self._plan(view_func, str(request.method))
         if plan.substitute is None:

@@ -1,19 +1,22 @@
 """Per-view idempotency options, merged over the global settings (most specific wins).
 
 :class:`Policy` is :class:`idempotency.core.job.CallPolicy` (the options views, functions
-and tasks share, resolved in one place) plus the options only HTTP has.
+and tasks share) plus the options only HTTP has; :func:`resolve` reads what a job takes
+from it once per policy, not per request.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from django.http import HttpRequest, HttpResponse
 
-from idempotency.conf import idempotency_settings
+from idempotency.conf import DEFAULTS, idempotency_settings, on_reload
 from idempotency.core.job import CallPolicy, ReplayedRecord
 from idempotency.scopes import SharedScope
+from idempotency.stores.base import AtomicStore, BaseStore
 
 #: What a view does when its store cannot be reached: answer 503, or run unprotected.
 ON_STORE_UNAVAILABLE = ("reject", "run")
@@ -24,6 +27,13 @@ _NOTHING: frozenset[str] = frozenset()
 ScopeOption = str | Callable[[HttpRequest], "str | None"] | None
 #: ``on_replay(request, response, record)``: adds headers to a replayed response.
 ReplayHook = Callable[[HttpRequest, HttpResponse, ReplayedRecord], object]
+
+
+def _names(value: Any) -> bool:
+    """Whether ``value`` is None or a list (or tuple) of strings, not one string."""
+    return value is None or (
+        not isinstance(value, str) and all(isinstance(name, str) for name in value)
+    )
 
 
 @dataclass(frozen=True)
@@ -49,9 +59,7 @@ class Policy(CallPolicy):
             raise ValueError(
                 f"on_replay must be a function (request, response, record), not {self.on_replay!r}"
             )
-        if self.redact is not None and (
-            isinstance(self.redact, str) or not all(isinstance(f, str) for f in self.redact)
-        ):
+        if not _names(self.redact):
             raise ValueError(f"redact must be a list of field names, not {self.redact!r}")
         limit = self.max_new_records
         if limit is not None and (
@@ -66,17 +74,14 @@ class Policy(CallPolicy):
                 raise ValueError(f"{name} must be a non-negative number of seconds, not {value!r}")
         if self.record_window is not None and self.record_window <= 0:
             raise ValueError("record_window must be positive")
-        choice = self.on_store_unavailable
-        if choice is not None and choice not in ON_STORE_UNAVAILABLE:
+        if self.on_store_unavailable not in (None, *ON_STORE_UNAVAILABLE):
             raise ValueError(
-                f"on_store_unavailable must be one of {ON_STORE_UNAVAILABLE}, not {choice!r}"
+                f"on_store_unavailable must be one of {ON_STORE_UNAVAILABLE}, "
+                f"not {self.on_store_unavailable!r}"
             )
-        if self.claim is not None and self.claim not in CLAIMS:
+        if self.claim not in (None, *CLAIMS):
             raise ValueError(f"claim must be one of {CLAIMS}, not {self.claim!r}")
-        if self.databases is not None and (
-            isinstance(self.databases, str)
-            or not all(isinstance(alias, str) for alias in self.databases)
-        ):
+        if not _names(self.databases):
             raise ValueError(f"databases must be a list of aliases, not {self.databases!r}")
 
     # -- resolved values -----------------------------------------------------------------
@@ -160,3 +165,92 @@ class Policy(CallPolicy):
     def get_fingerprint(self, request: HttpRequest) -> str:
         func = self.fingerprint or idempotency_settings.imported("FINGERPRINT")
         return str(func(request, idempotency_settings.FINGERPRINT_HEADERS))
+
+
+class Resolved(NamedTuple):
+    """What a job takes from its view's policy and the settings alone, not from its
+    request: resolved once per policy (until the settings change)."""
+
+    policy: Policy
+    store: BaseStore
+    mode: str
+    lease: float
+    ttl: float
+    wait: float
+    quota: tuple[int, float] | None
+    optimistic: bool
+    databases: list[str]
+    scope_kind: str | None
+    #: What a response keeps: whether 5xx and transient 4xx are stored, bodies stored at
+    #: all, the fields redacted.
+    store_errors: bool
+    status_only: bool
+    redact: frozenset[str]
+    #: Seconds a definitive 4xx is kept instead of ``ttl`` (None: ``ttl``; 0: not kept).
+    error_ttl: float | None
+
+    def ttl_for(self, status: int) -> float:
+        """:meth:`Policy.get_ttl_for`, resolved."""
+        if 400 <= status < 500 and self.error_ttl is not None:
+            return self.error_ttl
+        return self.ttl
+
+
+def _policy_scope_kind(policy: Policy) -> str | None:
+    """A bounded label of a view's scope, for spans, as far as its policy and the settings
+    decide it: ``shared``, ``named`` (a string on the view), ``custom``; None where the
+    default scope made it (the principal's kind is then read from the scope itself).
+    Never the scope itself."""
+    if isinstance(policy.scope, SharedScope):
+        return "shared"
+    if isinstance(policy.scope, str):
+        return "named"
+    if policy.scope is None and DEFAULTS["SCOPE"] == idempotency_settings.SCOPE:
+        return None
+    return "custom"
+
+
+#: id(policy) -> its options resolved. An entry holds its policy, so no other policy
+#: can take its id while it is here; cleared when the settings change, and when it has
+#: grown past ``_MOST_RESOLVED`` (policies made per request).
+_RESOLVED: dict[int, Resolved] = {}
+_MOST_RESOLVED = 1024
+
+
+@on_reload
+def _forget_resolved() -> None:
+    _RESOLVED.clear()
+
+
+def resolve(policy: Policy) -> Resolved:
+    """``policy``'s options for a job; ImproperlyConfigured for a store that cannot
+    work (never kept)."""
+    found = _RESOLVED.get(id(policy))
+    if found is not None and found.policy is policy:
+        return found
+    store = policy.get_store()
+    mode = policy.get_mode(store)
+    limit = policy.get_max_new_records()
+    error_ttl = policy.error_ttl
+    if error_ttl is None:
+        error_ttl = idempotency_settings.ERROR_TTL
+    resolved = Resolved(
+        policy=policy,
+        store=store,
+        mode=mode,
+        lease=policy.get_lease(),
+        ttl=policy.get_ttl(),
+        wait=policy.get_wait(),
+        quota=None if limit is None else (limit, policy.get_record_window()),
+        optimistic=mode == "atomic" and policy.get_claim() == "optimistic",
+        databases=policy.get_databases(store.using) if isinstance(store, AtomicStore) else [],
+        scope_kind=_policy_scope_kind(policy),
+        store_errors=policy.get_store_errors(),
+        status_only=policy.get_status_only(),
+        redact=policy.get_redact(),
+        error_ttl=None if error_ttl is None else float(error_ttl),
+    )
+    if len(_RESOLVED) >= _MOST_RESOLVED:
+        _RESOLVED.clear()
+    _RESOLVED[id(policy)] = resolved
+    return resolved

@@ -1,22 +1,38 @@
-"""Which requests take part, and the job of one that does.
+"""Reading a request: whether it takes part, its key, and the job of one that does.
 
-A request takes part when its method is unsafe and it carries a key (or its view
-requires one). :func:`prepare` parses the key strictly, finds the caller's scope (after
-authentication: DRF's ``initial()``, Ninja's auth) and the request's fingerprint, and
-resolves the view's options into a :class:`~idempotency.core.job.Job` for the engine.
-A view sees its own key as ``request.idempotency`` (:class:`IdempotencyContext`).
+A request takes part when its method is unsafe and it carries an ``Idempotency-Key``
+(or its view requires one). :func:`prepare` parses the key (:func:`parse_key`), finds
+the caller's scope (after authentication: DRF's ``initial()``, Ninja's auth) and the
+request's fingerprint, and resolves the view's options into a
+:class:`~idempotency.core.job.Job` for the engine. A view sees its own key as
+``request.idempotency`` (:class:`IdempotencyContext`).
+
+The key. The draft (draft-ietf-httpapi-idempotency-key-header) makes the header an
+RFC 8941 Item whose value is a String: ``"abc"``. Two syntaxes, chosen by ``KEY_SYNTAX``:
+
+* ``"lenient"`` (the default): an sf-string or a bare value (``abc``), so clients that
+  send the key unquoted (most do) keep working. Parameters (``;name=value`` after the
+  key) are refused in both forms alike: the draft defines none, and a bare key that
+  contained ``;a=1`` could not be told from a key with a parameter. A key that
+  contains ``;`` is sent quoted.
+* ``"strict"``: exactly the draft: only an sf-string, parsed as an RFC 8941 Item, so
+  its parameters are accepted when well-formed and are no part of the key.
+
+Either way the key is 1 to 255 printable ASCII characters, and more than one header
+(which servers fold into one, comma-joined) is refused.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponseBase
 
 from idempotency import signals
-from idempotency.conf import DEFAULTS, idempotency_settings, on_reload
+from idempotency.conf import MAX_KEY_LENGTH, idempotency_settings
 from idempotency.core.job import Job
 from idempotency.exceptions import (
     AnonymousNotAllowed,
@@ -24,14 +40,106 @@ from idempotency.exceptions import (
     KeyRequired,
     StaleOwner,
 )
-from idempotency.http.keys import header_value, parse_key
-from idempotency.http.options import Policy
+from idempotency.http.options import Policy, resolve
 from idempotency.problems import problem_response
-from idempotency.scopes import SharedScope
-from idempotency.stores.base import AtomicStore, BaseStore
+from idempotency.scopes import aload_user
+from idempotency.stores.base import BaseStore
 from idempotency.stores.records import record_digest
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+#: RFC 8941 parameters after an Item: ``;key[=bare-item]``, repeated.
+_BARE_ITEM = (
+    r'(?:-?\d{1,12}\.\d{1,3}|-?\d{1,15}|"(?:[^"\\]|\\["\\])*"'
+    r"|[A-Za-z*][!#$%&'*+\-.^_`|~:/0-9A-Za-z]*|:[A-Za-z0-9+/=]*:|\?[01])"
+)
+_PARAMETERS = re.compile(rf"(?:;[ ]*[a-z*][a-z0-9_\-.*]*(?:={_BARE_ITEM})?)*")
+
+
+def _unquote(value: str, *, strict: bool) -> str:
+    """The content of an sf-string: ``"..."`` with ``\\"`` and ``\\\\`` escapes, and
+    what follows it checked (parameters: refused, or in strict mode RFC 8941's)."""
+    chars: list[str] = []
+    i = 1
+    while i < len(value):
+        ch = value[i]
+        if ch == "\\":
+            if i + 1 >= len(value) or value[i + 1] not in '"\\':
+                raise KeyInvalid("The quoted Idempotency-Key has an invalid escape.")
+            chars.append(value[i + 1])
+            i += 2
+            continue
+        if ch == '"':
+            _check_rest(value[i + 1 :], strict=strict)
+            return "".join(chars)
+        chars.append(ch)
+        i += 1
+    raise KeyInvalid("The quoted Idempotency-Key is not terminated.")
+
+
+def _check_rest(rest: str, *, strict: bool) -> None:
+    """What follows the closing quote: nothing, or (strict) RFC 8941 parameters."""
+    rest = rest.rstrip(" \t")
+    if not rest or (strict and _PARAMETERS.fullmatch(rest)):
+        return  # strict: an Item's well-formed parameters, no part of the key
+    if "," in rest if strict else rest.lstrip(" \t").startswith(","):
+        raise KeyInvalid("Send exactly one Idempotency-Key header.")
+    raise KeyInvalid(
+        "The Idempotency-Key must be one RFC 8941 string, with well-formed parameters."
+        if strict
+        else "The Idempotency-Key must be a single string, without parameters."
+    )
+
+
+def parse_key(raw: str | None, *, strict: bool | None = None) -> str | None:
+    """The key carried by a header value, None when absent; raises on a malformed value.
+
+    ``strict`` (default: ``KEY_SYNTAX == "strict"``) accepts only RFC 8941 sf-strings.
+    """
+    if raw is None:
+        return None
+    if strict is None:
+        strict = idempotency_settings.KEY_SYNTAX == "strict"
+    value = raw.strip(" \t")
+    if not (value.isascii() and value.isprintable()):  # 0x20-0x7E
+        raise KeyInvalid("The Idempotency-Key must be printable ASCII.")
+    if value.startswith('"'):
+        key = _unquote(value, strict=strict)
+    elif strict:
+        raise KeyInvalid('The Idempotency-Key must be an RFC 8941 string: quote it, as in "abc".')
+    else:
+        if "," in value:
+            raise KeyInvalid("Send exactly one Idempotency-Key header.")
+        if '"' in value or "\\" in value:
+            raise KeyInvalid("The Idempotency-Key has stray quotes or backslashes.")
+        if ";" in value:
+            raise KeyInvalid(
+                "The Idempotency-Key must be a single string, without parameters "
+                '(quote a key that contains ";", as in "a;b").'
+            )
+        key = value
+    if not key:
+        raise KeyInvalid("The Idempotency-Key is empty.")
+    if len(key) > MAX_KEY_LENGTH:
+        raise KeyInvalid(f"The Idempotency-Key is longer than {MAX_KEY_LENGTH} characters.")
+    return key
+
+
+#: Header name -> its WSGI ``META`` name (``Idempotency-Key`` -> ``HTTP_IDEMPOTENCY_KEY``).
+_META_NAMES: dict[str, str] = {}
+
+
+def header_value(request: HttpRequest, header: str) -> str | None:
+    """The raw value of ``header`` (WSGI/ASGI servers fold repeats into one, comma-joined)."""
+    meta_name = _META_NAMES.get(header)
+    if meta_name is None:
+        meta_name = _META_NAMES[header] = "HTTP_" + header.upper().replace("-", "_")
+    value = request.META.get(meta_name)
+    if value is None:
+        return None
+    if isinstance(value, bytes):  # pragma: no cover - defensive: some servers pass bytes
+        value = value.decode("latin-1")
+    return str(value)
 
 
 @dataclass
@@ -76,19 +184,19 @@ class IdempotencyContext:
         self.recovery_data = data
 
 
-def _policy_scope_kind(policy: Policy) -> str | None:
-    """A bounded label of a view's scope, for spans, as far as its policy and the settings
-    decide it: ``shared`` (``shared(...)`` on the view), ``named`` (a string on the view:
-    a part of each caller's records), ``custom``; None where the default scope made it
-    (:func:`_scope_kind` reads the principal's kind from it: ``auth.user``, ``token``).
-    Never the scope itself."""
-    if isinstance(policy.scope, SharedScope):
-        return "shared"
-    if isinstance(policy.scope, str):
-        return "named"
-    if policy.scope is None and DEFAULTS["SCOPE"] == idempotency_settings.SCOPE:
-        return None
-    return "custom"
+def in_flow(request: Any) -> bool:
+    """Whether an outer interface (the middleware, the mixin, another ``@idempotent``)
+    already handles this request's key: an inner one then only runs the view.
+
+    ``request.idempotency`` is set on the instance the flow was given, a DRF ``Request``
+    or the Django one it wraps (its ``_request``): both instance dictionaries are read
+    (``getattr`` on a DRF ``Request`` that lacks it raises and catches three
+    ``AttributeError``)."""
+    attributes = vars(request)
+    context = attributes.get("idempotency")
+    if context is None and "_request" in attributes:
+        context = vars(attributes["_request"]).get("idempotency")
+    return isinstance(context, IdempotencyContext)
 
 
 def _scope_kind(kind: str | None, scope: str) -> str:
@@ -96,83 +204,6 @@ def _scope_kind(kind: str | None, scope: str) -> str:
         return kind
     kind, colon, _ = scope.partition(":")
     return kind if colon else "custom"
-
-
-class Resolved(NamedTuple):
-    """What a job takes from its view's policy and the settings alone, not from its
-    request: resolved once per policy (until the settings change), not per request."""
-
-    policy: Policy
-    store: BaseStore
-    mode: str
-    lease: float
-    ttl: float
-    wait: float
-    quota: tuple[int, float] | None
-    optimistic: bool
-    databases: list[str]
-    scope_kind: str | None
-    #: What a response keeps (:class:`~idempotency.http.answers.HttpAnswers`): whether
-    #: 5xx and transient 4xx are stored, bodies stored at all, the fields redacted.
-    store_errors: bool
-    status_only: bool
-    redact: frozenset[str]
-    #: Seconds a definitive 4xx is kept instead of ``ttl`` (None: ``ttl``; 0: not kept).
-    error_ttl: float | None
-
-
-def ttl_for(options: Resolved, status: int) -> float:
-    """Seconds a response with ``status`` is kept: ``error_ttl`` for a 4xx where it is
-    set (0: not kept), else the TTL (:meth:`Policy.get_ttl_for`, resolved)."""
-    if 400 <= status < 500 and options.error_ttl is not None:
-        return options.error_ttl
-    return options.ttl
-
-
-#: id(policy) -> its options resolved. An entry holds its policy, so no other policy
-#: can take its id while it is here; cleared when the settings change, and when it has
-#: grown past ``_MOST_RESOLVED`` (policies made per request).
-_RESOLVED: dict[int, Resolved] = {}
-_MOST_RESOLVED = 1024
-
-
-@on_reload
-def _forget_resolved() -> None:
-    _RESOLVED.clear()
-
-
-def resolve(policy: Policy) -> Resolved:
-    """``policy``'s options for a job: the store, the mode, the seconds, the quota, the
-    aliases; ImproperlyConfigured for a store that cannot work (never kept)."""
-    found = _RESOLVED.get(id(policy))
-    if found is not None and found.policy is policy:
-        return found
-    store = policy.get_store()
-    mode = policy.get_mode(store)
-    limit = policy.get_max_new_records()
-    error_ttl = policy.error_ttl
-    if error_ttl is None:
-        error_ttl = idempotency_settings.ERROR_TTL
-    resolved = Resolved(
-        policy=policy,
-        store=store,
-        mode=mode,
-        lease=policy.get_lease(),
-        ttl=policy.get_ttl(),
-        wait=policy.get_wait(),
-        quota=None if limit is None else (limit, policy.get_record_window()),
-        optimistic=mode == "atomic" and policy.get_claim() == "optimistic",
-        databases=policy.get_databases(store.using) if isinstance(store, AtomicStore) else [],
-        scope_kind=_policy_scope_kind(policy),
-        store_errors=policy.get_store_errors(),
-        status_only=policy.get_status_only(),
-        redact=policy.get_redact(),
-        error_ttl=None if error_ttl is None else float(error_ttl),
-    )
-    if len(_RESOLVED) >= _MOST_RESOLVED:
-        _RESOLVED.clear()
-    _RESOLVED[id(policy)] = resolved
-    return resolved
 
 
 def route_of(request: HttpRequest) -> str:
@@ -243,12 +274,10 @@ def prepare(request: HttpRequest, policy: Policy) -> Job | HttpResponseBase | No
     )
 
 
-__all__ = [
-    "UNSAFE_METHODS",
-    "IdempotencyContext",
-    "Resolved",
-    "prepare",
-    "resolve",
-    "route_of",
-    "ttl_for",
-]
+async def aprepare(request: HttpRequest, policy: Policy) -> Job | HttpResponseBase | None:
+    """:func:`prepare` for async views: a request that takes part has its caller's user
+    loaded on the event loop (``request.auser()``) before the scope reads it."""
+    plain: HttpRequest = getattr(request, "_request", request)
+    if plain.method in UNSAFE_METHODS and header_value(plain, idempotency_settings.HEADER):
+        await aload_user(request)
+    return prepare(request, policy)

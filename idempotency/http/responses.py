@@ -95,13 +95,6 @@ def no_store(response: HttpResponseBase) -> bool:
     return any(part.split("=", 1)[0].strip().lower() == "no-store" for part in value.split(","))
 
 
-def capture_status(response: HttpResponseBase) -> StoredResponse:
-    """The status and allow-listed headers of ``response``, without its body (nor the
-    headers that describe one); a streaming body is left unread."""
-    headers = [(n, v) for n, v in _kept_headers(response) if n.lower() not in _BODY_HEADERS]
-    return StoredResponse(response.status_code, headers, b"")
-
-
 def kept(
     response: HttpResponseBase,
     *,
@@ -113,7 +106,8 @@ def kept(
     says ``Cache-Control: no-store``), else :func:`capture` with ``redact``'s fields
     redacted."""
     if status_only or no_store(response):
-        return capture_status(response)
+        # a streaming body is left unread
+        return _status_only(StoredResponse(response.status_code, _kept_headers(response), b""))
     stored = capture(response, limit=limit)
     return redacted(stored, redact) if redact else stored
 
@@ -125,10 +119,22 @@ async def akept(
     status_only: bool,
     redact: Collection[str],
 ) -> StoredResponse:
-    """:func:`kept` for async views (which may return async streams)."""
-    if status_only or no_store(response):
-        return capture_status(response)
-    stored = await acapture(response, limit=limit)
+    """:func:`kept` for async views, which may return async streams: read here."""
+    if status_only or no_store(response) or not isinstance(response, StreamingHttpResponse):
+        return kept(response, limit=limit, status_only=status_only, redact=redact)
+    content = response.streaming_content
+    if not isinstance(content, AsyncIterator):  # a sync stream: kept() reads it
+        return kept(response, limit=limit, status_only=status_only, redact=redact)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in content:
+        chunks.append(bytes(chunk))
+        size += len(chunk)
+        if limit is not None and size > limit:
+            response.streaming_content = _achain(chunks, content)
+            return not_stored(response.status_code, size=None, limit=limit)
+    response.streaming_content = _achain(chunks, None)
+    stored = StoredResponse(response.status_code, _kept_headers(response), b"".join(chunks))
     return redacted(stored, redact) if redact else stored
 
 
@@ -153,6 +159,7 @@ def redacted(stored: StoredResponse, fields: Collection[str]) -> StoredResponse:
 
 
 def _status_only(stored: StoredResponse) -> StoredResponse:
+    """``stored`` without its body, nor the headers that describe one."""
     headers = [(n, v) for n, v in stored.headers if n.lower() not in _BODY_HEADERS]
     return StoredResponse(stored.status, headers, b"")
 
@@ -196,36 +203,12 @@ def capture(response: HttpResponseBase, *, limit: int | None = None) -> StoredRe
     return StoredResponse(response.status_code, _kept_headers(response), content)
 
 
-async def acapture(response: HttpResponseBase, *, limit: int | None = None) -> StoredResponse:
-    """:func:`capture` for async views, which may return async streams."""
-    if not (isinstance(response, StreamingHttpResponse) and response.is_async):
-        return capture(response, limit=limit)
-    content = response.streaming_content
-    if not isinstance(content, AsyncIterator):  # pragma: no cover - is_async says it is
-        return capture(response, limit=limit)
-    chunks: list[bytes] = []
-    size = 0
-    iterator = content.__aiter__()
-    async for chunk in iterator:
-        chunks.append(bytes(chunk))
-        size += len(chunk)
-        if limit is not None and size > limit:
-            response.streaming_content = _achain(chunks, iterator)
-            return not_stored(response.status_code, size=None, limit=limit)
-    response.streaming_content = _alist(chunks)
-    return StoredResponse(response.status_code, _kept_headers(response), b"".join(chunks))
-
-
-async def _alist(chunks: list[bytes]) -> Any:
+async def _achain(chunks: list[bytes], rest: AsyncIterator[Any] | None) -> Any:
     for chunk in chunks:
         yield chunk
-
-
-async def _achain(chunks: list[bytes], rest: Any) -> Any:
-    for chunk in chunks:
-        yield chunk
-    async for chunk in rest:
-        yield chunk
+    if rest is not None:
+        async for chunk in rest:
+            yield chunk
 
 
 def _capture_stream(response: Any, limit: int | None) -> StoredResponse:
@@ -312,8 +295,7 @@ def replay(
     if planted and dropped is not None:
         dropped(planted)
     headers.append((REPLAYED_HEADER, "true"))
-    # the headers go in with the response, each checked once as Django checks them
-    # (setting them one by one after it was built checks each twice)
+    # the headers go in with the response: each is checked once, as Django checks them
     try:
         response = HttpResponse(stored.body, status=status, headers=headers)
     except ValueError as exc:  # a value with a line break (BadHeaderError)

@@ -18,7 +18,7 @@ from idempotency.exceptions import (
     SubmitTokenInvalid,
     SubmitTokenUsed,
 )
-from idempotency.http.view_marks import split_view_args
+from idempotency.http.views import split_view_args
 from idempotency.tokens.base import check_purpose, consume_submit_token, token_scope
 
 F = TypeVar("F", bound=Callable[..., Any])

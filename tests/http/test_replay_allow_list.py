@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from django.test import Client, override_settings
 
-from idempotency.http import answers
+from idempotency.http import handler
 from idempotency.stores.base import StoredResponse
 from idempotency.utils.hashing import log_ref
 from tests.support.http import new_key, post
@@ -49,7 +49,7 @@ EVIL = [
 def planted(status: int | None = None, headers: list[tuple[str, str]] = ()) -> Iterator[None]:  # type: ignore[assignment]
     """While open, a response about to be stored is stored with ``status`` and with
     ``headers`` added: what someone who can write to the store plants."""
-    real_kept, real_akept = answers.kept, answers.akept
+    real_kept, real_akept = handler.kept, handler.akept
 
     def forge(stored: StoredResponse) -> StoredResponse:
         return StoredResponse(
@@ -65,8 +65,8 @@ def planted(status: int | None = None, headers: list[tuple[str, str]] = ()) -> I
         return forge(await real_akept(response, **options))
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(answers, "kept", kept)
-        patch.setattr(answers, "akept", akept)
+        patch.setattr(handler, "kept", kept)
+        patch.setattr(handler, "akept", akept)
         yield
 
 

@@ -12,6 +12,6 @@ class DjangoRestFrameworkConfig(AppConfig):
 
     def ready(self) -> None:
         from idempotency.contrib.drf.mixins import DjangoRestFramework
-        from idempotency.http import frameworks
+        from idempotency.http.views import register
 
-        frameworks.register(DjangoRestFramework())
+        register(DjangoRestFramework())

@@ -1,5 +1,5 @@
 """``IdempotentMixin`` for DRF views and viewsets, and :class:`DjangoRestFramework`, what
-the app registers with :mod:`idempotency.http.frameworks` so that ``@idempotent`` and the
+the app registers with :mod:`idempotency.http.views` so that ``@idempotent`` and the
 middleware serve DRF views.
 
 The key is handled once ``initial()`` has run, that is after authentication,
@@ -24,12 +24,10 @@ from rest_framework.views import APIView
 
 from idempotency.core.job import ReplayedRecord
 from idempotency.http import handler as handling
-from idempotency.http import requests
-from idempotency.http.answers import Convert, Finalize
 from idempotency.http.fingerprints import keep_body
-from idempotency.http.frameworks import Framework
 from idempotency.http.options import Policy, ReplayHook
-from idempotency.http.view_marks import in_flow, policy_of
+from idempotency.http.requests import UNSAFE_METHODS, in_flow
+from idempotency.http.views import Convert, Finalize, Framework, policy_of
 
 
 def view_of(request: Any) -> APIView | None:
@@ -141,11 +139,11 @@ class IdempotentMixin(_MixedInto):
         return name in self.idempotent_actions
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        if request.method in requests.UNSAFE_METHODS:
+        if request.method in UNSAFE_METHODS:
             # before authentication can parse request.data: the fingerprint reads the raw body
             keep_body(request)
         super().initial(request, *args, **kwargs)
-        if request.method not in requests.UNSAFE_METHODS or not self.is_idempotent_action(request):
+        if request.method not in UNSAFE_METHODS or not self.is_idempotent_action(request):
             return
         if in_flow(request):
             return  # an outer interface handles this request's key

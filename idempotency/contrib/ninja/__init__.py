@@ -3,18 +3,14 @@
 ``@api.post(...)`` protects one operation, and :func:`protect` every unsafe operation of a
 router or an API.
 
-How it works.
-A Ninja operation is a function whose result Ninja turns into a response *after* it
-returns (a dict, a Schema, ``Status(201, body)``, a ``(status, body)`` tuple or an
-``HttpResponse``), and whose authentication (``auth=``) runs before it is called.
-``@idempotent`` below ``@api.post(...)`` (or :func:`protect`) makes
-the wrapped function the operation's ``view_func``, so the flow starts where Ninja
-calls it: authentication, throttles and input validation have passed, ``request.auth``
-is set. The flow needs the operation itself, to turn the body's result into the
-response it stores (Ninja's own conversion, response schemas included) and the body's
-exceptions into Ninja's answers (the API's exception handlers): :func:`bind` wraps the
-operation's ``run`` so each request carries it, and every copy Ninja makes of the
-operation when it mounts a router carries that wrapping too.
+How it works. Ninja turns an operation's result into a response *after* the function
+returns, and authenticates (``auth=``) before calling it. ``@idempotent`` below
+``@api.post(...)`` (or :func:`protect`) makes the wrapped function the operation's
+``view_func``, so the flow starts once authentication, throttles and input validation
+have passed. It needs the operation itself, to turn the result into the response it
+stores (Ninja's conversion, response schemas included) and exceptions into the API's
+answers: :func:`bind` wraps the operation's ``run`` so each request carries it, in every
+copy Ninja makes of the operation when it mounts a router.
 
 :func:`protect` puts every unsafe operation (POST, PUT, PATCH, DELETE) of a router or an
 API under one policy, those of its sub-routers too, including operations and routers
@@ -51,11 +47,9 @@ from idempotency.contrib.openapi import (
 from idempotency.exceptions import ImproperlyApplied
 from idempotency.http import handler as handling
 from idempotency.http.decorators import policy_from, wrap_operation
-from idempotency.http.discovery import handler_policies
-from idempotency.http.frameworks import Framework
 from idempotency.http.options import Policy
 from idempotency.http.requests import UNSAFE_METHODS
-from idempotency.http.view_marks import policy_of
+from idempotency.http.views import Framework, handler_policies, policy_of
 from idempotency.problems import PROBLEM_CONTENT_TYPE
 
 T = TypeVar("T")

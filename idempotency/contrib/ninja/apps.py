@@ -12,6 +12,6 @@ class DjangoNinjaConfig(AppConfig):
 
     def ready(self) -> None:
         from idempotency.contrib.ninja import DjangoNinja
-        from idempotency.http import frameworks
+        from idempotency.http.views import register
 
-        frameworks.register(DjangoNinja())
+        register(DjangoNinja())

@@ -10,7 +10,7 @@ from typing import Any
 
 from idempotency.conf import MAX_KEY_LENGTH, idempotency_settings
 
-# What the server accepts as a key, exactly (see idempotency.http.keys): a bare value of
+# What the server accepts as a key, exactly (see idempotency.http.requests): a bare value of
 # printable ASCII without ", \\, "," or ";" that neither starts nor ends with a space,
 # or an RFC 8941 sf-string whose content is 1 to 255 characters.
 _BARE = "[!#-+\\--:<-\\[\\]-~]"

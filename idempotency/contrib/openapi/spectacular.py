@@ -47,10 +47,9 @@ from idempotency.contrib.openapi import (
     key_parameter,
     problem_answers,
 )
-from idempotency.http.discovery import functions_of
 from idempotency.http.options import Policy
 from idempotency.http.requests import UNSAFE_METHODS
-from idempotency.http.view_marks import policy_of
+from idempotency.http.views import functions_of, handler_policies
 from idempotency.problems import PROBLEM_CONTENT_TYPE
 
 #: The middleware's dotted paths: the package's re-export (the README's) and its module.
@@ -73,10 +72,9 @@ def idempotency_policy(view: APIView, method: str) -> Policy | None:
     handler = _handler(view, method)
     if handler is None:
         return None
-    for func in functions_of(handler):
-        policy = policy_of(func)
-        if policy is not None:
-            return policy
+    policy = next(handler_policies(handler), None)
+    if policy is not None:
+        return policy
     if isinstance(view, IdempotentMixin):
         request: Any = SimpleNamespace(method=method.upper())
         if view.is_idempotent_action(request):
@@ -107,10 +105,6 @@ def needs_submit_token(view: APIView, method: str) -> bool:
 
 def problem_ref(registry: ComponentRegistry) -> dict[str, Any]:
     """A ``$ref`` to the problem-details schema, registered on first use."""
-    return _problem_ref(registry)
-
-
-def _problem_ref(registry: ComponentRegistry) -> dict[str, Any]:
     # drf-spectacular declares no types on ResolvedComponent's constructor
     component = ResolvedComponent(  # type: ignore[no-untyped-call]
         name=PROBLEM_COMPONENT,
@@ -130,21 +124,11 @@ def add_problem(
     headers: dict[str, Any] | None = None,
 ) -> None:
     """Document a problem+json answer ``status`` of ``operation`` (descriptions merge)."""
-    _add_problem(operation, status, description, _problem_ref(registry), headers)
-
-
-def _add_problem(
-    operation: dict[str, Any],
-    status: int,
-    description: str,
-    ref: dict[str, Any],
-    headers: dict[str, Any] | None = None,
-) -> None:
     responses = operation.setdefault("responses", {})
     response = responses.setdefault(str(status), {"description": description})
     if response.get("description") and description not in response["description"]:
         response["description"] = f"{response['description']} {description}"
-    response.setdefault("content", {})[PROBLEM_CONTENT_TYPE] = {"schema": ref}
+    response.setdefault("content", {})[PROBLEM_CONTENT_TYPE] = {"schema": problem_ref(registry)}
     if headers:
         response.setdefault("headers", {}).update(headers)
 
@@ -163,9 +147,8 @@ def document_idempotency(
     for status, response in operation.get("responses", {}).items():
         if str(status).startswith("2"):
             response.setdefault("headers", {}).update(REPLAYED_HEADER)
-    ref = _problem_ref(registry)
     for status, description, headers in problem_answers(policy):
-        _add_problem(operation, status, description, ref, headers=headers)
+        add_problem(operation, status, description, registry, headers=headers)
 
 
 def document_submit_token(operation: dict[str, Any], registry: ComponentRegistry) -> None:
@@ -181,14 +164,13 @@ def document_submit_token(operation: dict[str, Any], registry: ComponentRegistry
             "schema": {"type": "string", "minLength": 1},
         },
     )
-    ref = _problem_ref(registry)
-    _add_problem(
+    add_problem(
         operation,
         400,
         "The submit token is missing, expired or foreign (submit-token-invalid).",
-        ref,
+        registry,
     )
-    _add_problem(operation, 409, "The submit token was already used (submit-token-used).", ref)
+    add_problem(operation, 409, "The submit token was already used (submit-token-used).", registry)
 
 
 if TYPE_CHECKING:

@@ -6,9 +6,48 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from django.apps import apps
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
+from django.db import IntegrityError, transaction
 
-from idempotency.scopes import rename_legacy_scopes
+from idempotency.stores.base import configured_database
+
+
+def rename_legacy_scopes(
+    *, using: str | None = None, dry_run: bool = False, batch_size: int = 1000
+) -> tuple[int, int]:
+    """Rename the database store's records of ``user:<pk>`` scopes (versions before
+    principals were named) to ``<AUTH_USER_MODEL label>:<pk>``, in batches, each record
+    in its own short transaction. Returns (renamed, skipped): a record whose new name is
+    already taken is left as it is. ``dry_run`` counts without writing."""
+    label = get_user_model()._meta.label_lower
+    alias = using or configured_database()
+    records = apps.get_model("idempotency", "IdempotencyRecord").objects.using(alias)
+    renamed = skipped = 0
+    last = 0
+    while True:
+        batch = list(
+            records.filter(scope__startswith="user:", pk__gt=last)
+            .order_by("pk")
+            .values_list("pk", "scope", "key")[:batch_size]
+        )
+        if not batch:
+            return renamed, skipped
+        last = batch[-1][0]
+        for pk, scope, key in batch:
+            new = f"{label}:{scope.removeprefix('user:')}"
+            if records.filter(scope=new, key=key).exists():
+                skipped += 1
+                continue
+            if not dry_run:
+                try:
+                    with transaction.atomic(using=alias):
+                        records.filter(pk=pk, scope=scope).update(scope=new)
+                except IntegrityError:  # taken meanwhile by a new request
+                    skipped += 1
+                    continue
+            renamed += 1
 
 
 class Command(BaseCommand):

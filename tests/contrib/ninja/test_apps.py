@@ -1,6 +1,6 @@
-"""``idempotency/contrib/ninja/apps.py``: the app registers Django Ninja with the view
-frameworks, so that ``@idempotent`` leaves Ninja the hook it calls when it builds an
-operation, and refuses to wrap an operation Ninja has built already."""
+"""The app (idempotency/contrib/ninja/apps.py): ``ready()`` registers Django Ninja with
+the HTTP interfaces, once however often it runs, so that ``@idempotent`` leaves Ninja the
+hook it calls when it builds an operation, and refuses an operation Ninja built already."""
 
 from __future__ import annotations
 
@@ -11,8 +11,19 @@ from django.apps import apps
 from django.http import HttpRequest, HttpResponse
 
 from idempotency import idempotent
-from idempotency.contrib.ninja import contribute
+from idempotency.contrib.ninja import DjangoNinja, contribute
 from idempotency.exceptions import ImproperlyApplied
+from idempotency.http import views
+
+
+def registered() -> int:
+    return sum(isinstance(framework, DjangoNinja) for framework in views._registered)
+
+
+def test_ready_registers_ninja_once() -> None:
+    assert registered() == 1
+    apps.get_app_config("idempotency_ninja").ready()
+    assert registered() == 1
 
 
 def operation(request: HttpRequest) -> HttpResponse:
@@ -20,7 +31,6 @@ def operation(request: HttpRequest) -> HttpResponse:
 
 
 def test_idempotent_leaves_ninja_its_hook_once_per_function() -> None:
-    apps.get_app_config("idempotency_ninja").ready()  # registering again replaces it
     wrapped: Any = idempotent(operation)
     assert wrapped._ninja_contribute_to_operation == [contribute]
 

@@ -15,7 +15,7 @@ from ninja import NinjaAPI, Router
 
 from idempotency.contrib.ninja import protect
 from idempotency.exceptions import ImproperlyApplied
-from idempotency.http.view_marks import policy_of
+from idempotency.http.views import policy_of
 from idempotency.models import IdempotencyRecord
 from tests.testapp.executions import executions
 from tests.testapp.models import Wallet

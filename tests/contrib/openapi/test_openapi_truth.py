@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from idempotency.contrib.openapi.spectacular import KEY_PATTERNS
 from idempotency.exceptions import KeyInvalid
-from idempotency.http.keys import parse_key
+from idempotency.http.requests import parse_key
 
 
 def accepted(raw: str, *, strict: bool) -> bool:

@@ -1,5 +1,5 @@
 """``manage.py idempotency_rename_scopes``: records of ``user:<pk>`` scopes renamed to the
-scope naming the user model (:func:`~idempotency.scopes.rename_legacy_scopes`), with one
+scope naming the user model (its ``rename_legacy_scopes``), with one
 summary line; the upgrade end to end is in tests/test_scopes.py."""
 
 from __future__ import annotations

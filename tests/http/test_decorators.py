@@ -274,8 +274,7 @@ def test_in_flow_sees_a_context_bound_on_either_request() -> None:
     and nothing else counts as a bound key."""
     from rest_framework.request import Request
 
-    from idempotency.http.requests import IdempotencyContext
-    from idempotency.http.view_marks import in_flow
+    from idempotency.http.requests import IdempotencyContext, in_flow
     from idempotency.stores.cache import CacheStore
 
     def context() -> IdempotencyContext:

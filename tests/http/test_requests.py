@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from idempotency.exceptions import KeyInvalid
-from idempotency.http.keys import parse_key
+from idempotency.http.requests import parse_key
 
 
 @pytest.mark.parametrize(
