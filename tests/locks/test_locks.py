@@ -1,5 +1,6 @@
-"""Distributed locks on Redis, PostgreSQL and MySQL/MariaDB: mutual exclusion across
-processes, expiry, extend."""
+"""Distributed locks on Redis, PostgreSQL and MySQL/MariaDB, every backend under one
+contract: mutual exclusion across processes, expiry, extend (each backend's own ways:
+tests/locks/test_redis.py, test_postgres.py, test_mysql.py)."""
 
 from __future__ import annotations
 
@@ -23,9 +24,6 @@ from idempotency.locks import (
     Lock,
     MySQLLockBackend,
     PostgresLockBackend,
-    RedisLockBackend,
-    advisory_key,
-    lock_name,
 )
 from tests.support.counting import unique
 from tests.support.lock_worker import contend
@@ -183,80 +181,6 @@ def test_decorator_takes_a_new_lock_per_call(backend: str) -> None:
     again = Lock(name)
     assert again.acquire()  # released after every call
     assert again.release()
-
-
-@pytest.mark.redis
-def test_redis_lock_key_and_owner_token() -> None:
-    from idempotency.utils.redis_clients import RedisConnector
-
-    name = unique("keyed")
-    client = RedisConnector(cache="default").client
-    with lock(name, timeout=5, backend=RedisLockBackend()) as held:
-        key = RedisLockBackend().key(name)
-        assert key.count("{") == 1 and key.endswith("}")  # a hash tag
-        assert 0 < client.pttl(key) <= 5000
-        token = client.get(key)
-        client.set(key, b"someone-else")  # as if it expired and was taken
-        assert held.release() is False
-        assert client.get(key) == b"someone-else"
-        assert token != b"someone-else"
-    client.delete(key)
-    with lock(name, timeout=None, backend=RedisLockBackend()):
-        assert client.pttl(RedisLockBackend().key(name)) == -1
-
-
-@pytest.mark.postgres
-def test_postgres_lock_is_a_transaction_advisory_lock_on_its_own_connection() -> None:
-    name = unique("advisory")
-    key = advisory_key(name)
-    assert advisory_key(name) == key and -(2**63) <= key < 2**63
-    with lock(name, timeout=None, backend=PostgresLockBackend()) as held:
-        with connection.cursor() as cursor:
-            # Django's own connection is another session: it cannot take the lock
-            cursor.execute("SELECT pg_try_advisory_lock(%s::bigint)", [key])
-            assert cursor.fetchone()[0] is False
-            cursor.execute(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
-                " AND pid <> pg_backend_pid()"
-            )
-            assert cursor.fetchone()[0] >= 1
-        assert held.extend(1.0)  # no timeout: extending only checks ownership
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s::bigint)", [key])
-        assert cursor.fetchone()[0] is True
-        cursor.execute("SELECT pg_advisory_unlock(%s::bigint)", [key])
-
-
-@pytest.mark.mysql
-def test_mysql_lock_is_a_named_lock_of_its_own_session() -> None:
-    name = unique("named" * 30)  # longer than MySQL's 64 characters: hashed
-    hashed = lock_name(name)
-    assert len(hashed) == 64 and lock_name(name) == hashed
-    with lock(name, timeout=None, backend=MySQLLockBackend()) as held:
-        with connection.cursor() as cursor:
-            # Django's own connection is another session: it cannot take the lock
-            cursor.execute("SELECT GET_LOCK(%s, 0), IS_USED_LOCK(%s) <> CONNECTION_ID()",
-                           [hashed, hashed])  # fmt: skip
-            assert cursor.fetchone() == (0, 1)
-        assert held.extend(1.0)  # no timeout: extending only checks ownership
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT GET_LOCK(%s, 0), RELEASE_LOCK(%s)", [hashed, hashed])
-        assert cursor.fetchone() == (1, 1)
-
-
-@pytest.mark.mysql
-def test_mysql_lock_whose_holder_is_killed_is_free_at_once() -> None:
-    """A holder whose session ends (a crash, a KILL) frees the lock with it."""
-    name = unique("killed")
-    held = Lock(name, timeout=30, backend=MySQLLockBackend())
-    assert held.acquire()
-    holding: Any = held._holding
-    with connection.cursor() as cursor:
-        cursor.execute("KILL %s", [holding.connection.connection.thread_id()])
-    second = lock(name, backend=MySQLLockBackend())
-    assert second.acquire(wait=5)
-    assert not held.release()
-    assert second.release()
 
 
 def test_backend_configuration() -> None:

@@ -15,7 +15,8 @@ conftest; whatever two of them need lives here, fixtures stay in the conftest fi
   groups, a private Redis Cluster and its caches.
 - :mod:`.faults`, :mod:`.proxy`, :mod:`.browser`: private Redis servers, a lossy network,
   a real browser (pytest-playwright's ``page`` on Debian's Chromium).
-- :mod:`.keepalive_owner`, :mod:`.lock_worker`: processes the keep-alive and lock tests run.
+- :mod:`.keepalive_owner`, :mod:`.lock_worker`: processes the keep-alive and lock tests run;
+  :mod:`.locks`: holdings of a database lock backend taken directly.
 - :mod:`.uploads`: multipart bodies of any size.
 - :mod:`.factories`, :mod:`.naive`, :mod:`.gateway`, :mod:`.problems`, :mod:`.strategies`:
   the sample's factories, its naive service doubles, its payment gateway, problem+json
