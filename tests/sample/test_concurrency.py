@@ -33,6 +33,13 @@ THREADS = 20
 T = TypeVar("T")
 
 
+@pytest.fixture(autouse=True)
+def _naive_callers_race() -> Iterator[None]:
+    """The naive variants' callers all read before any writes (the real ones never wait)."""
+    with naive.racing(THREADS):
+        yield
+
+
 @pytest.fixture
 def report(capsys: pytest.CaptureFixture[str]) -> Iterator[Callable[[str], None]]:
     lines: list[str] = []

@@ -6,14 +6,17 @@ concurrency tests run them next to the real services and assert that they
 break the invariants the real ones keep, so a concurrency test that stops
 catching races (too few threads, no overlap, ...) turns the suite red.
 
-``RACE_WINDOW`` (a short sleep between the read and the write) stands for
-the work a real request does in between; it makes the races show reliably on
-a small machine. The real services have no such pause.
+Between the read and the write each waits for the others at the barrier that
+:func:`racing` sets up (the work a real request does in between, stretched until
+every thread has read): every thread reads before any writes, so the races show on
+every run, on any machine, with no sleep. The real services have no such pause.
 """
 
 from __future__ import annotations
 
-import time
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
@@ -29,7 +32,26 @@ from payments.models import PaymentRecord, PaymentStatus
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-RACE_WINDOW = 0.25  # longer than a loaded CI machine takes to open the threads' connections
+_race: threading.Barrier | None = None
+
+
+@contextmanager
+def racing(threads: int) -> Iterator[None]:
+    """While it lasts, the naive services hold each caller between its read and its write
+    until ``threads`` callers have read."""
+    global _race
+    _race = threading.Barrier(threads, timeout=60)
+    try:
+        yield
+    finally:
+        _race = None
+
+
+def _all_have_read() -> None:
+    if _race is not None:
+        # a broken barrier (a caller that never read): race anyway
+        with suppress(threading.BrokenBarrierError):
+            _race.wait()
 
 
 def naive_order_create(*, user: User, request_id: str, amount: Decimal) -> tuple[Order, bool]:
@@ -37,7 +59,7 @@ def naive_order_create(*, user: User, request_id: str, amount: Decimal) -> tuple
     existing = Order.objects.filter(request_id=request_id).first()
     if existing is not None:
         return existing, False
-    time.sleep(RACE_WINDOW)  # real time: widens the naive code's race past other threads' queries
+    _all_have_read()
     return Order.objects.create(request_id=request_id, user=user, amount=amount), True
 
 
@@ -47,8 +69,7 @@ def naive_account_deduct(*, account_id: int, amount: Decimal, reference: str) ->
         account = Account.objects.get(pk=account_id)
         if account.balance < amount:
             raise InsufficientFunds(account_id, account.balance, amount)
-        # real time: widens the naive code's race past other threads' queries
-        time.sleep(RACE_WINDOW)
+        _all_have_read()
         account.balance -= amount
         account.version += 1
         account.save()
@@ -70,8 +91,7 @@ def naive_payment_pay(*, user: User, order_id: int, pay_no: str) -> tuple[Paymen
         order = Order.objects.get(pk=order_id, user=user)
         if order.status != OrderStatus.CREATED:
             raise OrderNotPayable(order.pk, order.status)
-        # real time: widens the naive code's race past other threads' queries
-        time.sleep(RACE_WINDOW)
+        _all_have_read()
         order.status = OrderStatus.PAID
         order.paid_at = timezone.now()
         order.save()
