@@ -29,6 +29,7 @@ from idempotency.stores.base import ClaimStatus, StoredResponse
 from idempotency.stores.redis import RedisStore
 from idempotency.utils.redis_clients import RedisConnector, cache_connection
 from tests.support.faults import private_redis
+from tests.support.ports import connections_to
 from tests.support.redis_proxy import ReplyProxy
 from tests.support.services import redis_url
 
@@ -148,11 +149,16 @@ def test_200_concurrent_async_requests_open_at_most_max_connections(cap: int) ->
         async def requests() -> list[Any]:
             store.connector.async_client()  # made before the count starts
             before = _connections_received(observer)
+            held = connections_to(server.port)  # the observer's
             server.freeze()
             try:
                 tasks = [asyncio.ensure_future(_aclaim(store, key)) for key in keys]
-                # real time: a frozen real server; every task has sent, or waits for a connection
-                await asyncio.sleep(0.5)
+                # every connection the pool may open is open (the kernel accepts them for
+                # the frozen server); each other claim waits for one of them
+                deadline = time.monotonic() + 30
+                while connections_to(server.port) - held < min(cap, len(keys)):
+                    assert time.monotonic() < deadline, connections_to(server.port) - held
+                    await asyncio.sleep(0)  # real time: none, yields to the claims' tasks
             finally:
                 server.thaw()
             claims = await asyncio.gather(*tasks)
