@@ -173,21 +173,25 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Ite
         )
 
 
-@pytest.fixture(autouse=True)
-def _service_markers(request: pytest.FixtureRequest) -> None:
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip a test whose service is missing before any of its fixtures run: a module- or
+    session-scoped fixture is set up before the test's own, and one that reaches for
+    PostgreSQL must never run on SQLite (the README's tier touches no service it was not
+    told about)."""
     # a test of one server database's own features is another tier's on the other one
     # (skipped even where services are required); on SQLite it is a missing service
-    if request.node.get_closest_marker("postgres") and not on_postgres():
+    if item.get_closest_marker("postgres") and not on_postgres():
         if on_server_database():
             pytest.skip("tests PostgreSQL's own features; this run is on MySQL/MariaDB")
         missing("needs PostgreSQL: set DATABASE_URL=postgres://...")
-    if request.node.get_closest_marker("mysql") and not on_mysql():
+    if item.get_closest_marker("mysql") and not on_mysql():
         if on_server_database():
             pytest.skip("tests MySQL's own features; this run is on PostgreSQL")
         missing("needs MySQL or MariaDB: set DATABASE_URL=mysql://...")
-    if request.node.get_closest_marker("server_db") and not on_server_database():
+    if item.get_closest_marker("server_db") and not on_server_database():
         missing("needs a server database: set DATABASE_URL=postgres://... or mysql://...")
-    if request.node.get_closest_marker("redis") and not redis_url():
+    if item.get_closest_marker("redis") and not redis_url():
         missing("needs Redis: set REDIS_URL=redis://...")
 
 

@@ -93,3 +93,24 @@ def test_a_quick_tier_run_connects_to_no_service_it_was_not_told_about(tmp_path:
     last = ran.stdout.splitlines()[-1]
     assert " passed" in last and int(last.split(" passed")[0].split()[-1]) >= 20, last
     assert to_services(connections(log)) == []
+
+
+def test_a_test_whose_service_is_missing_is_skipped_before_its_fixtures_run(
+    tmp_path: Path,
+) -> None:
+    """``tests/test_tenants.py`` needs PostgreSQL and starts its project from a module-scoped
+    fixture, which pytest sets up before any of the test's own. On SQLite that fixture once
+    ran anyway and pointed a PostgreSQL project at a database named after SQLite's
+    in-memory one: two CI streams on SQLite then created and dropped the same database on
+    the machine's PostgreSQL, and one failed. The service markers now skip a test before
+    any fixture of it runs."""
+    ran = watched(
+        tmp_path / "connections",
+        *("-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "--setup-show"),
+        "tests/test_tenants.py",
+    )
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    assert ran.stdout.splitlines()[-1].split(" in ")[0] == "2 skipped", ran.stdout[-3000:]
+    assert "(2: needs PostgreSQL)" in ran.stdout, ran.stdout[-3000:]
+    set_up = [line.split()[-1] for line in ran.stdout.splitlines() if "SETUP    M" in line]
+    assert "found" not in set_up, ran.stdout[-3000:]  # --setup-show: the fixture never ran
