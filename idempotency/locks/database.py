@@ -102,7 +102,7 @@ class DatabaseHolding(Holding):
 
     @abc.abstractmethod
     def _arm(self, seconds: float | None) -> None:
-        """Make the session end ``seconds`` of silence from now (None: never)."""
+        """Have the server end the session after ``seconds`` of silence (None: never)."""
 
     @abc.abstractmethod
     def _remaining(self) -> float:
@@ -112,7 +112,7 @@ class DatabaseHolding(Holding):
         if not self.owned():
             return False
         if self.timeout is None and not replace_ttl:
-            return True
+            return True  # no timeout to move: extending only checks ownership
         seconds = additional if replace_ttl else self._remaining() + additional
         try:
             self._arm(seconds)
