@@ -165,7 +165,7 @@ def test_e004_a_setting_of_aliases_that_is_no_dict(setting: dict[str, Any]) -> N
         (locks_using("zookeeper"), "E044"),
         (tokens_using("tokens.Missing"), "E044"),
         (locks_using("idempotency.tokens.database.DatabaseTokens"), "E045"),
-        (locks_using("idempotency.locks.base.DatabaseLockBackend"), "E046"),
+        (locks_using("idempotency.locks.database.DatabaseLockBackend"), "E046"),
     ],
 )
 def test_e044_e045_e046_backends(setting: dict[str, Any], code: str) -> None:

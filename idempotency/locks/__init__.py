@@ -2,8 +2,12 @@
 manager or decorator (how to use them and how each backend works: docs/howto/locks.md)."""
 
 from idempotency.locks.base import Holding, Lock, LockBackend, get_backend, lock, lock_backends
-from idempotency.locks.mysql import MySQLLockBackend, lock_name
-from idempotency.locks.postgres import PostgresLockBackend, advisory_key
+from idempotency.locks.database import (
+    MySQLLockBackend,
+    PostgresLockBackend,
+    advisory_key,
+    lock_name,
+)
 from idempotency.locks.redis import RedisLockBackend
 
 __all__ = [

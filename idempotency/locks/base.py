@@ -1,23 +1,18 @@
-"""Locks: the backend contract (:class:`LockBackend`, :class:`DatabaseLockBackend`), the
-configured backends by alias (:data:`lock_backends`), and :class:`Lock` and :func:`lock`
-over them."""
+"""Locks: the backend contract (:class:`LockBackend`, :class:`Holding`), the configured
+backends by alias (:data:`lock_backends`), and :class:`Lock` and :func:`lock` over them."""
 
 from __future__ import annotations
 
 import abc
-import copy
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from types import TracebackType
-from typing import Any, ClassVar, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
-from django.core.exceptions import ImproperlyConfigured
-from django.db import connections
 
 from idempotency import signals
-from idempotency.conf import Setting
 from idempotency.exceptions import LockNotAcquired, StoreUnavailable
 from idempotency.utils.backends import BackendHandler, Configurable
 from idempotency.utils.backoff import Backoff
@@ -78,41 +73,6 @@ class LockBackend(Configurable, abc.ABC):
     def holding(self, name: str, timeout: float | None) -> Holding:
         """A new :class:`Holding` of the lock ``name``, not taken yet; it frees itself
         ``timeout`` seconds after it is taken (None: only a release frees it)."""
-
-
-class DatabaseLockBackend(LockBackend):
-    """A lock backend whose locks live in the sessions of its ``database``, each on a
-    connection of its own (:meth:`new_connection`)."""
-
-    #: ``connection.vendor`` of the database these locks need, and the backend's name.
-    vendor = ""
-    name = ""
-    #: ``OPTIONS`` of a database lock backend (:mod:`idempotency.utils.backends`).
-    options: ClassVar[Mapping[str, Setting]] = {
-        "database": Setting("default", "Database alias whose sessions hold the locks.", "database"),
-    }
-
-    def __init__(self, *, database: str = "default") -> None:
-        #: The database alias whose sessions hold the locks.
-        self.alias = database
-
-    def new_connection(self) -> Any:
-        """A fresh connection of ``alias`` outside Django's per-thread handler and any pool,
-        for a lock held on its session."""
-        template = connections[self.alias]
-        if template.vendor != self.vendor:
-            raise ImproperlyConfigured(
-                f"The {self.name} lock backend needs a {self.vendor} database; {self.alias!r} "
-                f"is {template.vendor}. Configure IDEMPOTENCY['LOCKS'] with RedisLockBackend."
-            )
-        settings_dict = copy.deepcopy(template.settings_dict)
-        settings_dict["OPTIONS"] = {
-            k: v for k, v in (settings_dict.get("OPTIONS") or {}).items() if k != "pool"
-        }
-        connection = type(template)(settings_dict, self.alias)
-        # the lock may be released from another thread than the one that took it
-        connection.inc_thread_sharing()
-        return connection
 
 
 logger = logging.getLogger("idempotency.locks")

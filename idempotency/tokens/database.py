@@ -71,6 +71,3 @@ class DatabaseTokens(TokenBackend):
                 return deleted
             count, _ = self._tokens().filter(pk__in=ids).delete()
             deleted += count
-
-
-#: KEYS[1] token, KEYS[2] tombstone; ARGV[1] binding, ARGV[2] shortest tombstone (ms).

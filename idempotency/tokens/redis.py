@@ -11,6 +11,7 @@ from idempotency.tokens.base import TOMBSTONE_SECONDS, TokenBackend
 from idempotency.utils.outages import outage_raises_unavailable
 from idempotency.utils.redis_clients import RedisBackend
 
+#: KEYS[1] token, KEYS[2] tombstone; ARGV[1] binding, ARGV[2] shortest tombstone (ms).
 REDIS_CONSUME = """
 local bound = redis.call('GET', KEYS[1])
 if bound then

@@ -1,7 +1,6 @@
-"""``idempotency/locks/base.py``: :class:`Lock` and :func:`lock` over any backend, the
-backends by alias, and the dedicated connection a database lock holds. Here on a backend
-of this module's own (every built-in backend under the same contract, across processes:
-tests/locks/test_locks.py)."""
+"""``idempotency/locks/base.py``: :class:`Lock` and :func:`lock` over any backend, and the
+backends by alias. Here on a backend of this module's own (every built-in backend under
+the same contract, across processes: tests/locks/test_locks.py)."""
 
 from __future__ import annotations
 
@@ -12,13 +11,11 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection
 from django.test import override_settings
 
 from idempotency import signals
 from idempotency.exceptions import LockNotAcquired, StoreUnavailable
 from idempotency.locks import Holding, Lock, LockBackend, get_backend, lock
-from idempotency.locks.base import DatabaseLockBackend
 from tests.support.counting import received, unique
 from tests.support.stores import entry, locks_using
 
@@ -207,41 +204,3 @@ def test_backends_by_alias_or_as_given(memory: Memory) -> None:
         pytest.raises(ImproperlyConfigured),
     ):
         get_backend()
-
-
-def test_a_database_lock_refuses_another_vendors_database() -> None:
-    class Other(DatabaseLockBackend):
-        vendor = "oracle" if connection.vendor != "oracle" else "sqlite"
-        name = "other"
-
-        def holding(self, name: str, timeout: float | None) -> Holding:
-            raise AssertionError("not reached")
-
-    with pytest.raises(ImproperlyConfigured, match="The other lock backend needs a"):
-        Other().new_connection()
-
-
-@pytest.mark.django_db
-def test_a_database_lock_has_a_connection_of_its_own() -> None:
-    class Same(DatabaseLockBackend):
-        vendor = connection.vendor
-        name = "same"
-
-        def holding(self, name: str, timeout: float | None) -> Holding:
-            raise AssertionError("not reached")
-
-    own = Same().new_connection()
-    try:
-        assert own is not connection and own.alias == "default"
-        assert own.settings_dict["NAME"] == connection.settings_dict["NAME"]
-        assert "pool" not in own.settings_dict["OPTIONS"]
-        own.validate_thread_sharing()  # released from any thread
-        threading_result: list[Any] = []
-        worker = threading.Thread(
-            target=lambda: threading_result.append(own.validate_thread_sharing())
-        )
-        worker.start()
-        worker.join(30)
-        assert threading_result == [None]
-    finally:
-        own.close()

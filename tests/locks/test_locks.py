@@ -1,6 +1,6 @@
 """Distributed locks on Redis, PostgreSQL and MySQL/MariaDB, every backend under one
 contract: mutual exclusion across processes, expiry, extend (each backend's own ways:
-tests/locks/test_redis.py, test_postgres.py, test_mysql.py)."""
+tests/locks/test_redis.py, test_database.py)."""
 
 from __future__ import annotations
 

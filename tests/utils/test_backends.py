@@ -315,8 +315,8 @@ def test_a_bad_lock_or_token_entry_raises_at_use() -> None:
     "path",
     [
         pytest.param("idempotency.locks.redis.RedisLockBackend", marks=pytest.mark.redis),
-        pytest.param("idempotency.locks.postgres.PostgresLockBackend", marks=pytest.mark.postgres),
-        pytest.param("idempotency.locks.mysql.MySQLLockBackend", marks=pytest.mark.mysql),
+        pytest.param("idempotency.locks.database.PostgresLockBackend", marks=pytest.mark.postgres),
+        pytest.param("idempotency.locks.database.MySQLLockBackend", marks=pytest.mark.mysql),
     ],
 )
 def test_built_in_lock_backends_by_dotted_path(path: str) -> None:

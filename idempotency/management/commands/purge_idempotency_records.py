@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from idempotency.stores.database import PurgeResult, purge_expired_records
 
 
-def _positive_int(value: str) -> int:
+def positive_int(value: str) -> int:
     try:
         number = int(value)
     except ValueError:
@@ -40,13 +40,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             "--batch-size",
-            type=_positive_int,
+            type=positive_int,
             default=None,
             help="Rows deleted per batch (default: the PURGE_BATCH_SIZE setting).",
         )
         parser.add_argument(
             "--max-batches",
-            type=_positive_int,
+            type=positive_int,
             default=None,
             help="Stop after this many batches (default: until no expired record is left).",
         )

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from idempotency.management.commands.purge_idempotency_records import _positive_int
+from idempotency.management.commands.purge_idempotency_records import positive_int
 from idempotency.stores.reencryption import reencrypt_records
 
 
@@ -22,7 +22,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             "--batch-size",
-            type=_positive_int,
+            type=positive_int,
             default=None,
             help="Records read per batch (default: the PURGE_BATCH_SIZE setting).",
         )
