@@ -25,8 +25,8 @@ _EXPORTS: dict[str, str] = {
     "idempotent": "idempotency.http.decorators",
     "idempotency_exempt": "idempotency.http.decorators",
     "IdempotencyMiddleware": "idempotency.http.middleware",
-    "recovery_point": "idempotency.core.recovery",
-    "get_recovery_point": "idempotency.core.recovery",
+    "recovery_point": "idempotency.http.requests",
+    "get_recovery_point": "idempotency.http.requests",
     # functions, locks, submit tokens
     "idempotent_function": "idempotency.functions",
     "payload_key": "idempotency.functions.arguments",
@@ -73,8 +73,6 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.conf import idempotency_settings as idempotency_settings
-    from idempotency.core.recovery import get_recovery_point as get_recovery_point
-    from idempotency.core.recovery import recovery_point as recovery_point
     from idempotency.exceptions import CallInProgress as CallInProgress
     from idempotency.exceptions import IdempotencyError as IdempotencyError
     from idempotency.exceptions import KeyInvalid as KeyInvalid
@@ -91,6 +89,8 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.http.decorators import idempotency_exempt as idempotency_exempt
     from idempotency.http.decorators import idempotent as idempotent
     from idempotency.http.middleware import IdempotencyMiddleware as IdempotencyMiddleware
+    from idempotency.http.requests import get_recovery_point as get_recovery_point
+    from idempotency.http.requests import recovery_point as recovery_point
     from idempotency.locks import lock as lock
     from idempotency.problems import problem_response as problem_response
     from idempotency.stores.base import get_store as get_store
