@@ -52,7 +52,7 @@ _EXPORTS: dict[str, str] = {
     "SubmitTokenUsed": "idempotency.exceptions",
     # settings and problems
     "idempotency_settings": "idempotency.conf",
-    "problem_response": "idempotency.problems",
+    "problem_response": "idempotency.exceptions",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -84,6 +84,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.exceptions import StoreUnavailable as StoreUnavailable
     from idempotency.exceptions import SubmitTokenInvalid as SubmitTokenInvalid
     from idempotency.exceptions import SubmitTokenUsed as SubmitTokenUsed
+    from idempotency.exceptions import problem_response as problem_response
     from idempotency.functions import idempotent_function as idempotent_function
     from idempotency.functions.arguments import payload_key as payload_key
     from idempotency.http.decorators import idempotency_exempt as idempotency_exempt
@@ -92,7 +93,6 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.http.requests import get_recovery_point as get_recovery_point
     from idempotency.http.requests import recovery_point as recovery_point
     from idempotency.locks import lock as lock
-    from idempotency.problems import problem_response as problem_response
     from idempotency.stores.base import get_store as get_store
     from idempotency.stores.cache import CacheStore as CacheStore
     from idempotency.stores.database import DatabaseStore as DatabaseStore

@@ -56,9 +56,9 @@ from idempotency.exceptions import (
     KeyInvalid,
     KeyRequired,
     StaleOwner,
+    problem_response,
 )
 from idempotency.http.options import Policy, resolve
-from idempotency.problems import problem_response
 from idempotency.scopes import aload_user
 from idempotency.stores.base import BaseStore
 from idempotency.stores.records import record_digest
