@@ -4,7 +4,7 @@ Django's own request handling (how it composes: docs/howto/middleware.md)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,7 @@ from idempotency.http.decorators import defer_to_handler
 from idempotency.http.fingerprints import keep_body
 from idempotency.http.options import Policy
 from idempotency.http.requests import UNSAFE_METHODS, header_value
-from idempotency.http.views import access_gate, handler_policies, policy_of
+from idempotency.http.views import handler_policies, policy_of
 
 logger = logging.getLogger("idempotency")
 
@@ -105,6 +105,43 @@ def _django_view(cls: type[View], view_func: Any, policy: Policy) -> Callable[..
     subclass: Any = type(cls.__name__, (_HandledAfterDispatch, cls), attrs)
     view = subclass.as_view(**(getattr(view_func, "view_initkwargs", None) or {}))
     return _atomic_requests(view, view_func)
+
+
+# -- access decorators, which a replay from outside the view would skip ---------------------
+
+#: What the wrappers of Django's access decorators are called: ``login_required``,
+#: ``permission_required`` and ``staff_member_required`` are all ``user_passes_test``.
+_GATE = "user_passes_test."
+#: What ``@idempotent``'s own wrappers are called (idempotency.http.decorators).
+_IDEMPOTENT = "_wrap.<locals>."
+GATE_NAME = "an access decorator (login_required, permission_required, user_passes_test)"
+
+
+def _chain(func: Any) -> Iterator[str]:
+    """The qualified names of ``func`` and the functions it wraps, outermost first."""
+    seen: set[int] = set()
+    while func is not None and id(func) not in seen:
+        seen.add(id(func))
+        yield str(getattr(getattr(func, "__code__", None), "co_qualname", ""))
+        func = getattr(func, "__wrapped__", None)
+
+
+def access_gate(view: Any) -> str | None:
+    """The access check a view callable makes inside itself, where a replay from outside
+    it would skip it (Django's access decorators), or None."""
+    return GATE_NAME if any(name.startswith(_GATE) for name in _chain(view)) else None
+
+
+def gate_below_idempotent(view: Any) -> bool:
+    """Whether ``@idempotent`` sits above an access decorator (``@idempotent`` then
+    ``@login_required``): its replays would come before the check."""
+    below = False
+    for name in _chain(view):
+        if name.startswith(_IDEMPOTENT):
+            below = True
+        elif below and name.startswith(_GATE):
+            return True
+    return False
 
 
 def gated_view(view_func: Callable[..., Any]) -> str | None:
