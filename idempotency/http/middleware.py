@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
-from django.db import connections, transaction
 from django.http import HttpRequest, HttpResponseBase
 from django.middleware.csrf import CsrfViewMiddleware
 from django.urls import ResolverMatch, get_resolver
@@ -64,16 +63,6 @@ def _handles_keys_itself(view_func: Any, cls: Any, method: str) -> bool:
     return False
 
 
-def _atomic_requests(view: Callable[..., Any], view_func: Any) -> Callable[..., Any]:
-    """Django decides ATOMIC_REQUESTS from the resolved view; we call a substitute, so we
-    apply the same rule (and the same non_atomic_requests opt-out) ourselves."""
-    non_atomic: set[str] = getattr(view_func, "_non_atomic_requests", set())
-    for alias, settings_dict in connections.settings.items():
-        if settings_dict["ATOMIC_REQUESTS"] and alias not in non_atomic:
-            view = transaction.atomic(using=alias)(view)
-    return view
-
-
 if TYPE_CHECKING:
     #: What the class is mixed into, for the type checker: ``super()`` is a ``View``.
     _MixedInto = View
@@ -104,7 +93,7 @@ def _django_view(cls: type[View], view_func: Any, policy: Policy) -> Callable[..
     attrs = {"__module__": cls.__module__, "idempotency_handler_policy": policy}
     subclass: Any = type(cls.__name__, (_HandledAfterDispatch, cls), attrs)
     view = subclass.as_view(**(getattr(view_func, "view_initkwargs", None) or {}))
-    return _atomic_requests(view, view_func)
+    return views.atomic_requests(view, view_func)
 
 
 # -- access decorators, which a replay from outside the view would skip ---------------------

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
+from django.db import connections, transaction
 from django.http import HttpRequest, HttpResponseBase
 
 from idempotency.exceptions import ImproperlyApplied
@@ -188,6 +189,18 @@ def view_policies(callback: Any) -> Iterator[Policy] | None:
 
 def class_policy(cls: type, callback: Any) -> Policy | None:
     return _first(lambda framework: framework.class_policy(cls, callback))
+
+
+def atomic_requests(view: Callable[..., Any], view_func: Any) -> Callable[..., Any]:
+    """``view``, which the middleware calls instead of ``view_func`` (a framework's
+    :meth:`~Framework.substitute`, or Django's class-based view), under the
+    ``ATOMIC_REQUESTS`` rule Django applies to the view it resolved, ``view_func``
+    (with its ``non_atomic_requests`` opt-out)."""
+    non_atomic: set[str] = getattr(view_func, "_non_atomic_requests", set())
+    for alias, settings_dict in connections.settings.items():
+        if settings_dict["ATOMIC_REQUESTS"] and alias not in non_atomic:
+            view = transaction.atomic(using=alias)(view)
+    return view
 
 
 # -- the mark of @idempotent --------------------------------------------------------------
