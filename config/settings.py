@@ -212,7 +212,7 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "config.problems.problem_exception_handler",
     "COERCE_DECIMAL_TO_STRING": True,
     # one rendering for every JSON answer, the library's problem details included:
-    # compact, non-ASCII escaped (idempotency.problems.render_problem)
+    # compact, non-ASCII escaped (idempotency.exceptions.render_problem)
     "COMPACT_JSON": True,
     "UNICODE_JSON": False,
     # OpenAPI: bodies from the views' Input/OutputSerializer, plus the Idempotency-Key

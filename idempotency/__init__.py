@@ -25,8 +25,8 @@ _EXPORTS: dict[str, str] = {
     "idempotent": "idempotency.http.decorators",
     "idempotency_exempt": "idempotency.http.decorators",
     "IdempotencyMiddleware": "idempotency.http.middleware",
-    "recovery_point": "idempotency.core.recovery",
-    "get_recovery_point": "idempotency.core.recovery",
+    "recovery_point": "idempotency.http.requests",
+    "get_recovery_point": "idempotency.http.requests",
     # functions, locks, submit tokens
     "idempotent_function": "idempotency.functions",
     "payload_key": "idempotency.functions.arguments",
@@ -52,7 +52,7 @@ _EXPORTS: dict[str, str] = {
     "SubmitTokenUsed": "idempotency.exceptions",
     # settings and problems
     "idempotency_settings": "idempotency.conf",
-    "problem_response": "idempotency.problems",
+    "problem_response": "idempotency.exceptions",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -73,8 +73,6 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.conf import idempotency_settings as idempotency_settings
-    from idempotency.core.recovery import get_recovery_point as get_recovery_point
-    from idempotency.core.recovery import recovery_point as recovery_point
     from idempotency.exceptions import CallInProgress as CallInProgress
     from idempotency.exceptions import IdempotencyError as IdempotencyError
     from idempotency.exceptions import KeyInvalid as KeyInvalid
@@ -86,13 +84,15 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from idempotency.exceptions import StoreUnavailable as StoreUnavailable
     from idempotency.exceptions import SubmitTokenInvalid as SubmitTokenInvalid
     from idempotency.exceptions import SubmitTokenUsed as SubmitTokenUsed
+    from idempotency.exceptions import problem_response as problem_response
     from idempotency.functions import idempotent_function as idempotent_function
     from idempotency.functions.arguments import payload_key as payload_key
     from idempotency.http.decorators import idempotency_exempt as idempotency_exempt
     from idempotency.http.decorators import idempotent as idempotent
     from idempotency.http.middleware import IdempotencyMiddleware as IdempotencyMiddleware
+    from idempotency.http.requests import get_recovery_point as get_recovery_point
+    from idempotency.http.requests import recovery_point as recovery_point
     from idempotency.locks import lock as lock
-    from idempotency.problems import problem_response as problem_response
     from idempotency.stores.base import get_store as get_store
     from idempotency.stores.cache import CacheStore as CacheStore
     from idempotency.stores.database import DatabaseStore as DatabaseStore

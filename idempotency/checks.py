@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,13 +21,15 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import router
 from django.db.utils import load_backend
+from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils.module_loading import import_string
 
 from idempotency.codecs import BodyCodec
 from idempotency.conf import DEFAULTS, HEADER_NAME, SETTINGS
-from idempotency.http.middleware import gated_view
+from idempotency.http import views as http_views
+from idempotency.http.middleware import GATE_NAME, gate_below_idempotent, gated_view
+from idempotency.http.options import Policy
 from idempotency.http.responses import NEVER_REPLAYED
-from idempotency.http.views import GATE_NAME, gate_below_idempotent, protected_views, url_views
 from idempotency.locks.base import lock_backends
 from idempotency.locks.redis import RedisLockBackend
 from idempotency.scopes import user_scope
@@ -479,6 +482,56 @@ def _databases(handler: BackendHandler[Any], alias: str, entry: Any) -> list[che
             known = ", ".join(sorted(databases)) or "(none)"
             errors.append(message("E015", where=where, alias=value, aliases=known))
     return errors
+
+
+# -- the protected views of a project ---------------------------------------------------
+
+#: Methods (and viewset actions) that take part.
+HANDLER_NAMES = ("post", "put", "patch", "delete")
+
+
+def _policies_of(callback: Any) -> Iterator[Policy]:
+    """The policies a view callable (what a URL pattern calls) applies to its requests."""
+    policy = http_views.policy_of(callback)
+    if policy is not None:
+        yield policy
+    own = http_views.view_policies(callback)  # a Ninja path's
+    if own is not None:
+        yield from own
+        return
+    cls = getattr(callback, "cls", None) or getattr(callback, "view_class", None)
+    if not isinstance(cls, type):
+        return
+    actions = getattr(callback, "actions", None) or {}
+    for name in sorted({*HANDLER_NAMES, *actions.values()}):
+        yield from http_views.handler_policies(getattr(cls, name, None))
+    class_policy = http_views.class_policy(cls, callback)
+    if class_policy is not None:  # DRF: IdempotentMixin's
+        yield class_policy
+
+
+def _patterns(patterns: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            namespace = f"{pattern.namespace}:" if pattern.namespace else ""
+            yield from _patterns(pattern.url_patterns, prefix + namespace)
+        elif isinstance(pattern, URLPattern):
+            yield prefix + (pattern.name or str(pattern.pattern)), pattern.callback
+
+
+def url_views(urlconf: Any = None) -> Iterator[tuple[str, Any]]:
+    """``(view name, callback)`` of every URL pattern the URLconf reaches."""
+    yield from _patterns(get_resolver(urlconf).url_patterns, "")
+
+
+def protected_views(urlconf: Any = None) -> Iterator[tuple[str, Policy]]:
+    """``(view name, policy)`` for every policy of every view the URLconf reaches."""
+    for name, callback in url_views(urlconf):
+        seen: set[int] = set()
+        for policy in _policies_of(callback):
+            if id(policy) not in seen:
+                seen.add(id(policy))
+                yield name, policy
 
 
 #: A store in use: ``(what, store, mode)``, ``what`` naming it in messages.

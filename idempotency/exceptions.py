@@ -1,4 +1,4 @@
-"""The exceptions of django-idempotency.
+"""The exceptions of django-idempotency, and the RFC 9457 problems they are answered as.
 
 One naming scheme: :class:`IdempotencyError` is the base of every error answered over
 HTTP (the one name that says "idempotency", as Django's ``DatabaseError`` and DRF's
@@ -8,12 +8,14 @@ subject first (``KeyMismatch``, ``RequestInProgress``, ``StoreUnavailable``,
 
 The HTTP errors carry what DRF's ``APIException`` carries (``status_code``,
 ``default_detail``, ``default_code``, ``detail``) without importing DRF: the library
-answers them itself as RFC 9457 problems (:meth:`IdempotencyError.as_response`), and
-:mod:`idempotency.contrib.drf.exceptions` lets a DRF view raise them.
+answers them itself as RFC 9457 problem details (:meth:`IdempotencyError.as_response`,
+built by :func:`problem_response`, the one JSON shape every error of the library takes),
+and :mod:`idempotency.contrib.drf.exceptions` lets a DRF view raise them.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -21,7 +23,7 @@ from django.http import HttpResponse
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
-from idempotency.problems import problem_response
+from idempotency.conf import idempotency_settings
 from idempotency.utils.hashing import log_ref
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "KeyPartMissing",
     "KeyRequired",
     "LockNotAcquired",
+    "PROBLEM_CONTENT_TYPE",
     "RecordForged",
     "RequestInProgress",
     "ResponseNotStored",
@@ -49,7 +52,65 @@ __all__ = [
     "SubmitTokenUsed",
     "TaskDeferred",
     "TooManyRecords",
+    "problem_body",
+    "problem_response",
+    "render_problem",
 ]
+
+
+# -- RFC 9457 problem details: the one JSON shape every error takes ------------------------
+
+#: The media type of every problem document (RFC 9457).
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+
+
+def render_problem(body: dict[str, Any]) -> bytes:
+    """The bytes of a problem document: compact JSON, non-ASCII escaped.
+
+    The same rendering as DRF's ``JSONRenderer`` with ``COMPACT_JSON`` (its default)
+    and ``UNICODE_JSON = False``, so a project whose DRF errors are problem details
+    too answers every error in one style.
+    """
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def problem_body(status: int, code: str, title: str, detail: str, **extra: Any) -> dict[str, Any]:
+    """The problem document: ``type``/``code`` are stable, ``detail`` is for humans."""
+    body: dict[str, Any] = {
+        "type": f"{idempotency_settings.PROBLEM_TYPE_BASE}{code}",
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "code": code,
+    }
+    body.update(extra)
+    return body
+
+
+def problem_response(
+    status: int,
+    code: str,
+    title: str,
+    detail: str,
+    *,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> HttpResponse:
+    """An ``application/problem+json`` response, rendered and ready to return from any view.
+
+    Args:
+        status: The HTTP status.
+        code: The stable machine-readable code; ``type`` is ``PROBLEM_TYPE_BASE`` + code.
+        title: The stable human title of the problem.
+        detail: This occurrence, for humans.
+        headers: Response headers to add (``Retry-After``).
+        **extra: More members of the problem document.
+    """
+    content = render_problem(problem_body(status, code, title, detail, **extra))
+    response = HttpResponse(content, status=status, content_type=PROBLEM_CONTENT_TYPE)
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
 
 
 # -- the base: an error answered as a problem ------------------------------------------

@@ -15,9 +15,12 @@ from django.conf import settings as django_settings
 from django.core import checks
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
+from django.http import HttpRequest, HttpResponse
 from django.test import override_settings
+from django.urls import include, path
 
 from chaos.services import PrivateRedis, redis_server_binary
+from idempotency import idempotent
 from idempotency.checks import (
     MESSAGES,
     TENANTS_ENGINE,
@@ -26,7 +29,10 @@ from idempotency.checks import (
     check_redis_persistence,
     check_settings,
     message,
+    protected_views,
+    url_views,
 )
+from idempotency.http.views import policy_of
 from tests.support.checks import (
     DJANGO_REDIS,
     DUMMY,
@@ -857,3 +863,28 @@ def test_w041_is_reported_by_check_deploy_only() -> None:
     with override_settings(IDEMPOTENCY={}, DATABASES=one_database()):
         assert "idempotency.W041" not in report()
         assert "idempotency.W041" in report("--deploy")
+
+
+# -- the protected views of a URLconf (this module is one) ----------------------------------
+
+
+@idempotent(ttl=60)
+def keyed_view(request: HttpRequest) -> HttpResponse:
+    return HttpResponse()
+
+
+def unkeyed_view(request: HttpRequest) -> HttpResponse:
+    return HttpResponse()
+
+
+urlpatterns = [
+    path("keyed", keyed_view, name="keyed"),
+    path("plain", unkeyed_view, name="plain"),
+    path("shop/", include(([path("pay", keyed_view, name="pay")], "shop"))),
+]
+
+
+def test_protected_views_names_each_view_with_its_policy_once() -> None:
+    found = list(protected_views(__name__))
+    assert found == [("keyed", policy_of(keyed_view)), ("shop:pay", policy_of(keyed_view))]
+    assert [name for name, _ in url_views(__name__)] == ["keyed", "plain", "shop:pay"]

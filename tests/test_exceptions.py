@@ -1,5 +1,8 @@
 """The exceptions (idempotency.exceptions): one module, one naming scheme; they survive
-pickling (a Celery task's failure) and the HTTP ones answer with their problem document."""
+pickling (a Celery task's failure) and the HTTP ones answer with their problem document.
+RFC 9457 problem details themselves: the document's members, its ``type`` under
+``PROBLEM_TYPE_BASE``, compact ASCII JSON as DRF renders it, and a response ready to
+return with its headers."""
 
 from __future__ import annotations
 
@@ -8,9 +11,11 @@ import pickle
 import re
 
 import pytest
+from django.test import override_settings
 
 from idempotency import exceptions
 from idempotency.exceptions import (
+    PROBLEM_CONTENT_TYPE,
     ArgumentsMismatch,
     CallableMismatch,
     CallInProgress,
@@ -22,15 +27,23 @@ from idempotency.exceptions import (
     StoredError,
     StoreUnavailable,
     TaskDeferred,
+    problem_body,
+    problem_response,
+    render_problem,
 )
 
-CLASSES = [getattr(exceptions, name) for name in exceptions.__all__]
+#: What the module exports besides its exceptions: how they are told as problems.
+PROBLEM_NAMES = ["PROBLEM_CONTENT_TYPE", "problem_body", "problem_response", "render_problem"]
+CLASSES = [getattr(exceptions, name) for name in exceptions.__all__ if name not in PROBLEM_NAMES]
 
 
 def test_every_exception_is_defined_in_the_module_and_named_by_one_scheme() -> None:
     """No alias, no re-export, and ``Idempotency`` only in the base's name: the module
     already says whose errors they are."""
-    assert [cls.__name__ for cls in CLASSES] == exceptions.__all__
+    assert [name for name in exceptions.__all__ if name in PROBLEM_NAMES] == PROBLEM_NAMES
+    assert [cls.__name__ for cls in CLASSES] == [
+        name for name in exceptions.__all__ if name not in PROBLEM_NAMES
+    ]
     assert {cls.__module__ for cls in CLASSES} == {"idempotency.exceptions"}
     assert [cls for cls in CLASSES if not issubclass(cls, Exception)] == []
     prefixed = [name for name in exceptions.__all__ if re.search("Idempotency|Idempotent", name)]
@@ -89,3 +102,42 @@ def test_each_http_error_answers_its_problem(cls: type[IdempotencyError]) -> Non
 def test_extra_members_join_the_problem_document() -> None:
     response = IdempotencyError("no", order=7).as_response()
     assert json.loads(response.content)["order"] == 7
+
+
+# -- problem details ------------------------------------------------------------------------
+
+
+def test_a_problem_response_carries_the_document_and_its_headers() -> None:
+    response = problem_response(
+        409,
+        "idempotency-request-in-progress",
+        "Request in progress",
+        "A request with this key is still running.",
+        headers={"Retry-After": "2"},
+        wait=2,
+    )
+    assert response.status_code == 409
+    assert response["Content-Type"] == PROBLEM_CONTENT_TYPE == "application/problem+json"
+    assert response["Retry-After"] == "2"
+    document = json.loads(response.content)
+    assert document == {
+        "type": document["type"],
+        "title": "Request in progress",
+        "status": 409,
+        "detail": "A request with this key is still running.",
+        "code": "idempotency-request-in-progress",
+        "wait": 2,
+    }
+    assert document["type"].endswith("idempotency-request-in-progress")
+
+
+def test_the_type_is_the_configured_base_and_the_code() -> None:
+    with override_settings(IDEMPOTENCY={"PROBLEM_TYPE_BASE": "https://errors.example.com/"}):
+        body = problem_body(422, "idempotency-key-mismatch", "Key mismatch", "Another body.")
+    assert body["type"] == "https://errors.example.com/idempotency-key-mismatch"
+
+
+def test_the_json_is_compact_and_ascii_as_drf_renders_it() -> None:
+    rendered = render_problem({"detail": "clé déjà utilisée", "status": 422})
+    assert rendered == b'{"detail":"cl\\u00e9 d\\u00e9j\\u00e0 utilis\\u00e9e","status":422}'
+    assert json.loads(rendered)["detail"] == "clé déjà utilisée"

@@ -4,13 +4,12 @@ Django's own request handling (how it composes: docs/howto/middleware.md)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
-from django.db import connections, transaction
 from django.http import HttpRequest, HttpResponseBase
 from django.middleware.csrf import CsrfViewMiddleware
 from django.urls import ResolverMatch, get_resolver
@@ -24,7 +23,7 @@ from idempotency.http.decorators import defer_to_handler
 from idempotency.http.fingerprints import keep_body
 from idempotency.http.options import Policy
 from idempotency.http.requests import UNSAFE_METHODS, header_value
-from idempotency.http.views import access_gate, handler_policies, policy_of
+from idempotency.http.views import handler_policies, policy_of
 
 logger = logging.getLogger("idempotency")
 
@@ -64,16 +63,6 @@ def _handles_keys_itself(view_func: Any, cls: Any, method: str) -> bool:
     return False
 
 
-def _atomic_requests(view: Callable[..., Any], view_func: Any) -> Callable[..., Any]:
-    """Django decides ATOMIC_REQUESTS from the resolved view; we call a substitute, so we
-    apply the same rule (and the same non_atomic_requests opt-out) ourselves."""
-    non_atomic: set[str] = getattr(view_func, "_non_atomic_requests", set())
-    for alias, settings_dict in connections.settings.items():
-        if settings_dict["ATOMIC_REQUESTS"] and alias not in non_atomic:
-            view = transaction.atomic(using=alias)(view)
-    return view
-
-
 if TYPE_CHECKING:
     #: What the class is mixed into, for the type checker: ``super()`` is a ``View``.
     _MixedInto = View
@@ -104,7 +93,44 @@ def _django_view(cls: type[View], view_func: Any, policy: Policy) -> Callable[..
     attrs = {"__module__": cls.__module__, "idempotency_handler_policy": policy}
     subclass: Any = type(cls.__name__, (_HandledAfterDispatch, cls), attrs)
     view = subclass.as_view(**(getattr(view_func, "view_initkwargs", None) or {}))
-    return _atomic_requests(view, view_func)
+    return views.atomic_requests(view, view_func)
+
+
+# -- access decorators, which a replay from outside the view would skip ---------------------
+
+#: What the wrappers of Django's access decorators are called: ``login_required``,
+#: ``permission_required`` and ``staff_member_required`` are all ``user_passes_test``.
+_GATE = "user_passes_test."
+#: What ``@idempotent``'s own wrappers are called (idempotency.http.decorators).
+_IDEMPOTENT = "_wrap.<locals>."
+GATE_NAME = "an access decorator (login_required, permission_required, user_passes_test)"
+
+
+def _chain(func: Any) -> Iterator[str]:
+    """The qualified names of ``func`` and the functions it wraps, outermost first."""
+    seen: set[int] = set()
+    while func is not None and id(func) not in seen:
+        seen.add(id(func))
+        yield str(getattr(getattr(func, "__code__", None), "co_qualname", ""))
+        func = getattr(func, "__wrapped__", None)
+
+
+def access_gate(view: Any) -> str | None:
+    """The access check a view callable makes inside itself, where a replay from outside
+    it would skip it (Django's access decorators), or None."""
+    return GATE_NAME if any(name.startswith(_GATE) for name in _chain(view)) else None
+
+
+def gate_below_idempotent(view: Any) -> bool:
+    """Whether ``@idempotent`` sits above an access decorator (``@idempotent`` then
+    ``@login_required``): its replays would come before the check."""
+    below = False
+    for name in _chain(view):
+        if name.startswith(_IDEMPOTENT):
+            below = True
+        elif below and name.startswith(_GATE):
+            return True
+    return False
 
 
 def gated_view(view_func: Callable[..., Any]) -> str | None:

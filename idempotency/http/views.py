@@ -1,10 +1,12 @@
-"""The views the HTTP interfaces serve, and where to find them.
+"""The views the HTTP interfaces serve: the frameworks that serve them, and their marks.
 
 A web framework on top of Django (DRF, Django Ninja) takes part through a
 :class:`Framework` its integration's app registers in ``ready()``; the core imports no
 framework. ``@idempotent`` marks the functions it wraps with their policy
-(:func:`policy_of`); :func:`protected_views` walks a project's URL patterns for those
-policies, so the system checks validate what each view configures before a request does.
+(:func:`policy_of`, :func:`handler_policies`); the system checks find those policies
+in a project's URL patterns (:func:`idempotency.checks.protected_views`), and the
+middleware the access decorators a replay would skip
+(:func:`idempotency.http.middleware.access_gate`).
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
+from django.db import connections, transaction
 from django.http import HttpRequest, HttpResponseBase
-from django.urls import URLPattern, URLResolver, get_resolver
 
 from idempotency.exceptions import ImproperlyApplied
 from idempotency.http.options import Policy
@@ -181,6 +183,26 @@ def takes_own_keys(view_func: Any) -> bool:
     return any(framework.takes_own_keys(view_func) for framework in _registered)
 
 
+def view_policies(callback: Any) -> Iterator[Policy] | None:
+    return _first(lambda framework: framework.view_policies(callback))
+
+
+def class_policy(cls: type, callback: Any) -> Policy | None:
+    return _first(lambda framework: framework.class_policy(cls, callback))
+
+
+def atomic_requests(view: Callable[..., Any], view_func: Any) -> Callable[..., Any]:
+    """``view``, which the middleware calls instead of ``view_func`` (a framework's
+    :meth:`~Framework.substitute`, or Django's class-based view), under the
+    ``ATOMIC_REQUESTS`` rule Django applies to the view it resolved, ``view_func``
+    (with its ``non_atomic_requests`` opt-out)."""
+    non_atomic: set[str] = getattr(view_func, "_non_atomic_requests", set())
+    for alias, settings_dict in connections.settings.items():
+        if settings_dict["ATOMIC_REQUESTS"] and alias not in non_atomic:
+            view = transaction.atomic(using=alias)(view)
+    return view
+
+
 # -- the mark of @idempotent --------------------------------------------------------------
 
 #: Attribute under which ``@idempotent`` leaves its policy on the function it returns.
@@ -207,12 +229,6 @@ def split_view_args(args: tuple[Any, ...], *, decorator: str) -> tuple[Any, Any]
     )
 
 
-# -- the protected views of a project -------------------------------------------------------
-
-#: Methods (and viewset actions) that take part.
-HANDLER_NAMES = ("post", "put", "patch", "delete")
-
-
 def functions_of(handler: Any) -> Iterator[Any]:
     """``handler`` and the functions it closes over (``@api_view`` wraps the view)."""
     func = getattr(handler, "__func__", handler)
@@ -227,87 +243,10 @@ def functions_of(handler: Any) -> Iterator[Any]:
 
 
 def handler_policies(handler: Any) -> Iterator[Policy]:
+    """The policy ``@idempotent`` left on ``handler`` or a function it closes over (one at
+    most)."""
     for func in functions_of(handler):
         policy = policy_of(func)
         if policy is not None:
             yield policy
             return
-
-
-def view_policies(callback: Any) -> Iterator[Policy]:
-    """The policies a view callable (what a URL pattern calls) applies to its requests."""
-    policy = policy_of(callback)
-    if policy is not None:
-        yield policy
-    own = _first(lambda framework: framework.view_policies(callback))  # a Ninja path's
-    if own is not None:
-        yield from own
-        return
-    cls = getattr(callback, "cls", None) or getattr(callback, "view_class", None)
-    if not isinstance(cls, type):
-        return
-    actions = getattr(callback, "actions", None) or {}
-    for name in sorted({*HANDLER_NAMES, *actions.values()}):
-        yield from handler_policies(getattr(cls, name, None))
-    class_policy = _first(lambda framework: framework.class_policy(cls, callback))
-    if class_policy is not None:  # DRF: IdempotentMixin's
-        yield class_policy
-
-
-def _patterns(patterns: Any, prefix: str) -> Iterator[tuple[str, Any]]:
-    for pattern in patterns:
-        if isinstance(pattern, URLResolver):
-            namespace = f"{pattern.namespace}:" if pattern.namespace else ""
-            yield from _patterns(pattern.url_patterns, prefix + namespace)
-        elif isinstance(pattern, URLPattern):
-            yield prefix + (pattern.name or str(pattern.pattern)), pattern.callback
-
-
-def url_views(urlconf: Any = None) -> Iterator[tuple[str, Any]]:
-    """``(view name, callback)`` of every URL pattern the URLconf reaches."""
-    yield from _patterns(get_resolver(urlconf).url_patterns, "")
-
-
-def protected_views(urlconf: Any = None) -> Iterator[tuple[str, Policy]]:
-    """``(view name, policy)`` for every policy of every view the URLconf reaches."""
-    for name, callback in url_views(urlconf):
-        seen: set[int] = set()
-        for policy in view_policies(callback):
-            if id(policy) not in seen:
-                seen.add(id(policy))
-                yield name, policy
-
-
-#: What the wrappers of Django's access decorators are called: ``login_required``,
-#: ``permission_required`` and ``staff_member_required`` are all ``user_passes_test``.
-_GATE = "user_passes_test."
-#: What ``@idempotent``'s own wrappers are called (idempotency.http.decorators).
-_IDEMPOTENT = "_wrap.<locals>."
-GATE_NAME = "an access decorator (login_required, permission_required, user_passes_test)"
-
-
-def _chain(func: Any) -> Iterator[str]:
-    """The qualified names of ``func`` and the functions it wraps, outermost first."""
-    seen: set[int] = set()
-    while func is not None and id(func) not in seen:
-        seen.add(id(func))
-        yield str(getattr(getattr(func, "__code__", None), "co_qualname", ""))
-        func = getattr(func, "__wrapped__", None)
-
-
-def access_gate(view: Any) -> str | None:
-    """The access check a view callable makes inside itself, where a replay from outside
-    it would skip it (Django's access decorators), or None."""
-    return GATE_NAME if any(name.startswith(_GATE) for name in _chain(view)) else None
-
-
-def gate_below_idempotent(view: Any) -> bool:
-    """Whether ``@idempotent`` sits above an access decorator (``@idempotent`` then
-    ``@login_required``): its replays would come before the check."""
-    below = False
-    for name in _chain(view):
-        if name.startswith(_IDEMPOTENT):
-            below = True
-        elif below and name.startswith(_GATE):
-            return True
-    return False

@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.decorators import login_required
 from django.db import connections
+from django.http import HttpRequest, HttpResponse
 from django.test import Client, override_settings
 
-from idempotency import IdempotencyMiddleware
+from idempotency import IdempotencyMiddleware, idempotent
+from idempotency.http.middleware import GATE_NAME, access_gate, gate_below_idempotent
 from tests.support.users import make_user
 from tests.testapp.matrix_views import COUNTER_ENV, executions
 
@@ -212,3 +215,29 @@ def test_django_login_view_works_under_the_middleware(db: Any) -> None:
     assert keyed.status_code == 403
     assert keyed["Content-Type"] == "application/problem+json"
     assert ignored.status_code == 302
+
+
+# -- access decorators, which a replay from outside the view would skip ---------------------
+
+
+def _plain(request: HttpRequest) -> HttpResponse:
+    return HttpResponse()
+
+
+@idempotent
+@login_required
+def _keyed_then_gated(request: HttpRequest) -> HttpResponse:
+    return HttpResponse()
+
+
+@login_required
+@idempotent
+def _gated_then_keyed(request: HttpRequest) -> HttpResponse:
+    return HttpResponse()
+
+
+def test_an_access_decorator_is_found_and_idempotent_above_it_is_flagged() -> None:
+    assert access_gate(idempotent(_plain)) is None
+    assert access_gate(login_required(_plain)) == GATE_NAME
+    assert gate_below_idempotent(_keyed_then_gated)
+    assert not gate_below_idempotent(_gated_then_keyed)

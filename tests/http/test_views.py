@@ -1,6 +1,7 @@
 """The views the HTTP interfaces serve (idempotency/http/views.py): the frameworks that
-register, the mark ``@idempotent`` leaves, the protected views of a URLconf, and the
-access decorators a replay from outside a view would skip."""
+register, and the mark ``@idempotent`` leaves. (The protected views of a URLconf:
+tests/test_checks.py; the access decorators a replay would skip:
+tests/http/test_middleware.py.)"""
 
 from __future__ import annotations
 
@@ -8,10 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.test import RequestFactory
-from django.urls import include, path
 
 from idempotency import idempotent
 from idempotency.exceptions import ImproperlyApplied
@@ -28,25 +27,6 @@ def keyed(request: HttpRequest) -> HttpResponse:
 
 def plain(request: HttpRequest) -> HttpResponse:
     return HttpResponse()
-
-
-@idempotent
-@login_required
-def keyed_then_gated(request: HttpRequest) -> HttpResponse:
-    return HttpResponse()
-
-
-@login_required
-@idempotent
-def gated_then_keyed(request: HttpRequest) -> HttpResponse:
-    return HttpResponse()
-
-
-urlpatterns = [
-    path("keyed", keyed, name="keyed"),
-    path("plain", plain, name="plain"),
-    path("shop/", include(([path("pay", keyed, name="pay")], "shop"))),
-]
 
 
 class Wrapped:
@@ -111,16 +91,3 @@ def test_functions_of_a_handler_include_what_it_closes_over() -> None:
 
     assert list(views.functions_of(handler)) == [handler, keyed]
     assert list(views.handler_policies(handler)) == [views.policy_of(keyed)]
-
-
-def test_protected_views_names_each_view_with_its_policy_once() -> None:
-    found = list(views.protected_views(__name__))
-    assert found == [("keyed", views.policy_of(keyed)), ("shop:pay", views.policy_of(keyed))]
-    assert [name for name, _ in views.url_views(__name__)] == ["keyed", "plain", "shop:pay"]
-
-
-def test_an_access_decorator_is_found_and_idempotent_above_it_is_flagged() -> None:
-    assert views.access_gate(keyed) is None
-    assert views.access_gate(login_required(plain)) == views.GATE_NAME
-    assert views.gate_below_idempotent(keyed_then_gated)
-    assert not views.gate_below_idempotent(gated_then_keyed)

@@ -12,11 +12,9 @@ and for ``@idempotent`` on a DRF view's method.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from rest_framework.request import Empty, Request
 from rest_framework.response import Response
@@ -27,7 +25,7 @@ from idempotency.http import handler as handling
 from idempotency.http.fingerprints import keep_body
 from idempotency.http.options import Policy, ReplayHook
 from idempotency.http.requests import UNSAFE_METHODS, in_flow
-from idempotency.http.views import Convert, Finalize, Framework, policy_of
+from idempotency.http.views import Convert, Finalize, Framework, atomic_requests, policy_of
 
 
 def view_of(request: Any) -> APIView | None:
@@ -119,13 +117,13 @@ class IdempotentMixin(_MixedInto):
         (one ``idempotency_<name>`` per option of :class:`~idempotency.http.options.Policy`;
         ``scope`` comes from :meth:`get_idempotency_scope`)."""
         base = self.idempotency_policy or Policy()
+        # the instance's own value (as_view()'s arguments), else the class's, read from the
+        # class: a function given as an attribute is not bound, a staticmethod is unwrapped
+        own, cls = vars(self), type(self)
         options: dict[str, Any] = {}
         for name in Policy.option_names():
-            # read statically: a function given as a class attribute is not a method
-            value = inspect.getattr_static(self, f"idempotency_{name}", None)
-            if isinstance(value, staticmethod):
-                value = value.__func__
-            options[name] = value
+            attr = f"idempotency_{name}"
+            options[name] = own[attr] if attr in own else getattr(cls, attr, None)
         options["scope"] = self.get_idempotency_scope
         if type(self).on_replay is not IdempotentMixin.on_replay:
             options["on_replay"] = self.on_replay
@@ -178,10 +176,7 @@ def _as_view(cls: type[APIView], view_func: Any) -> Callable[..., Any]:
         view = subclass.as_view(actions, **initkwargs)
     else:
         view = subclass.as_view(**initkwargs)
-    for alias, settings_dict in connections.settings.items():
-        if settings_dict["ATOMIC_REQUESTS"] and alias not in non_atomic:
-            view = transaction.atomic(using=alias)(view)
-    return view
+    return atomic_requests(view, view_func)
 
 
 class DjangoRestFramework(Framework):

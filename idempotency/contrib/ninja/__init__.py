@@ -44,13 +44,12 @@ from idempotency.contrib.openapi import (
     key_parameter,
     problem_answers,
 )
-from idempotency.exceptions import ImproperlyApplied
+from idempotency.exceptions import PROBLEM_CONTENT_TYPE, ImproperlyApplied
 from idempotency.http import handler as handling
 from idempotency.http.decorators import policy_from, wrap_operation
 from idempotency.http.options import Policy
 from idempotency.http.requests import UNSAFE_METHODS
 from idempotency.http.views import Framework, handler_policies, policy_of
-from idempotency.problems import PROBLEM_CONTENT_TYPE
 
 T = TypeVar("T")
 

@@ -47,10 +47,10 @@ from idempotency.contrib.openapi import (
     key_parameter,
     problem_answers,
 )
+from idempotency.exceptions import PROBLEM_CONTENT_TYPE
 from idempotency.http.options import Policy
 from idempotency.http.requests import UNSAFE_METHODS
 from idempotency.http.views import functions_of, handler_policies
-from idempotency.problems import PROBLEM_CONTENT_TYPE
 
 #: The middleware's dotted paths: the package's re-export (the README's) and its module.
 MIDDLEWARE_PATHS = frozenset(

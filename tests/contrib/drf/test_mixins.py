@@ -62,6 +62,17 @@ def test_class_attributes_override_the_policy_and_the_scope_is_the_views_hook() 
     assert "on_replay" not in vars(policy) or policy.on_replay is None
 
 
+def test_an_instance_value_wins_and_a_plain_function_attribute_is_not_bound() -> None:
+    """``as_view(idempotency_ttl=...)`` sets the value on the instance; a function given
+    without ``staticmethod`` is the function, not a method of the view."""
+
+    class Plain(Counted):
+        idempotency_fingerprint = fingerprint
+
+    policy = Plain(idempotency_ttl=9).get_idempotency_policy()
+    assert (policy.ttl, policy.fingerprint) == (9, fingerprint)
+
+
 def test_the_class_policy_is_the_base_the_attributes_override() -> None:
     view = type("Based", (Counted,), {"idempotency_policy": Policy(ttl=9, lease=7)})()
     policy = view.get_idempotency_policy()

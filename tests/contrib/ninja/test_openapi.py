@@ -12,7 +12,7 @@ from django.test import Client
 from drf_spectacular.validation import validate_schema
 
 from idempotency.contrib.openapi import EXPIRY_EXTENSION, KEY_PATTERNS, PROBLEM_SCHEMA
-from idempotency.problems import PROBLEM_CONTENT_TYPE
+from idempotency.exceptions import PROBLEM_CONTENT_TYPE
 
 PROBLEMS = {400, 403, 409, 410, 413, 422, 503}
 
