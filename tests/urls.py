@@ -1,15 +1,24 @@
+"""The tests' URLs (``tests/conftest.py``'s ``TESTAPP_URLS``): the test app's views, Django
+Ninja's APIs, and the edge and matrix views, which mix in DRF's, where DRF is installed."""
+
 from __future__ import annotations
 
+from django.apps import apps
 from django.urls import include, path
 
-from tests.testapp.edge_views import EdgeViews
 from tests.testapp.ninja_api import api as ninja_api
 from tests.testapp.ninja_api import whole as ninja_whole
 
 urlpatterns = [
     path("t/", include("tests.testapp.urls")),
-    path("e/", include(EdgeViews.urlpatterns)),
-    path("m/", include("tests.testapp.matrix_urls")),
     path("n/", ninja_api.urls),
     path("nw/", ninja_whole.urls),
 ]
+
+if apps.is_installed("rest_framework"):
+    from tests.testapp.edge_views import EdgeViews
+
+    urlpatterns += [
+        path("e/", include(EdgeViews.urlpatterns)),
+        path("m/", include("tests.testapp.matrix_urls")),
+    ]

@@ -21,7 +21,7 @@ from idempotency.exceptions import ImproperlyApplied
 from idempotency.models import IdempotencyRecord
 from tests.support.http import post
 from tests.support.stores import CACHE_STORE, using
-from tests.testapp import views
+from tests.testapp import drf_views
 from tests.testapp.executions import executions, record_execution
 from tests.testapp.models import Effect, Wallet
 
@@ -39,7 +39,7 @@ MIDDLEWARE_SETTINGS = {
 
 def test_decorating_as_view_result_is_refused() -> None:
     with pytest.raises(ImproperlyApplied, match="before authentication"):
-        idempotent(views.PlainApi.as_view())
+        idempotent(drf_views.PlainApi.as_view())
 
     @api_view(["POST"])
     def func(request: Any) -> HttpResponse:
@@ -58,7 +58,7 @@ def test_decorating_a_django_view_class_is_refused() -> None:
 
 
 def test_decorating_an_apiview_class_mixes_the_mixin_in() -> None:
-    cls = idempotent(ttl=60)(views.PlainApi)
+    cls = idempotent(ttl=60)(drf_views.PlainApi)
     assert issubclass(cls, IdempotentMixin) and issubclass(cls, APIView)
     assert cls.idempotency_policy.ttl == 60
 

@@ -8,8 +8,8 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from tests.support.api_clients import keyed_client
 from tests.support.factories import UserFactory
-from tests.support.users import keyed_client
 
 
 @pytest.fixture(autouse=True)

@@ -16,9 +16,9 @@ from accounts.models import Account
 from idempotency import issue_submit_token
 from orders.models import Order, OrderStatus
 from payments.models import PaymentRecord
+from tests.support.api_clients import keyed_client
 from tests.support.factories import OrderFactory, funded_account
 from tests.support.problems import assert_problem
-from tests.support.users import keyed_client
 
 pytestmark = pytest.mark.django_db
 

@@ -27,7 +27,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
 from config.middleware import PROBLEMS, problem_for_status
-from tests.support.users import KeyedAPIClient
+from tests.support.api_clients import KeyedAPIClient
 
 pytestmark = pytest.mark.django_db
 

@@ -12,19 +12,23 @@ after a browser test never see that loop; the browser test itself may use the OR
 (``DJANGO_ALLOW_ASYNC_UNSAFE``: the loop is Playwright's, idle while the test runs).
 
 Without ``chromium`` on the PATH a test using it is skipped, unless
-``IDEMPOTENCY_TEST_REQUIRE_SERVICES=1`` (CI), where it fails instead.
+``IDEMPOTENCY_TEST_REQUIRE_SERVICES=1`` (CI), where it fails instead. Playwright itself is
+imported only when a test starts it: ``tests/conftest.py`` loads where it is not
+installed (the ``no-drf`` group).
 """
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserType, Playwright, sync_playwright
 
 from tests.support.services import missing
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, BrowserType, Playwright
 
 #: Chromium's switches: headless, no sandbox (root in CI), no GPU, and nothing it would
 #: fetch or sync on its own (the tests run offline).
@@ -55,6 +59,9 @@ def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[s
 def playwright(monkeypatch: pytest.MonkeyPatch) -> Iterator[Playwright]:
     if shutil.which("chromium") is None:
         missing("needs Chromium: apt-get install chromium (or touch .ci/needs-chromium)")
+    # imported here: the plugin loads where Playwright is not installed (the no-drf run)
+    from playwright.sync_api import sync_playwright
+
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     started = sync_playwright().start()
     try:

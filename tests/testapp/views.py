@@ -1,4 +1,5 @@
-"""Views covering every way of applying the library, each with a countable side effect."""
+"""Plain Django views covering every way of applying the library, each with a countable
+side effect (DRF's: tests.testapp.drf_views)."""
 
 from __future__ import annotations
 
@@ -19,15 +20,8 @@ from django.http import (
     StreamingHttpResponse,
 )
 from django.views import View
-from rest_framework import serializers, status, viewsets
-from rest_framework.decorators import action, api_view
-from rest_framework.exceptions import NotFound, ValidationError
-from rest_framework.request import Request
-from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from idempotency import get_recovery_point, idempotent, recovery_point
-from idempotency.contrib.drf.mixins import IdempotentMixin
 from tests.testapp.executions import record_execution
 from tests.testapp.models import Effect, Wallet
 
@@ -65,7 +59,8 @@ def _label(request: Any) -> str:
 def _effect(request: Any) -> Effect:
     """The side effect: one Effect row, and the wallet debited (in one transaction)."""
     try:
-        data = request.data if isinstance(request, Request) else json.loads(request.body or b"{}")
+        # a DRF request's parsed data (tests.testapp.drf_views), or a plain request's JSON
+        data = request.data if hasattr(request, "data") else json.loads(request.body or b"{}")
         amount = int(data.get("amount", 1))
     except (ValueError, TypeError, AttributeError):
         data, amount = {}, 1
@@ -163,27 +158,6 @@ async def async_view(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"id": effect.pk}, status=201)
 
 
-class EffectSerializer(serializers.ModelSerializer[Effect]):
-    class Meta:
-        model = Effect
-        fields = ["id", "label", "amount"]
-
-
-class EffectApi(APIView):
-    """A DRF view with @idempotent on its method."""
-
-    @idempotent
-    def post(self, request: Request) -> Response:
-        if request.data.get("invalid"):
-            raise ValidationError({"label": ["This field is invalid."]})
-        if request.data.get("missing"):
-            raise NotFound("no such thing")
-        effect = _effect(request)
-        if request.GET.get("raise"):
-            raise RuntimeError("boom")
-        return Response(EffectSerializer(effect).data, status=status.HTTP_201_CREATED)
-
-
 class DjangoEffectView(View):
     """A Django class-based view with @idempotent on its method."""
 
@@ -193,48 +167,10 @@ class DjangoEffectView(View):
         return JsonResponse({"id": effect.pk}, status=201)
 
 
-class EffectViewSet(IdempotentMixin, viewsets.ModelViewSet[Effect]):
-    """A viewset whose unsafe actions all take part through the mixin."""
-
-    queryset = Effect.objects.all()
-    serializer_class = EffectSerializer
-
-    def perform_create(self, serializer: Any) -> None:
-        record_execution(_label(self.request))
-        delay = float(self.request.GET.get("sleep", "0"))
-        with transaction.atomic():
-            serializer.save()
-            Wallet.objects.filter(pk=1).update(balance=F("balance") - serializer.instance.amount)
-            if delay:
-                time.sleep(delay)  # real time: the view's work, as long as the request asks
-
-    @action(detail=True, methods=["post"])
-    def bump(self, request: Request, pk: str | None = None) -> Response:
-        effect = self.get_object()
-        Effect.objects.filter(pk=effect.pk).update(amount=F("amount") + 1)
-        effect.refresh_from_db()
-        return Response(EffectSerializer(effect).data)
-
-
-@api_view(["POST"])
-@idempotent
-def api_view_function(request: Request) -> Response:
-    effect = _effect(request)
-    return Response({"id": effect.pk}, status=201)
-
-
 def plain_view(request: HttpRequest) -> HttpResponse:
     """No decorator: used under the middleware."""
     effect = _effect(request)
     return JsonResponse({"id": effect.pk}, status=201)
-
-
-class PlainApi(APIView):
-    """No mixin: used under the middleware."""
-
-    def post(self, request: Request) -> Response:
-        effect = _effect(request)
-        return Response({"id": effect.pk}, status=201)
 
 
 @idempotent(mode="lease", on_store_unavailable="run")
@@ -300,14 +236,3 @@ def _two_database_effect(request: HttpRequest) -> HttpResponse:
 
 two_database_view = idempotent(databases=["default", "ledger"])(_two_database_effect)
 store_database_only_view = idempotent(_two_database_effect)
-
-
-class LockingApi(APIView):
-    """Locks the wallet row without waiting: fails while another transaction holds it."""
-
-    @idempotent
-    def post(self, request: Request) -> Response:
-        with transaction.atomic():
-            Wallet.objects.select_for_update(nowait=True).get(pk=1)
-            effect = _effect(request)
-        return Response({"id": effect.pk}, status=201)

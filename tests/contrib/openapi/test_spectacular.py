@@ -26,7 +26,7 @@ from idempotency import idempotency_exempt, idempotent
 from idempotency.contrib.openapi import EXPIRY_EXTENSION
 from idempotency.contrib.openapi.spectacular import KEY_PATTERNS
 from tests.support.services import ROOT
-from tests.testapp import views
+from tests.testapp import drf_views
 
 SCREENSHOT = ROOT / "docs" / "screenshots" / "api-docs.png"
 
@@ -160,7 +160,7 @@ class ShortLivedApi(APIView):
 def test_a_views_ttl_and_the_settings_expiry_are_published() -> None:
     patterns = [
         path("short/", ShortLivedApi.as_view()),
-        path("api/", views.EffectApi.as_view()),
+        path("api/", drf_views.EffectApi.as_view()),
     ]
     found = operations(schema(patterns=patterns))
     short = header(found[("/short/", "post")], "Idempotency-Key")
@@ -192,7 +192,7 @@ def test_the_middleware_protects_every_view_but_the_exempt_ones(
 ) -> None:
     settings.MIDDLEWARE = [*settings.MIDDLEWARE, middleware_path]
     patterns = [
-        path("plain-api/", views.PlainApi.as_view()),
+        path("plain-api/", drf_views.PlainApi.as_view()),
         path("exempt-api/", idempotency_exempt(ExemptApi).as_view()),
     ]
     found = operations(schema(patterns=patterns))

@@ -31,11 +31,11 @@ from orders.outbox import outbox_purge_sent, outbox_relay
 from payments.errors import OrderNotPayable
 from payments.services import payment_pay
 from tests.support import services
+from tests.support.api_clients import KeyedAPIClient
 from tests.support.factories import OrderFactory, funded_account
 from tests.support.processes import stop_group
 from tests.support.services import BROKER_URL, ROOT, broker_redis
 from tests.support.storms import wait_until
-from tests.support.users import KeyedAPIClient
 
 
 def dead_broker_url() -> str:
