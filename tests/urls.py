@@ -1,5 +1,6 @@
 """The tests' URLs (``tests/conftest.py``'s ``TESTAPP_URLS``): the test app's views, Django
-Ninja's APIs, and the edge and matrix views, which mix in DRF's, where DRF is installed."""
+Ninja's APIs, the edge views (DRF's among them where DRF is installed), and the matrix
+views, which mix in DRF's, where DRF is installed."""
 
 from __future__ import annotations
 
@@ -13,12 +14,10 @@ urlpatterns = [
     path("t/", include("tests.testapp.urls")),
     path("n/", ninja_api.urls),
     path("nw/", ninja_whole.urls),
+    path("e/", include("tests.testapp.edge_urls")),
 ]
 
 if apps.is_installed("rest_framework"):
-    from tests.testapp.edge_views import EdgeViews
-
     urlpatterns += [
-        path("e/", include(EdgeViews.urlpatterns)),
         path("m/", include("tests.testapp.matrix_urls")),
     ]

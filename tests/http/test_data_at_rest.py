@@ -1,6 +1,6 @@
 """What is kept of a response (issue 36, finding 6): status only, redacted fields,
-``Cache-Control: no-store``, and the library's own token endpoints, read back raw from
-every store."""
+``Cache-Control: no-store``, read back raw from every store (the library's own token
+endpoints, DRF's: tests/contrib/drf/test_tokens.py)."""
 
 from __future__ import annotations
 
@@ -21,12 +21,6 @@ from tests.testapp.executions import executions
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PAN, CVV = "4111111111111111", "737"
-MIDDLEWARE = [
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "idempotency.IdempotencyMiddleware",
-]
 
 
 def pay(client: Client, url: str, key: str) -> Any:
@@ -126,44 +120,3 @@ def test_a_body_that_is_not_json_is_kept_status_only_when_fields_are_named() -> 
         "pan": "[redacted]",
         "a": [{"pan": "[redacted]"}],
     }
-
-
-def test_the_token_endpoint_under_the_middleware_stores_no_token(client_a: Client) -> None:
-    """The finding: ``POST /api/idempotency/tokens/`` with a key under the middleware kept
-    the raw submit token in the record, where the token table keeps only its hash."""
-    key = str(uuid.uuid4())
-    with override_settings(MIDDLEWARE=MIDDLEWARE):
-        answers = [
-            client_a.post(
-                "/t/data/tokens/",
-                data={"purpose": "checkout"},
-                content_type="application/json",
-                HTTP_IDEMPOTENCY_KEY=key,
-            )
-            for _ in range(2)
-        ]
-    tokens = [json.loads(a.content)["token"] for a in answers]
-    assert [a.status_code for a in answers] == [201, 201]
-    assert tokens[0] != tokens[1]  # left alone: each request issues its own
-    for token in tokens:
-        assert not stored_anywhere(token.encode())
-
-
-def test_a_token_view_with_keys_handled_keeps_its_status_only(
-    store_variant: str, client_a: Client
-) -> None:
-    key = str(uuid.uuid4())
-    with override_settings(IDEMPOTENCY=STORE_VARIANTS[store_variant]):
-        first, again = (
-            client_a.post(
-                "/t/data/idempotent-tokens/",
-                data={"purpose": "checkout"},
-                content_type="application/json",
-                HTTP_IDEMPOTENCY_KEY=key,
-            )
-            for _ in range(2)
-        )
-        token = json.loads(first.content)["token"]
-        assert not stored_anywhere(token.encode())
-    assert first.status_code == again.status_code == 201
-    assert again["Idempotent-Replayed"] == "true" and again.content == b""

@@ -14,11 +14,12 @@ from django.middleware.csrf import get_token
 from django.test import Client, RequestFactory, override_settings
 
 from idempotency.http.fingerprints import request_fingerprint
+from tests.support.drf import with_drf
 from tests.testapp import edge_views
 
 rf = RequestFactory()
 FORM = "application/x-www-form-urlencoded"
-VIEWS = ["/form/", "/async-form/", "/api-form/"]
+VIEWS = with_drf(["/form/", "/async-form/"], ["/api-form/"])
 
 
 def fp(request: Any) -> str:
@@ -28,7 +29,7 @@ def fp(request: Any) -> str:
 @pytest.fixture
 def client(client_a: Client) -> Any:
     edge_views.RUNS.clear()
-    with override_settings(ROOT_URLCONF=edge_views.EdgeViews):
+    with override_settings(ROOT_URLCONF="tests.testapp.edge_urls"):
         yield client_a
 
 

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.test import Client, override_settings
 
 from idempotency.checks import check_settings
+from tests.support.drf import with_drf
 from tests.support.http import post
 from tests.support.users import logged_in_client
 from tests.testapp.executions import executions
@@ -41,7 +42,7 @@ def demote(user: Any) -> None:
     user.save()
 
 
-@pytest.mark.parametrize("url", ["/t/gates/admin-report/", "/t/gates/staff-dispatch/"])
+@pytest.mark.parametrize("url", with_drf(["/t/gates/staff-dispatch/"], ["/t/gates/admin-report/"]))
 def test_a_demoted_admin_does_not_replay_a_dispatch_decorated_views_answer(
     url: str, admin: Any, execution_log: Path
 ) -> None:
@@ -59,7 +60,7 @@ def test_a_demoted_admin_does_not_replay_a_dispatch_decorated_views_answer(
     assert executions(execution_log)[key] == 1
 
 
-@pytest.mark.parametrize("url", ["/t/gates/admin-report/", "/t/gates/staff-dispatch/"])
+@pytest.mark.parametrize("url", with_drf(["/t/gates/staff-dispatch/"], ["/t/gates/admin-report/"]))
 def test_a_dispatch_decorated_view_never_runs_for_a_caller_it_refuses(
     url: str, user: Any, execution_log: Path
 ) -> None:

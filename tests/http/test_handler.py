@@ -15,6 +15,7 @@ import pytest
 from django.test import Client, override_settings
 
 from idempotency.exceptions import ImproperlyApplied
+from tests.support.drf import with_drf
 from tests.support.http import new_key, post
 from tests.support.stores import STORE_VARIANTS
 from tests.testapp import replay_hook_views
@@ -25,10 +26,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture(autouse=True)
 def calls() -> Iterator[list[tuple[str, str, str]]]:
-    """The hooks' calls; the views of ``replay_hook_views`` routed (tests/http/ is
+    """The hooks' calls; the views of ``replay_hook_urls`` routed (tests/http/ is
     marked with the test app's URLs, which a module's own mark cannot override)."""
     replay_hook_views.CALLS.clear()
-    with override_settings(ROOT_URLCONF="tests.testapp.replay_hook_views"):
+    with override_settings(ROOT_URLCONF="tests.testapp.replay_hook_urls"):
         yield replay_hook_views.CALLS
     replay_hook_views.CALLS.clear()
 
@@ -40,15 +41,19 @@ def twice(client: Client, url: str, key: str) -> tuple[Any, Any]:
 
 
 #: url, the hook's name in its trace id
-HOOKED = [
-    ("/function/", "function"),
-    ("/async/", "async"),
-    ("/drf-method/", "drf-method"),
-    ("/mixin-method/", "mixin-method"),
-    ("/mixin-attribute/", "mixin-attribute"),
-    ("/n/decorated", "ninja-decorator"),
-    ("/n/r/protected", "ninja-protect"),
-]
+HOOKED = with_drf(
+    [
+        ("/function/", "function"),
+        ("/async/", "async"),
+        ("/n/decorated", "ninja-decorator"),
+        ("/n/r/protected", "ninja-protect"),
+    ],
+    [
+        ("/drf-method/", "drf-method"),
+        ("/mixin-method/", "mixin-method"),
+        ("/mixin-attribute/", "mixin-attribute"),
+    ],
+)
 
 
 @pytest.mark.parametrize(("url", "name"), HOOKED)
@@ -82,7 +87,7 @@ def test_the_setting_is_the_hook_of_views_that_name_none(
 ) -> None:
     hook = "tests.testapp.replay_hook_views.set_cookie"
     with override_settings(IDEMPOTENCY={"ON_REPLAY": hook}):
-        for url in ("/plain/", "/mixin-plain/"):
+        for url in with_drf(["/plain/"], ["/mixin-plain/"]):
             key = new_key()
             first, again = twice(client_a, url, key)
             assert "replayed" not in first.cookies

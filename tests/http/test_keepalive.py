@@ -15,7 +15,7 @@ from django.test import override_settings
 
 from tests.support.stores import STORE_VARIANTS
 from tests.support.storms import run_threads
-from tests.support.users import token_client
+from tests.support.users import logged_in_client
 from tests.testapp.executions import ENV, executions
 from tests.testapp.models import Effect, Wallet
 
@@ -45,8 +45,7 @@ def test_a_long_view_runs_once_under_ten_concurrent_retries(
     body = json.dumps({"amount": 5, "label": "long"})
 
     def client_retrying(_index: int) -> tuple[int, bytes]:
-        client = token_client(user)
-        client.force_login(user)
+        client = logged_in_client(user)
         deadline = time.monotonic() + 60
         while True:
             response = client.post(

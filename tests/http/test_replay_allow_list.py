@@ -24,6 +24,7 @@ from django.test import Client, override_settings
 from idempotency.http import handler
 from idempotency.stores.base import StoredResponse
 from idempotency.utils.hashing import log_ref
+from tests.support.drf import with_drf
 from tests.support.http import new_key, post
 from tests.support.stores import STORE_VARIANTS
 from tests.testapp.executions import executions
@@ -31,8 +32,8 @@ from tests.testapp.models import Wallet
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.urls("tests.urls")]
 
-#: a plain Django function view, a DRF APIView method, an async view (lease mode)
-URLS = ["/t/outcome/", "/t/api/", "/t/async/"]
+#: a plain Django function view, an async view (lease mode), a DRF APIView method
+URLS = with_drf(["/t/outcome/", "/t/async/"], ["/t/api/"])
 
 EVIL = [
     ("Set-Cookie", "sessionid=planted; Path=/"),

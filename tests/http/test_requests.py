@@ -11,10 +11,10 @@ import pytest
 from django.test import RequestFactory
 from hypothesis import given
 from hypothesis import strategies as st
-from rest_framework.request import Request
 
 from idempotency.exceptions import ImproperlyApplied, KeyInvalid
 from idempotency.http.requests import get_recovery_point, parse_key, recovery_point
+from tests.support.drf import with_drf
 
 
 @pytest.mark.parametrize(
@@ -127,20 +127,18 @@ def test_strict_parses_or_refuses_cleanly(raw: str) -> None:
     assert key is not None and 1 <= len(key) <= 255
 
 
-@pytest.mark.parametrize("url", ["/form/", "/async-form/", "/api-form/"])
+@pytest.mark.parametrize("url", with_drf(["/form/", "/async-form/"], ["/api-form/"]))
 def test_key_syntax_over_http(client_a: object, url: str) -> None:
     import json
 
     from django.test import override_settings
-
-    from tests.testapp import edge_views
 
     client: Any = client_a
 
     def status(raw: str) -> int:
         return int(client.post(url, HTTP_IDEMPOTENCY_KEY=raw).status_code)
 
-    with override_settings(ROOT_URLCONF=edge_views.EdgeViews):
+    with override_settings(ROOT_URLCONF="tests.testapp.edge_urls"):
         assert status('"k1";a=1') == 400
         refused = client.post(url, HTTP_IDEMPOTENCY_KEY="k1;a=1")
         assert refused.status_code == 400
@@ -167,17 +165,30 @@ class Context:
         self.recovery_point, self.recovery_data = name, data
 
 
-def test_a_point_saved_is_the_point_read_on_djangos_request_and_drfs() -> None:
+def drf_request(request: Any) -> Any:
+    """DRF's request, which wraps Django's."""
+    from rest_framework.request import Request
+
+    return Request(request)
+
+
+#: How a view sees its request: Django's as it is, or DRF's wrapping it (where installed).
+WRAPS = with_drf([pytest.param(lambda r: r, id="django")], [pytest.param(drf_request, id="drf")])
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_a_point_saved_is_the_point_read_on_djangos_request_and_drfs(wrap: Any) -> None:
     request = RequestFactory().post("/")
     request.idempotency = Context()  # type: ignore[attr-defined]
     assert get_recovery_point(request) == ("", None)
-    recovery_point(Request(request), "charged", {"charge_id": 7})
+    recovery_point(wrap(request), "charged", {"charge_id": 7})
     assert get_recovery_point(request) == ("charged", {"charge_id": 7})
 
 
-def test_a_request_without_a_key_is_refused() -> None:
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_a_request_without_a_key_is_refused(wrap: Any) -> None:
     request = RequestFactory().post("/")
     with pytest.raises(ImproperlyApplied, match="not handled under an idempotency key"):
         recovery_point(request, "charged")
     with pytest.raises(ImproperlyApplied):
-        get_recovery_point(Request(request))
+        get_recovery_point(wrap(request))

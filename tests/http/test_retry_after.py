@@ -15,7 +15,7 @@ from django.test import override_settings
 
 from idempotency.http.responses import retry_after
 from tests.support.stores import CACHE_STORE, DB_STORE, REDIS_STORE, using
-from tests.support.users import token_client
+from tests.support.users import logged_in_client
 from tests.testapp import edge_views
 
 STORES = [
@@ -65,9 +65,7 @@ def test_a_client_sleeping_for_retry_after_gets_its_replay_soon_after_completion
 ) -> None:
     key = str(uuid.uuid4())
     first: dict[str, Any] = {}
-    first_client, client = token_client(user), token_client(user)
-    first_client.force_login(user)
-    client.force_login(user)
+    first_client, client = logged_in_client(user), logged_in_client(user)
 
     def run_first() -> None:
         response = first_client.post(url, HTTP_IDEMPOTENCY_KEY=key)
@@ -75,7 +73,7 @@ def test_a_client_sleeping_for_retry_after_gets_its_replay_soon_after_completion
         first["done"] = time.monotonic()
         connections.close_all()
 
-    with override_settings(ROOT_URLCONF=edge_views.EdgeViews, IDEMPOTENCY=store):
+    with override_settings(ROOT_URLCONF="tests.testapp.edge_urls", IDEMPOTENCY=store):
         thread = threading.Thread(target=run_first)
         thread.start()
         assert edge_views.STARTED.wait(timeout=30), first

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from django.test import Client, override_settings
 
+from tests.support.drf import with_drf
 from tests.support.http import post
 from tests.support.stores import STORE_VARIANTS
 from tests.testapp.executions import ENV, executions
@@ -22,8 +23,8 @@ from tests.testapp.models import Wallet
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-#: a plain Django function view, a DRF APIView method, an async view (lease mode)
-RAISING = ["/t/outcome/?raise=1", "/t/api/?raise=1", "/t/async/?raise=1"]
+#: a plain Django function view, an async view (lease mode), a DRF APIView method
+RAISING = with_drf(["/t/outcome/?raise=1", "/t/async/?raise=1"], ["/t/api/?raise=1"])
 
 
 @pytest.fixture

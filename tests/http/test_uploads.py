@@ -20,10 +20,11 @@ import pytest
 from django.test import override_settings
 from django.test.client import ClientHandler
 
+from tests.support.drf import with_drf
 from tests.support.uploads import BOUNDARY, MB, write_body
 from tests.testapp import edge_views
 
-VIEWS = ["/upload/", "/async-upload/", "/api-upload/"]
+VIEWS = with_drf(["/upload/", "/async-upload/"], ["/api-upload/"])
 
 
 def send(body: Path, url: str, key: str | None) -> tuple[Any, int]:
@@ -65,7 +66,7 @@ def send(body: Path, url: str, key: str | None) -> tuple[Any, int]:
 @pytest.fixture
 def uploads(db: Any) -> Iterator[None]:
     edge_views.RUNS.clear()
-    with override_settings(ROOT_URLCONF=edge_views.EdgeViews):
+    with override_settings(ROOT_URLCONF="tests.testapp.edge_urls"):
         yield
 
 

@@ -11,6 +11,7 @@ import pytest
 from django.conf import settings
 from django.test import Client, override_settings
 
+from tests.support.drf import with_drf
 from tests.support.stores import using
 from tests.testapp import edge_views
 
@@ -32,7 +33,7 @@ def client(client_a: Client, request: pytest.FixtureRequest) -> Iterator[Client]
     edge_views.RUNS.clear()
     store = request.param
     with override_settings(
-        ROOT_URLCONF=edge_views.EdgeViews,
+        ROOT_URLCONF="tests.testapp.edge_urls",
         MIDDLEWARE=[OUTER, *settings.MIDDLEWARE],
         IDEMPOTENCY={**using(store), "MODE": "auto"},
     ):
@@ -41,11 +42,10 @@ def client(client_a: Client, request: pytest.FixtureRequest) -> Iterator[Client]
 
 @pytest.mark.parametrize(
     ("url", "own"),
-    [
-        ("/vary/", {"accept"}),
-        ("/async-vary/", {"accept", "accept-language"}),
-        ("/api-vary/", {"accept-encoding"}),
-    ],
+    with_drf(
+        [("/vary/", {"accept"}), ("/async-vary/", {"accept", "accept-language"})],
+        [("/api-vary/", {"accept-encoding"})],
+    ),
 )
 def test_a_replay_keeps_the_views_vary_merged_with_the_outer_middlewares(
     client: Client, url: str, own: set[str]

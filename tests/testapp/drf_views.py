@@ -1,5 +1,6 @@
 """DRF views of the test app, each with a countable side effect (the plain Django ones:
-tests.testapp.views)."""
+tests.testapp.views), and DRF's among the gates and the data views (routed by
+tests.testapp.gate_views and tests.testapp.data_views)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,18 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import F
+from django.utils.decorators import method_decorator
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action, api_view
 from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from idempotency import idempotent
 from idempotency.contrib.drf.mixins import IdempotentMixin
+from idempotency.contrib.drf.tokens import SubmitTokenIssueView
 from tests.testapp.executions import record_execution
 from tests.testapp.models import Effect, Wallet
 from tests.testapp.views import _effect, _label
@@ -90,3 +94,18 @@ class LockingApi(APIView):
             Wallet.objects.select_for_update(nowait=True).get(pk=1)
             effect = _effect(request)
         return Response({"id": effect.pk}, status=201)
+
+
+@method_decorator(idempotent, name="dispatch")
+class AdminReportApi(APIView):
+    """A gate: DRF, decorated on dispatch (keys used to be handled before initial())."""
+
+    permission_classes = [IsAdminUser]
+
+    def post(self, request: Request) -> Response:
+        record_execution(str(request.META.get("HTTP_IDEMPOTENCY_KEY", "-")))
+        return Response({"report": "every customer's IBAN"}, status=201)
+
+
+class IdempotentTokenView(IdempotentMixin, SubmitTokenIssueView):
+    """The token view with keys handled: its answers say no-store."""

@@ -1,8 +1,8 @@
-"""Views for the contract's edges: forms, uploads, fingerprints, Vary and Retry-After.
+"""Plain Django views for the contract's edges: forms, uploads, fingerprints, Vary and
+Retry-After (DRF's: tests/testapp/edge_drf_views.py; the URLs: tests/testapp/edge_urls.py).
 
 Every view counts its executions in :data:`RUNS` (by path) and answers what it saw, so
 a test tells a replay (``Idempotent-Replayed``, no new run) from a second execution.
-``EdgeViews`` is the URLconf (``ROOT_URLCONF`` takes the object itself).
 """
 
 from __future__ import annotations
@@ -14,15 +14,9 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.urls import path
 from django.views.decorators.csrf import csrf_exempt
-from rest_framework.permissions import AllowAny
-from rest_framework.request import Request
-from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from idempotency import idempotent
-from idempotency.contrib.drf.mixins import IdempotentMixin
 from idempotency.scopes import shared
 from idempotency.stores.database import DatabaseStore
 
@@ -30,7 +24,7 @@ RUNS: Counter[str] = Counter()
 _lock = threading.Lock()
 
 
-def _ran(request: Any) -> int:
+def ran(request: Any) -> int:
     with _lock:
         RUNS[request.path] += 1
         return RUNS[request.path]
@@ -46,35 +40,26 @@ def _seen(request: Any) -> dict[str, Any]:
 
 @idempotent
 def form_view(request: HttpRequest) -> HttpResponse:
-    run = _ran(request)
+    run = ran(request)
     return JsonResponse({"run": run, **_seen(request)}, status=201)
 
 
 @idempotent(mode="lease")
 async def async_form_view(request: HttpRequest) -> HttpResponse:
-    run = await sync_to_async(_ran)(request)
+    run = await sync_to_async(ran)(request)
     return JsonResponse({"run": run, **_seen(request)}, status=201)
-
-
-class FormApi(IdempotentMixin, APIView):
-    permission_classes = [AllowAny]
-
-    def post(self, request: Request) -> Response:
-        run = _ran(request)
-        files = {name: [f.size for f in request.FILES.getlist(name)] for name in request.FILES}
-        return Response({"run": run, "files": files}, status=201)
 
 
 @idempotent
 def vary_view(request: HttpRequest) -> HttpResponse:
-    response = JsonResponse({"run": _ran(request)}, status=201)
+    response = JsonResponse({"run": ran(request)}, status=201)
     response["Vary"] = "Accept"
     return response
 
 
 @idempotent(mode="lease")
 async def async_vary_view(request: HttpRequest) -> HttpResponse:
-    response = JsonResponse({"run": await sync_to_async(_ran)(request)}, status=201)
+    response = JsonResponse({"run": await sync_to_async(ran)(request)}, status=201)
     response["Vary"] = "Accept, Accept-Language"
     return response
 
@@ -85,7 +70,7 @@ GATE = threading.Event()
 
 
 def _slow(request: Any) -> dict[str, Any]:
-    run = _ran(request)
+    run = ran(request)
     STARTED.set()
     GATE.wait(timeout=30)
     return {"run": run, "finished": time.monotonic()}
@@ -101,31 +86,20 @@ async def async_slow_view(request: HttpRequest) -> HttpResponse:
     return JsonResponse(await sync_to_async(_slow)(request), status=201)
 
 
-def _sizes(request: Any) -> dict[str, list[int]]:
+def sizes(request: Any) -> dict[str, list[int]]:
     return {name: [f.size for f in request.FILES.getlist(name)] for name in request.FILES}
 
 
 @csrf_exempt  # a real client (the gunicorn memory test) posts no CSRF token
 @idempotent(scope=shared("uploads"))
 def upload_view(request: HttpRequest) -> HttpResponse:
-    return JsonResponse({"run": _ran(request), "files": _sizes(request)}, status=201)
+    return JsonResponse({"run": ran(request), "files": sizes(request)}, status=201)
 
 
 @idempotent(scope=shared("uploads"), mode="lease")
 async def async_upload_view(request: HttpRequest) -> HttpResponse:
-    run = await sync_to_async(_ran)(request)
-    return JsonResponse({"run": run, "files": _sizes(request)}, status=201)
-
-
-class UploadApi(IdempotentMixin, APIView):
-    permission_classes = [AllowAny]
-    authentication_classes: list[Any] = []
-
-    def get_idempotency_scope(self, request: HttpRequest) -> str:
-        return "uploads"
-
-    def post(self, request: Request) -> Response:
-        return Response({"run": _ran(request), "files": _sizes(request)}, status=201)
+    run = await sync_to_async(ran)(request)
+    return JsonResponse({"run": run, "files": sizes(request)}, status=201)
 
 
 def terminate_own_session() -> None:
@@ -164,11 +138,11 @@ def terminate_own_session() -> None:
         admin.execute("SELECT pg_terminate_backend(%s)", [pid])
 
 
-def _killed(request: Any) -> dict[str, Any]:
+def killed(request: Any) -> dict[str, Any]:
     """The first run loses its database session mid-request; its next query fails."""
     from django.contrib.auth import get_user_model
 
-    run = _ran(request)
+    run = ran(request)
     if run == 1:
         terminate_own_session()
     return {"run": run, "users": get_user_model().objects.count()}
@@ -176,19 +150,12 @@ def _killed(request: Any) -> dict[str, Any]:
 
 @idempotent(mode="lease", store=DatabaseStore())
 def killed_view(request: HttpRequest) -> HttpResponse:
-    return JsonResponse(_killed(request), status=201)
+    return JsonResponse(killed(request), status=201)
 
 
 @idempotent(mode="lease", store=DatabaseStore())
 async def async_killed_view(request: HttpRequest) -> HttpResponse:
-    return JsonResponse(await sync_to_async(_killed)(request), status=201)
-
-
-class KilledApi(IdempotentMixin, APIView):
-    idempotency_mode = "lease"
-
-    def post(self, request: Request) -> Response:
-        return Response(_killed(request), status=201)
+    return JsonResponse(await sync_to_async(killed)(request), status=201)
 
 
 def outer_vary_middleware(get_response: Any) -> Any:
@@ -202,27 +169,3 @@ def outer_vary_middleware(get_response: Any) -> Any:
         return response  # type: ignore[no-any-return]
 
     return middleware
-
-
-class VaryApi(IdempotentMixin, APIView):
-    def post(self, request: Request) -> Response:
-        return Response({"run": _ran(request)}, status=201, headers={"Vary": "Accept-Encoding"})
-
-
-class EdgeViews:
-    urlpatterns = [
-        path("form/", form_view),
-        path("async-form/", async_form_view),
-        path("api-form/", FormApi.as_view()),
-        path("vary/", vary_view),
-        path("async-vary/", async_vary_view),
-        path("api-vary/", VaryApi.as_view()),
-        path("slow/", slow_view),
-        path("async-slow/", async_slow_view),
-        path("killed/", killed_view),
-        path("async-killed/", async_killed_view),
-        path("api-killed/", KilledApi.as_view()),
-        path("upload/", upload_view),
-        path("async-upload/", async_upload_view),
-        path("api-upload/", UploadApi.as_view()),
-    ]

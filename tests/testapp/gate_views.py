@@ -1,20 +1,18 @@
 """Views whose access checks a replay must keep (issue 36, finding 9), under
-``/t/gates/``."""
+``/t/gates/``: the plain Django ones, and DRF's ``AdminReportApi``
+(tests/testapp/drf_views.py) where DRF is installed."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.apps import apps
 from django.contrib.auth.decorators import login_required, user_passes_test
 from django.contrib.auth.mixins import UserPassesTestMixin
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import path
 from django.utils.decorators import method_decorator
 from django.views import View
-from rest_framework.permissions import IsAdminUser
-from rest_framework.request import Request
-from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from idempotency import idempotent
 from tests.testapp.executions import record_execution
@@ -22,17 +20,6 @@ from tests.testapp.executions import record_execution
 
 def _ran(request: Any) -> None:
     record_execution(str(request.META.get("HTTP_IDEMPOTENCY_KEY", "-")))
-
-
-@method_decorator(idempotent, name="dispatch")
-class AdminReportApi(APIView):
-    """DRF, decorated on dispatch: keys used to be handled before initial()."""
-
-    permission_classes = [IsAdminUser]
-
-    def post(self, request: Request) -> Response:
-        _ran(request)
-        return Response({"report": "every customer's IBAN"}, status=201)
 
 
 class StaffOnly(UserPassesTestMixin):
@@ -87,13 +74,17 @@ def wrong_order_view(request: HttpRequest) -> HttpResponse:
 
 
 urlpatterns = [
-    path("admin-report/", AdminReportApi.as_view(), name="admin-report"),
     path("staff-dispatch/", StaffDispatchView.as_view(), name="staff-dispatch"),
     path("staff/", StaffView.as_view(), name="staff"),
     path("staff-function/", staff_function_view, name="staff-function"),
     path("form/", form_view, name="form"),
     path("right-order/", right_order_view, name="right-order"),
 ]
+
+if apps.is_installed("rest_framework"):
+    from tests.testapp import drf_views
+
+    urlpatterns += [path("admin-report/", drf_views.AdminReportApi.as_view(), name="admin-report")]
 
 #: ``@idempotent`` above an access decorator (check E042): routed only by the check's test
 #: (``tests.testapp.wrong_order_urls``), so no other test's checks see it.

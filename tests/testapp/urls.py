@@ -27,6 +27,8 @@ urlpatterns = [
     path("big/", views.big_view),
     path("two-databases/", views.two_database_view),
     path("store-database-only/", views.store_database_only_view),
+    path("data/", include("tests.testapp.data_views")),
+    path("gates/", include("tests.testapp.gate_views")),
 ]
 
 if apps.is_installed("rest_framework"):
@@ -41,7 +43,5 @@ if apps.is_installed("rest_framework"):
         path("api-view/", drf_views.api_view_function),
         path("plain-api/", drf_views.PlainApi.as_view()),
         path("locking/", drf_views.LockingApi.as_view()),
-        path("data/", include("tests.testapp.data_views")),
-        path("gates/", include("tests.testapp.gate_views")),
         path("", include(router.urls)),
     ]

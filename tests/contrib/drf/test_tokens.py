@@ -1,14 +1,17 @@
 """Submit tokens in DRF views (idempotency.contrib.drf.tokens): the issuing view answers a
 fresh token bound to the caller, never stored; the permission spends one token per unsafe
 request of the view's purpose, lets safe and unknown methods through without one, and
-refuses a view that names no purpose."""
+refuses a view that names no purpose. What is kept of the issuing view's answers (issue 36,
+finding 6): no token, read back raw from every store."""
 
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import pytest
+from django.test import Client, override_settings
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.test import APIRequestFactory, force_authenticate
@@ -17,6 +20,8 @@ from rest_framework.views import APIView
 from idempotency.contrib.drf.tokens import SubmitTokenIssueView, SubmitTokenPermission
 from idempotency.exceptions import ImproperlyApplied
 from idempotency.tokens import issue_submit_token
+from tests.support.at_rest import stored_anywhere
+from tests.support.stores import STORE_VARIANTS
 from tests.support.users import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -126,3 +131,56 @@ def test_a_purpose_may_come_from_the_view_per_action() -> None:
             return "per-action"
 
     assert SubmitTokenPermission().purpose_for(PerAction()) == "per-action"
+
+
+# -- what is kept of the issuing view's answers (issue 36, finding 6) ----------------------
+
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "idempotency.IdempotencyMiddleware",
+]
+
+
+@pytest.mark.urls("tests.urls")  # /t/data/: the test app's data views
+def test_the_token_endpoint_under_the_middleware_stores_no_token(client_a: Client) -> None:
+    """The finding: ``POST /api/idempotency/tokens/`` with a key under the middleware kept
+    the raw submit token in the record, where the token table keeps only its hash."""
+    key = str(uuid.uuid4())
+    with override_settings(MIDDLEWARE=MIDDLEWARE):
+        answers = [
+            client_a.post(
+                "/t/data/tokens/",
+                data={"purpose": "checkout"},
+                content_type="application/json",
+                HTTP_IDEMPOTENCY_KEY=key,
+            )
+            for _ in range(2)
+        ]
+    tokens = [json.loads(a.content)["token"] for a in answers]
+    assert [a.status_code for a in answers] == [201, 201]
+    assert tokens[0] != tokens[1]  # left alone: each request issues its own
+    for token in tokens:
+        assert not stored_anywhere(token.encode())
+
+
+@pytest.mark.urls("tests.urls")
+def test_a_token_view_with_keys_handled_keeps_its_status_only(
+    store_variant: str, client_a: Client
+) -> None:
+    key = str(uuid.uuid4())
+    with override_settings(IDEMPOTENCY=STORE_VARIANTS[store_variant]):
+        first, again = (
+            client_a.post(
+                "/t/data/idempotent-tokens/",
+                data={"purpose": "checkout"},
+                content_type="application/json",
+                HTTP_IDEMPOTENCY_KEY=key,
+            )
+            for _ in range(2)
+        )
+        token = json.loads(first.content)["token"]
+        assert not stored_anywhere(token.encode())
+    assert first.status_code == again.status_code == 201
+    assert again["Idempotent-Replayed"] == "true" and again.content == b""
