@@ -126,7 +126,10 @@ def test_worker_killed_mid_task_is_redelivered_and_completes_once(
 ) -> None:
     """acks_late + SIGKILL: the broker redelivers; the redelivery waits out the dead
     worker's lease (self.retry with the lease's remainder), then takes the key over."""
-    lease = 6.0
+    # the second worker must be up (a process importing Django and Celery: over 6 s on a
+    # loaded 2-CPU CI machine) and the broker's visibility timeout (3 s) past, before the
+    # lease runs out, for the redelivery to come early and be deferred
+    lease = 15.0
     queue = unique("beyond-kill")
     first = start_worker(queue, BEYOND_SLOW_LEASE=str(lease))
     label = unique("kill")
