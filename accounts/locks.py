@@ -27,9 +27,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connections
 
-from idempotency import LockNotAcquired, lock
+from idempotency import DatabaseStore, LockNotAcquired, get_store, lock
 from idempotency.locks import PostgresLockBackend, RedisLockBackend, get_backend
-from idempotency.stores.database import database_store
 
 try:
     import fcntl
@@ -57,8 +56,10 @@ def distributed_lock_usable() -> bool:
 
 
 def _database() -> str:
-    """The database the sample's records live in."""
-    return database_store().using
+    """The database the sample's records live in (its default store's; "default" where
+    that store keeps them elsewhere)."""
+    store = get_store()
+    return store.using if isinstance(store, DatabaseStore) else "default"
 
 
 def host_lock_usable() -> bool:

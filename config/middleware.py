@@ -22,7 +22,7 @@ from http import HTTPStatus
 
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
-from idempotency.exceptions import problem_response
+from idempotency import problem_response
 
 #: Answers left alone: the admin's and the shop's pages, and the static files.
 HTML_PREFIXES = ("/admin/", "/shop/", "/static/")

@@ -14,8 +14,9 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from config.middleware import problem_for_status
+from idempotency import problem_response
 from idempotency.contrib.drf.exceptions import exception_handler
-from idempotency.exceptions import PROBLEM_CONTENT_TYPE, problem_body, problem_response
+from idempotency.exceptions import PROBLEM_CONTENT_TYPE, problem_body
 
 #: Seconds a client waits before retrying when the sample's own database is unreachable.
 DATABASE_RETRY_AFTER = 1

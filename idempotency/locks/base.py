@@ -102,8 +102,8 @@ def get_backend(backend: BackendSpec = None) -> LockBackend:
     a backend instance, returned as it is.
 
     Raises:
-        ImproperlyConfigured: No such alias, or its entry cannot be used (the system
-            checks report the same at startup).
+        django.core.exceptions.ImproperlyConfigured: No such alias, or its entry cannot
+            be used (the system checks report the same at startup).
     """
     return lock_backends.get(backend)
 

@@ -162,3 +162,37 @@ def test_every_built_in_backends_options_are_documented() -> None:
     for path, rows in tables.items():
         options = import_string(path).options
         assert rows == {name: (o.label, o.default) for name, o in options.items()}, path
+
+
+SAMPLE_PACKAGES = ("config", "orders", "payments", "accounts")
+
+
+def sample_imports() -> dict[str, list[str]]:
+    """Each name the sample project imports from the library (``from idempotency.x
+    import name``), with the files that import it."""
+    found: dict[str, list[str]] = {}
+    for package in SAMPLE_PACKAGES:
+        for path in sorted((DOCS.parent / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "idempotency"
+                ):
+                    for alias in node.names:
+                        where = str(path.relative_to(DOCS.parent))
+                        found.setdefault(f"{node.module}.{alias.name}", []).append(where)
+    return found
+
+
+def test_the_sample_project_imports_only_documented_names() -> None:
+    """The sample shows the library's public API: every name it imports is documented
+    in the API reference under the path it is imported from (or exported by the
+    package itself), so no reader copies an internal name from the sample."""
+    documented = {path for _kind, path in AUTODOC.findall(API_PAGE.read_text())}
+    imports = sample_imports()
+    assert "idempotency.idempotent" in imports, "the scan finds the sample's imports"
+    undocumented = {
+        name: files
+        for name, files in imports.items()
+        if name not in documented and name.rpartition(".")[0] != "idempotency"
+    }
+    assert undocumented == {}

@@ -123,7 +123,11 @@ def add_problem(
     registry: ComponentRegistry,
     headers: dict[str, Any] | None = None,
 ) -> None:
-    """Document a problem+json answer ``status`` of ``operation`` (descriptions merge)."""
+    """Document a problem+json answer ``status`` of ``operation`` (an operation of
+    drf-spectacular's schema, from ``AutoSchema.get_operation``): its ``description``
+    (merged with one already there), the problem document's schema (registered once in
+    ``registry``), and ``headers``. For the problems a project's own views answer with,
+    beside those the mixin documents."""
     responses = operation.setdefault("responses", {})
     response = responses.setdefault(str(status), {"description": description})
     if response.get("description") and description not in response["description"]:
@@ -212,6 +216,7 @@ __all__ = [
     "KEY_PATTERNS",
     "AutoSchema",
     "IdempotencySchemaMixin",
+    "add_problem",
     "document_idempotency",
     "document_submit_token",
     "idempotency_policy",
