@@ -53,7 +53,7 @@ def layer(queries: list[str]) -> list[str]:
     return [q for q in queries if TABLE in q]
 
 
-def caller(queries: list[str]) -> list[str]:
+def caller_lookups(queries: list[str]) -> list[str]:
     """The tables of the SELECTs that found the caller, in order."""
     return [
         table
@@ -89,8 +89,8 @@ def test_database_store_atomic_adds_a_lookup_a_claim_and_a_completion(
         replay = run(client_a, url, key)
     first_layer = layer(first)
     assert [q.split()[0] for q in first_layer] == statements
-    assert caller(baseline) == unkeyed_lookups
-    assert caller(first) == lookups
+    assert caller_lookups(baseline) == unkeyed_lookups
+    assert caller_lookups(first) == lookups
     # beyond its statements and the caller's lookups (VIEWS) the layer only turns the
     # view's atomic() into a savepoint
     others = [q for q in first if TABLE not in q]
@@ -101,7 +101,7 @@ def test_database_store_atomic_adds_a_lookup_a_claim_and_a_completion(
     assert len(savepoints) <= 2
     # a replay: the caller's lookups, then the record's; the view's own statements never
     # run: three statements on the plain view, two on DRF's (VIEWS)
-    assert caller(replay) == lookups
+    assert caller_lookups(replay) == lookups
     assert [q.split()[0] for q in layer(replay)] == ["SELECT"]
     assert len(replay) == REPLAY_STATEMENTS[url]
 
@@ -163,7 +163,7 @@ def test_response_cache_makes_replays_sql_free(
     assert [q.split()[0] for q in layer(warming)] == warming_statements
     assert cached_after_warming is not None
     assert layer(replay) == []
-    assert caller(replay) == lookups
+    assert caller_lookups(replay) == lookups
     assert len(replay) == REPLAY_STATEMENTS[url] - 1
 
 
@@ -179,8 +179,8 @@ def test_redis_store_adds_no_sql(
         replay = run(client_a, url, key)
     # no SQL but the caller's lookups, which the plain view's scope adds (VIEWS)
     assert layer(first) == layer(replay) == []
-    assert caller(baseline) == unkeyed_lookups
-    assert caller(first) == caller(replay) == lookups
+    assert caller_lookups(baseline) == unkeyed_lookups
+    assert caller_lookups(first) == caller_lookups(replay) == lookups
     assert len(first) - len(lookups) == len(baseline) - len(unkeyed_lookups)
     assert len(replay) == REPLAY_STATEMENTS[url] - 1
 
