@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from tests.support.http import multipart
 from tests.support.strategies import json_values
 from tests.support.users import make_user
-from tests.testapp.matrix_views import CELLS, COUNTER_ENV
+from tests.testapp.matrix_bodies import COUNTER_ENV
+from tests.testapp.matrix_views import CELLS
 
 pytestmark = pytest.mark.django_db
 

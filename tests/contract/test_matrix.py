@@ -35,7 +35,8 @@ from tests.support import services
 from tests.support.servers import uvicorn_server
 from tests.support.storms import run_threads, succeeded
 from tests.support.users import make_user
-from tests.testapp.matrix_views import CELLS, COUNTER_ENV, executions
+from tests.testapp.matrix_bodies import COUNTER_ENV, executions
+from tests.testapp.matrix_views import CELLS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

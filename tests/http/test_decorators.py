@@ -1,8 +1,11 @@
-"""Decorator, mixin and middleware: where each applies, and clear errors where it cannot."""
+"""Decorator, mixin and middleware: where each applies, and clear errors where it cannot.
+
+Over plain Django views, and DRF's too where DRF is installed; what is about DRF's views
+alone (the decorator on them, the mixin, DRF's authentication under the middleware) is in
+tests/contrib/drf/test_mixins.py."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -12,16 +15,13 @@ import pytest
 from django.http import HttpRequest, HttpResponse
 from django.test import Client, RequestFactory, override_settings
 from django.views import View
-from rest_framework.decorators import api_view
-from rest_framework.views import APIView
 
 from idempotency import idempotent
-from idempotency.contrib.drf.mixins import IdempotentMixin
 from idempotency.exceptions import ImproperlyApplied
 from idempotency.models import IdempotencyRecord
+from tests.support.drf import with_drf
 from tests.support.http import post
 from tests.support.stores import CACHE_STORE, using
-from tests.testapp import drf_views
 from tests.testapp.executions import executions, record_execution
 from tests.testapp.models import Effect, Wallet
 
@@ -37,30 +37,12 @@ MIDDLEWARE_SETTINGS = {
 }
 
 
-def test_decorating_as_view_result_is_refused() -> None:
-    with pytest.raises(ImproperlyApplied, match="before authentication"):
-        idempotent(drf_views.PlainApi.as_view())
-
-    @api_view(["POST"])
-    def func(request: Any) -> HttpResponse:
-        return HttpResponse()
-
-    with pytest.raises(ImproperlyApplied):
-        idempotent(func)
-
-
 def test_decorating_a_django_view_class_is_refused() -> None:
     class Form(View):
         pass
 
     with pytest.raises(ImproperlyApplied, match="methods"):
         idempotent(Form)
-
-
-def test_decorating_an_apiview_class_mixes_the_mixin_in() -> None:
-    cls = idempotent(ttl=60)(drf_views.PlainApi)
-    assert issubclass(cls, IdempotentMixin) and issubclass(cls, APIView)
-    assert cls.idempotency_policy.ttl == 60
 
 
 def test_calling_a_decorated_non_view_fails_loudly() -> None:
@@ -147,8 +129,9 @@ def test_unknown_and_invalid_options_are_refused() -> None:
         idempotent(ttl=-1)
 
 
+@pytest.mark.parametrize("url", with_drf(["/t/function/"], ["/t/api/"]))
 def test_atomic_mode_on_a_store_without_it_is_a_configuration_error(
-    client_a: Client, wallet: Wallet, caplog: pytest.LogCaptureFixture
+    client_a: Client, wallet: Wallet, caplog: pytest.LogCaptureFixture, url: str
 ) -> None:
     client_a.raise_request_exception = True
     before = Effect.objects.count()
@@ -156,34 +139,25 @@ def test_atomic_mode_on_a_store_without_it_is_a_configuration_error(
         override_settings(IDEMPOTENCY={**using(CACHE_STORE), "MODE": "atomic"}),
         caplog.at_level("ERROR", logger="idempotency"),
     ):
-        response = post(client_a, "/t/api/", key=str(uuid.uuid4()))
+        response = post(client_a, url, key=str(uuid.uuid4()))
     assert response.status_code == 503
     assert response.json()["code"] == "idempotency-store-misconfigured"
     assert Effect.objects.count() == before  # the view did not run
     assert "cannot run atomic mode" in caplog.text
 
 
-def test_middleware_covers_function_and_drf_views(client_a: Client, wallet: Wallet) -> None:
-    with override_settings(**MIDDLEWARE_SETTINGS):
-        for url in ("/t/plain/", "/t/plain-api/"):
-            key = str(uuid.uuid4())
-            first = post(client_a, url, key=key)
-            again = post(client_a, url, key=key)
-            assert first.status_code == 201
-            assert again["Idempotent-Replayed"] == "true", url
-            assert again.content == first.content
-    assert Effect.objects.count() == 2
-
-
-def test_middleware_replays_drf_views_only_after_drf_authentication(
-    client_a: Client, wallet: Wallet
+@pytest.mark.parametrize("url", with_drf(["/t/plain/"], ["/t/plain-api/"]))
+def test_middleware_covers_function_and_drf_views(
+    client_a: Client, wallet: Wallet, url: str
 ) -> None:
-    key = str(uuid.uuid4())
     with override_settings(**MIDDLEWARE_SETTINGS):
-        post(client_a, "/t/plain-api/", key=key)
-        stranger = post(Client(HTTP_AUTHORIZATION="Token bad"), "/t/plain-api/", key=key)
-    assert stranger.status_code == 401
-    assert "Idempotent-Replayed" not in stranger
+        key = str(uuid.uuid4())
+        first = post(client_a, url, key=key)
+        again = post(client_a, url, key=key)
+    assert first.status_code == 201
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.content == first.content
+    assert Effect.objects.count() == 1
 
 
 def test_middleware_leaves_exempt_views_alone(client_a: Client, wallet: Wallet) -> None:
@@ -195,62 +169,24 @@ def test_middleware_leaves_exempt_views_alone(client_a: Client, wallet: Wallet) 
     assert Effect.objects.count() == 2
 
 
+#: views that handle their own keys: a decorated plain Django view; DRF's decorated APIView
+#: and mixed-in viewset where DRF is installed
+DECORATED = with_drf(["/t/function/"], ["/t/api/", "/t/viewset/"])
+
+
+@pytest.mark.parametrize("url", DECORATED)
 def test_middleware_does_not_double_handle_decorated_views(
-    client_a: Client, wallet: Wallet
+    client_a: Client, wallet: Wallet, url: str
 ) -> None:
     key = str(uuid.uuid4())
+    body = {"label": "v", "amount": 2}
     with override_settings(**MIDDLEWARE_SETTINGS):
-        post(client_a, "/t/api/", key=key)
-        again = post(client_a, "/t/api/", key=key)
-        vkey = key + "v"
-        body = '{"label": "v", "amount": 2}'
-        client_a.post(
-            "/t/viewset/", data=body, content_type="application/json", HTTP_IDEMPOTENCY_KEY=vkey
-        )
-        view_again = client_a.post(
-            "/t/viewset/", data=body, content_type="application/json", HTTP_IDEMPOTENCY_KEY=vkey
-        )
-    assert again["Idempotent-Replayed"] == "true"
-    assert view_again.status_code == 201
-    assert view_again["Idempotent-Replayed"] == "true"
-    assert Effect.objects.count() == 2
-
-
-def test_mixin_limits_actions_and_takes_class_attributes(client_a: Client, wallet: Wallet) -> None:
-    rf = RequestFactory()
-
-    class Limited(IdempotentMixin, APIView):
-        idempotent_actions = ("put",)
-        idempotency_required = True
-
-        def post(self, request: Any) -> HttpResponse:
-            return HttpResponse(json.dumps({"n": Effect.objects.create(label="p").pk}), status=201)
-
-        def put(self, request: Any) -> HttpResponse:
-            return HttpResponse(json.dumps({"n": Effect.objects.create(label="u").pk}), status=200)
-
-    from django.contrib.auth import get_user_model
-
-    user = get_user_model().objects.get(username="alice")
-    view = Limited.as_view()
-
-    def call(method: str, key: str | None) -> Any:
-        extra = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
-        request: HttpRequest = getattr(rf, method)(
-            "/x/", data="{}", content_type="application/json", **extra
-        )
-        from rest_framework.test import force_authenticate
-
-        force_authenticate(request, user=user)
-        return view(request)
-
-    assert call("post", None).status_code == 201  # not an idempotent action: no key needed
-    assert call("put", None).status_code == 400  # required on put
-    k = str(uuid.uuid4())
-    first = call("put", k)
-    again = call("put", k)
+        first = post(client_a, url, body, key=key)
+        again = post(client_a, url, body, key=key)
+    assert first.status_code == again.status_code == 201
     assert again["Idempotent-Replayed"] == "true"
     assert again.content == first.content
+    assert Effect.objects.count() == 1
 
 
 def test_non_http_exceptions_survive_pickling() -> None:
@@ -268,27 +204,17 @@ def test_non_http_exceptions_survive_pickling() -> None:
     assert (busy.scope, busy.key) == ("functions", "k1")
 
 
-def test_in_flow_sees_a_context_bound_on_either_request() -> None:
-    """An inner interface finds ``request.idempotency`` whether the outer one bound it on
-    the DRF ``Request`` (the mixin) or on the Django request it wraps (the middleware),
-    and nothing else counts as a bound key."""
-    from rest_framework.request import Request
-
+def test_in_flow_sees_a_context_bound_on_the_request() -> None:
+    """An inner interface finds the ``request.idempotency`` an outer one bound (on a DRF
+    request too: tests/contrib/drf/test_mixins.py), and nothing else counts as a bound key."""
     from idempotency.http.requests import IdempotencyContext, in_flow
     from idempotency.stores.cache import CacheStore
 
-    def context() -> IdempotencyContext:
-        return IdempotencyContext("scope", "key", "fp", "lease", CacheStore())
-
     plain = RequestFactory().post("/x/")
-    wrapped = Request(RequestFactory().post("/x/"))
     assert not in_flow(plain)
-    assert not in_flow(wrapped)
     plain.idempotency = "not a context"  # type: ignore[attr-defined]
     assert not in_flow(plain)
-    plain.idempotency = context()  # type: ignore[attr-defined]
+    plain.idempotency = IdempotencyContext(  # type: ignore[attr-defined]
+        "scope", "key", "fp", "lease", CacheStore()
+    )
     assert in_flow(plain)
-    assert in_flow(Request(plain))  # the middleware bound it, DRF wrapped it after
-    wrapped.idempotency = context()  # type: ignore[attr-defined]
-    assert in_flow(wrapped)  # the mixin bound it on the DRF request
-    assert not in_flow(wrapped._request)

@@ -1,4 +1,5 @@
-"""The middleware composes with Django's request handling instead of replacing it."""
+"""The middleware composes with Django's request handling instead of replacing it (DRF's
+parsing after it: tests/contrib/drf/test_mixins.py)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from django.test import Client, override_settings
 
 from idempotency import IdempotencyMiddleware, idempotent
 from idempotency.http.middleware import GATE_NAME, access_gate, gate_below_idempotent
-from tests.support.users import make_user
-from tests.testapp.matrix_views import COUNTER_ENV, executions
+from tests.support.drf import with_drf
+from tests.support.users import logged_in_client, make_user
+from tests.testapp.matrix_bodies import COUNTER_ENV, executions
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,12 +39,7 @@ def counter_file(tmp_path: Path, monkeypatch: Any) -> None:
 
 @pytest.fixture
 def client(db: Any) -> Client:
-    user = make_user("composer")
-    from rest_framework.authtoken.models import Token
-
-    client = Client(HTTP_AUTHORIZATION=f"Token {Token.objects.get(user=user).key}")
-    client.force_login(user)
-    return client
+    return logged_in_client(make_user("composer"))
 
 
 @pytest.fixture
@@ -64,7 +61,7 @@ def test_declares_sync_and_async_support() -> None:
     assert IdempotencyMiddleware.async_capable is True
 
 
-@pytest.mark.parametrize("url", ["/m/x/plain/", "/m/x/api/"])
+@pytest.mark.parametrize("url", with_drf(["/m/x/plain/"], ["/m/x/api/"]))
 def test_atomic_requests_still_wraps_the_view(
     client: Client, atomic_requests: None, url: str
 ) -> None:
@@ -126,35 +123,6 @@ def test_the_view_still_reads_the_raw_body(client: Client) -> None:
         )
     assert response.status_code == 201
     assert response.content == body
-
-
-@pytest.mark.parametrize(
-    ("body", "content_type", "parsed"),
-    [
-        (b'{"a": [1, 2]}', "application/json", {"a": [1, 2]}),
-        (b"a=1&b=2", "application/x-www-form-urlencoded", {"a": "1", "b": "2"}),
-    ],
-)
-def test_drf_still_parses_the_body_after_the_fingerprint(
-    client: Client, body: bytes, content_type: str, parsed: dict[str, Any]
-) -> None:
-    key = str(uuid.uuid4())
-    with override_settings(MIDDLEWARE=MIDDLEWARE):
-        first = client.put(
-            "/m/x/echo-api/",
-            data=body,
-            content_type=content_type,
-            headers={"Idempotency-Key": key, "X-Probe": "echo"},
-        )
-        other = client.put(
-            "/m/x/echo-api/",
-            data=body + b"0",
-            content_type=content_type,
-            headers={"Idempotency-Key": key, "X-Probe": "echo"},
-        )
-    assert first.status_code == 200, first.content
-    assert json.loads(first.content) == {"data": parsed}
-    assert other.status_code == 422
 
 
 def test_a_view_it_cannot_plan_for_runs_untouched_with_a_warning(

@@ -3,6 +3,8 @@
 Baseline: the same view without a key. The layer's statements are told apart
 by the table they touch (``idempotency_idempotencyrecord``) and by the
 savepoint the view's own ``atomic()`` turns into inside the layer's transaction.
+The statements that find the caller are told apart by theirs (:data:`VIEWS`): each
+test runs on a plain Django view, and on DRF's where DRF is installed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from django.db import connection
 from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 
+from tests.support.drf import with_drf
 from tests.support.stores import DB_STORE, REDIS_STORE, using
 from tests.testapp.models import Wallet
 
@@ -22,13 +25,26 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 TABLE = "idempotency_idempotencyrecord"
 
+#: The views (url, the caller's lookups, the caller's lookups without a key), each lookup
+#: named by its table. The plain Django view never reads ``request.user``: its keyed
+#: request's scope does, so the layer adds two SELECTs, Django's session row, then the
+#: session's user (AuthenticationMiddleware's lazy user); a replay is those two and the
+#: record's SELECT, three statements. DRF's view authenticates every request by its
+#: token first (one SELECT, the user joined): the layer adds none, a replay is two.
+VIEWS = with_drf(
+    [pytest.param("/t/function/", ["django_session", "auth_user"], [], id="plain")],
+    [pytest.param("/t/api/", ["authtoken_token"], ["authtoken_token"], id="drf")],
+)
+CALLER_TABLES = ("django_session", "auth_user", "authtoken_token")
+#: All a replay from the database store runs, by view: the caller's lookups and the
+#: record's SELECT (one fewer where the response cache or Redis answers: no record SELECT)
+REPLAY_STATEMENTS = {"/t/function/": 3, "/t/api/": 2}
 
-def run(client: Client, key: str | None) -> list[str]:
+
+def run(client: Client, url: str, key: str | None) -> list[str]:
     extra = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
     with CaptureQueriesContext(connection) as ctx:
-        response = client.post(
-            "/t/api/", data='{"amount": 1}', content_type="application/json", **extra
-        )
+        response = client.post(url, data='{"amount": 1}', content_type="application/json", **extra)
         assert response.status_code == 201
     return [q["sql"] for q in ctx.captured_queries]
 
@@ -37,6 +53,17 @@ def layer(queries: list[str]) -> list[str]:
     return [q for q in queries if TABLE in q]
 
 
+def caller_lookups(queries: list[str]) -> list[str]:
+    """The tables of the SELECTs that found the caller, in order."""
+    return [
+        table
+        for q in queries
+        for table in CALLER_TABLES
+        if q.startswith("SELECT") and f'FROM "{table}"' in q
+    ]
+
+
+@pytest.mark.parametrize(("url", "lookups", "unkeyed_lookups"), VIEWS)
 @pytest.mark.parametrize(
     ("claim", "statements"),
     [
@@ -47,32 +74,46 @@ def layer(queries: list[str]) -> list[str]:
     ],
 )
 def test_database_store_atomic_adds_a_lookup_a_claim_and_a_completion(
-    client_a: Client, wallet: Wallet, claim: str, statements: list[str]
+    client_a: Client,
+    wallet: Wallet,
+    claim: str,
+    statements: list[str],
+    url: str,
+    lookups: list[str],
+    unkeyed_lookups: list[str],
 ) -> None:
     with override_settings(IDEMPOTENCY={"MODE": "atomic", "ATOMIC_CLAIM": claim}):
-        baseline = run(client_a, None)
+        baseline = run(client_a, url, None)
         key = str(uuid.uuid4())
-        first = run(client_a, key)
-        replay = run(client_a, key)
+        first = run(client_a, url, key)
+        replay = run(client_a, url, key)
     first_layer = layer(first)
     assert [q.split()[0] for q in first_layer] == statements
-    # beyond its two statements the layer only turns the view's atomic() into a savepoint
+    assert caller_lookups(baseline) == unkeyed_lookups
+    assert caller_lookups(first) == lookups
+    # beyond its statements and the caller's lookups (VIEWS) the layer only turns the
+    # view's atomic() into a savepoint
     others = [q for q in first if TABLE not in q]
     savepoints = [q for q in others if "SAVEPOINT" in q]
-    assert len(others) - len(savepoints) == len(baseline) - len(
+    assert len(others) - len(savepoints) - len(lookups) == len(baseline) - len(
         [q for q in baseline if "SAVEPOINT" in q]
-    )
+    ) - len(unkeyed_lookups)
     assert len(savepoints) <= 2
-    # a replay: authentication, then one lookup; the view's own statements never run
+    # a replay: the caller's lookups, then the record's; the view's own statements never
+    # run: three statements on the plain view, two on DRF's (VIEWS)
+    assert caller_lookups(replay) == lookups
     assert [q.split()[0] for q in layer(replay)] == ["SELECT"]
-    assert len(replay) == 2
+    assert len(replay) == REPLAY_STATEMENTS[url]
 
 
-def test_database_store_lease_adds_claim_and_completion(client_a: Client, wallet: Wallet) -> None:
+@pytest.mark.parametrize(("url", "lookups", "unkeyed_lookups"), VIEWS)
+def test_database_store_lease_adds_claim_and_completion(
+    client_a: Client, wallet: Wallet, url: str, lookups: list[str], unkeyed_lookups: list[str]
+) -> None:
     with override_settings(IDEMPOTENCY={"MODE": "lease"}):
         key = str(uuid.uuid4())
-        first = run(client_a, key)
-        replay = run(client_a, key)
+        first = run(client_a, url, key)
+        replay = run(client_a, url, key)
     # lease mode on the database looks up first: a replay is one SELECT, a first request
     # a SELECT that misses, the claim and the completion
     assert [q.split()[0] for q in layer(first)] == ["SELECT", "INSERT", "UPDATE"]
@@ -80,6 +121,7 @@ def test_database_store_lease_adds_claim_and_completion(client_a: Client, wallet
 
 
 @pytest.mark.redis
+@pytest.mark.parametrize(("url", "lookups", "unkeyed_lookups"), VIEWS)
 @pytest.mark.parametrize(
     ("mode", "warming_statements"),
     [
@@ -89,44 +131,58 @@ def test_database_store_lease_adds_claim_and_completion(client_a: Client, wallet
     ],
 )
 def test_response_cache_makes_replays_sql_free(
-    client_a: Client, wallet: Wallet, mode: str, warming_statements: list[str]
+    client_a: Client,
+    wallet: Wallet,
+    mode: str,
+    warming_statements: list[str],
+    url: str,
+    lookups: list[str],
+    unkeyed_lookups: list[str],
 ) -> None:
     from idempotency.models import IdempotencyRecord
     from idempotency.stores.base import get_store
 
     with override_settings(IDEMPOTENCY={"MODE": mode, **using(DB_STORE, response_cache="default")}):
         key = str(uuid.uuid4())
-        first = run(client_a, key)
+        first = run(client_a, url, key)
         scope = IdempotencyRecord.objects.get(key=key).scope
         store: Any = get_store()
         cache_key = store.response_cache.key(scope, key)
         cache = store.response_cache.raw()
         cached_after_first = cache.get(cache_key)
-        warming = run(client_a, key)
+        warming = run(client_a, url, key)
         cached_after_warming = cache.get(cache_key)
-        replay = run(client_a, key)
+        replay = run(client_a, url, key)
     # a first request asks the cache (a miss) instead of the database: no SQL lookup,
     # only the claim and the completion, and it writes nothing to the cache
     assert [q.split()[0] for q in layer(first)] == ["INSERT", "UPDATE"]
     assert cached_after_first is None
     # the first replay misses the cache, so its claim meets the record and reads it,
-    # filling the cache; every later replay runs no SQL beyond authentication
+    # filling the cache; every later replay runs no SQL but the caller's lookups: two
+    # on the plain view (the session, its user), one on DRF's (the token)
     assert [q.split()[0] for q in layer(warming)] == warming_statements
     assert cached_after_warming is not None
     assert layer(replay) == []
-    assert len(replay) == 1  # the token lookup of authentication, nothing else
+    assert caller_lookups(replay) == lookups
+    assert len(replay) == REPLAY_STATEMENTS[url] - 1
 
 
 @pytest.mark.redis
-def test_redis_store_adds_no_sql(client_a: Client, wallet: Any) -> None:
+@pytest.mark.parametrize(("url", "lookups", "unkeyed_lookups"), VIEWS)
+def test_redis_store_adds_no_sql(
+    client_a: Client, wallet: Any, url: str, lookups: list[str], unkeyed_lookups: list[str]
+) -> None:
     with override_settings(IDEMPOTENCY=using(REDIS_STORE)):
-        baseline = run(client_a, None)
+        baseline = run(client_a, url, None)
         key = str(uuid.uuid4())
-        first = run(client_a, key)
-        replay = run(client_a, key)
+        first = run(client_a, url, key)
+        replay = run(client_a, url, key)
+    # no SQL but the caller's lookups, which the plain view's scope adds (VIEWS)
     assert layer(first) == layer(replay) == []
-    assert len(first) == len(baseline)
-    assert len(replay) == 1
+    assert caller_lookups(baseline) == unkeyed_lookups
+    assert caller_lookups(first) == caller_lookups(replay) == lookups
+    assert len(first) - len(lookups) == len(baseline) - len(unkeyed_lookups)
+    assert len(replay) == REPLAY_STATEMENTS[url] - 1
 
 
 def test_a_function_replay_on_the_database_is_one_lookup() -> None:
@@ -152,9 +208,16 @@ def test_a_function_replay_on_the_database_is_one_lookup() -> None:
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize(("url", "lookups", "unkeyed_lookups"), VIEWS)
 @pytest.mark.parametrize(("claim", "added"), [("first", 4), ("optimistic", 3)])
 def test_on_postgresql_the_views_release_rides_with_the_completion(
-    client_a: Client, wallet: Wallet, claim: str, added: int
+    client_a: Client,
+    wallet: Wallet,
+    claim: str,
+    added: int,
+    url: str,
+    lookups: list[str],
+    unkeyed_lookups: list[str],
 ) -> None:
     """Round trips, as psycopg sent them: the view's own atomic() becomes a savepoint,
     whose release shares one query with the layer's completion (or optimistic insert)."""
@@ -164,7 +227,7 @@ def test_on_postgresql_the_views_release_rides_with_the_completion(
         extra = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
         with sent_queries(connection) as queries:  # no CaptureQueriesContext: see below
             response = client_a.post(
-                "/t/api/", data='{"amount": 1}', content_type="application/json", **extra
+                url, data='{"amount": 1}', content_type="application/json", **extra
             )
         assert response.status_code == 201
         return queries
@@ -173,22 +236,24 @@ def test_on_postgresql_the_views_release_rides_with_the_completion(
         baseline = sent(None)
         first = sent(str(uuid.uuid4()))
     # the lookup, the claim (claim first only), the savepoint and the completion, which
-    # carries the release: one round trip fewer than the statements Django ran
-    assert len(first) == len(baseline) + added, first
+    # carries the release: one round trip fewer than the statements Django ran; and the
+    # caller's lookups that only the keyed request runs (the plain view's two, VIEWS)
+    assert len(first) == len(baseline) + added + len(lookups) - len(unkeyed_lookups), first
     (release,) = [q for q in first if "RELEASE SAVEPOINT" in q]
     assert release.startswith("RELEASE SAVEPOINT")
     assert f'; {"UPDATE" if claim == "first" else "INSERT INTO"} "{TABLE}"' in release
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize(("url", "lookups", "unkeyed_lookups"), VIEWS)
 def test_while_django_logs_queries_every_statement_is_sent_as_asked(
-    client_a: Client, wallet: Wallet
+    client_a: Client, wallet: Wallet, url: str, lookups: list[str], unkeyed_lookups: list[str]
 ) -> None:
     """Under DEBUG or a capturing test the log (and the wire) show each statement as it
     ran, the release on its own."""
     from tests.support.wire import sent_queries
 
     with override_settings(IDEMPOTENCY={"MODE": "atomic"}), sent_queries(connection) as wire:
-        logged = run(client_a, str(uuid.uuid4()))
+        logged = run(client_a, url, str(uuid.uuid4()))
     assert all(q is not None and ";" not in q for q in logged)
     assert [q for q in logged if "SAVEPOINT" in q] == [q for q in wire if "SAVEPOINT" in q]

@@ -1,4 +1,5 @@
-"""Views that show the middleware composing with Django's request handling."""
+"""Views that show the middleware composing with Django's request handling (DRF's:
+tests/testapp/composition_drf_views.py; the URLs: tests/testapp/composition_urls.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,9 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.utils.decorators import method_decorator
 from django.views import View
-from rest_framework.request import Request
-from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from idempotency import idempotent
-from tests.testapp.matrix_views import created, work
+from tests.testapp.matrix_bodies import created, work
 
 
 class Recoverable(Exception):
@@ -45,11 +43,6 @@ def non_atomic(request: HttpRequest) -> HttpResponse:
     return created(work(request))
 
 
-class Api(APIView):
-    def post(self, request: Request) -> Response:
-        return Response(work(request), status=201)
-
-
 def raising(request: HttpRequest) -> HttpResponse:
     work(request)
     raise Recoverable("handled by RecoverMiddleware")
@@ -64,14 +57,6 @@ def echo_body(request: HttpRequest) -> HttpResponse:
     """Answers with the raw body it reads (after the middleware fingerprinted it)."""
     work(request, 1)
     return HttpResponse(request.body, status=201, content_type="application/octet-stream")
-
-
-class EchoApi(APIView):
-    """Answers with what DRF parsed, after the fingerprint read the raw body."""
-
-    def put(self, request: Request) -> Response:
-        work(request, 1)
-        return Response({"data": request.data}, status=200)
 
 
 @method_decorator(idempotent, name="dispatch")

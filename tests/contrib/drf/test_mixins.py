@@ -2,16 +2,22 @@
 attributes over the view's policy, the actions that take part, a keyed POST run once and
 replayed, what the framework hook answers about DRF views and requests; through a request,
 a refused caller never reaches the key, the class's hooks apply, a substituted view keeps
-Django's ATOMIC_REQUESTS rule, and the view's own exception handling answers."""
+Django's ATOMIC_REQUESTS rule, and the view's own exception handling answers; and DRF's
+views under the decorator, the middleware and the fingerprint."""
 
 from __future__ import annotations
 
 import json
+import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import connection, connections, transaction
 from django.http import HttpRequest, HttpResponse
+from django.test import Client, RequestFactory, override_settings
+from rest_framework.decorators import api_view
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -19,13 +25,18 @@ from rest_framework.response import Response
 from rest_framework.test import APIRequestFactory, force_authenticate
 from rest_framework.views import APIView
 
+from idempotency import idempotent
 from idempotency.contrib.drf.mixins import DjangoRestFramework, IdempotentMixin, hooks, view_of
+from idempotency.exceptions import ImproperlyApplied
 from idempotency.http.options import Policy
 from idempotency.models import IdempotencyRecord
 from tests.support.counting import Counter
-from tests.support.http import new_key
+from tests.support.http import new_key, post
 from tests.support.problems import problem
-from tests.support.users import make_user
+from tests.support.users import logged_in_client, make_user
+from tests.testapp import drf_views
+from tests.testapp.matrix_bodies import COUNTER_ENV
+from tests.testapp.models import Effect, Wallet
 
 
 def fingerprint(request: Any, headers: Any) -> str:
@@ -268,3 +279,210 @@ def test_the_view_behind_a_request_answers_and_renders(user: Any) -> None:
     rendered = finalize(answered)
     assert rendered.status_code == 400 and problem(rendered)["errors"] == {"a": ["bad"]}
     assert drf.answers(view, request) is not None and drf.answers(object(), django_request) is None
+
+
+# -- DRF's views under the decorator, the middleware and the fingerprint ------------------
+# (the framework hook, DjangoRestFramework, is what tells them apart: moved here from
+# tests/http/test_decorators.py, test_middleware.py and test_fingerprints.py, whose plain
+# Django tests run without DRF)
+
+MIDDLEWARE = [*settings.MIDDLEWARE, "idempotency.IdempotencyMiddleware"]
+
+
+def test_decorating_as_view_result_is_refused() -> None:
+    with pytest.raises(ImproperlyApplied, match="before authentication"):
+        idempotent(drf_views.PlainApi.as_view())
+
+    @api_view(["POST"])
+    def func(request: Any) -> HttpResponse:
+        return HttpResponse()
+
+    with pytest.raises(ImproperlyApplied):
+        idempotent(func)
+
+
+def test_decorating_an_apiview_class_mixes_the_mixin_in() -> None:
+    cls = idempotent(ttl=60)(drf_views.PlainApi)
+    assert issubclass(cls, IdempotentMixin) and issubclass(cls, APIView)
+    assert cls.idempotency_policy.ttl == 60
+
+
+@pytest.mark.urls("tests.urls")
+@pytest.mark.django_db(transaction=True)
+def test_middleware_replays_drf_views_only_after_drf_authentication(
+    client_a: Client, wallet: Wallet
+) -> None:
+    key = str(uuid.uuid4())
+    with override_settings(MIDDLEWARE=MIDDLEWARE):
+        post(client_a, "/t/plain-api/", key=key)
+        stranger = post(Client(HTTP_AUTHORIZATION="Token bad"), "/t/plain-api/", key=key)
+    assert stranger.status_code == 401
+    assert "Idempotent-Replayed" not in stranger
+
+
+@pytest.mark.urls("tests.urls")
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("body", "content_type", "parsed"),
+    [
+        (b'{"a": [1, 2]}', "application/json", {"a": [1, 2]}),
+        (b"a=1&b=2", "application/x-www-form-urlencoded", {"a": "1", "b": "2"}),
+    ],
+)
+def test_drf_still_parses_the_body_after_the_fingerprint(
+    user: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    body: bytes,
+    content_type: str,
+    parsed: dict[str, Any],
+) -> None:
+    """Under the middleware, which read the raw body for the fingerprint."""
+    monkeypatch.setenv(COUNTER_ENV, str(tmp_path / "executions"))  # the view counts its runs
+    client = logged_in_client(user)
+    key = str(uuid.uuid4())
+    with override_settings(MIDDLEWARE=MIDDLEWARE):
+        first = client.put(
+            "/m/x/echo-api/",
+            data=body,
+            content_type=content_type,
+            headers={"Idempotency-Key": key, "X-Probe": "echo"},
+        )
+        other = client.put(
+            "/m/x/echo-api/",
+            data=body + b"0",
+            content_type=content_type,
+            headers={"Idempotency-Key": key, "X-Probe": "echo"},
+        )
+    assert first.status_code == 200, first.content
+    assert json.loads(first.content) == {"data": parsed}
+    assert other.status_code == 422
+
+
+FORM = "application/x-www-form-urlencoded"
+
+
+@pytest.mark.urls("tests.urls")
+def test_a_body_in_another_charset_is_refused_not_replayed(
+    store_variant: str, client_a: Any, wallet: Any
+) -> None:
+    """Over HTTP, on every store: DRF read the second body as another label, yet it was
+    answered with the first one's stored response. (The fingerprint's charset without
+    DRF: tests/http/test_fingerprints.py; Django itself answers 400 to a form that is
+    not UTF-8, so no plain view reads one.)"""
+    key = str(uuid.uuid4())
+
+    def post(charset: str) -> Any:
+        return client_a.post(
+            "/t/api/", data="label=%E9&amount=1", content_type=f"{FORM}; charset={charset}",
+            HTTP_IDEMPOTENCY_KEY=key,
+        )  # fmt: skip
+
+    first = post("iso-8859-1")
+    assert first.status_code == 201 and json.loads(first.content)["label"] == "\u00e9"
+    assert post("iso-8859-1")["Idempotent-Replayed"] == "true"
+    other = post("utf-8")
+    assert other.status_code == 422, other.content
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("mixin", [False, True])
+def test_drf_authentication_reading_request_data_first(mixin: bool) -> None:
+    """An authentication class that reads ``request.data`` consumes the stream before the
+    fingerprint (DRF 3.14/3.15 then made ``request.body`` raise RawPostDataException)."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authentication import BaseAuthentication
+    from rest_framework.permissions import AllowAny
+
+    user = get_user_model().objects.create_user(username="reader")
+    runs: list[object] = []
+
+    class ReadsData(BaseAuthentication):
+        def authenticate(self, request: Request) -> tuple[object, None]:
+            assert "amount" in request.data
+            return (user, None)
+
+    class Base(APIView):
+        authentication_classes = [ReadsData]
+        permission_classes = [AllowAny]
+
+        def post(self, request: Request) -> Response:
+            runs.append(request.data["amount"])
+            return Response({"amount": request.data["amount"], "run": len(runs)}, status=201)
+
+    if mixin:
+        view = type("MixedIn", (IdempotentMixin, Base), {}).as_view()
+    else:
+        view = type("Decorated", (Base,), {"post": idempotent(Base.post)}).as_view()
+
+    factory = APIRequestFactory()
+
+    def call(body: dict[str, object], fmt: str) -> Any:
+        request = factory.post("/x/", body, format=fmt, HTTP_IDEMPOTENCY_KEY=f"k-{fmt}")
+        return view(request)
+
+    for fmt in ("json", "multipart"):
+        first = call({"amount": 1}, fmt)
+        again = call({"amount": 1}, fmt)
+        other = call({"amount": 999}, fmt)
+        assert first.status_code == 201, first.content
+        assert again["Idempotent-Replayed"] == "true"
+        assert again.content == first.content
+        assert other.status_code == 422
+    assert len(runs) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_mixin_limits_actions_and_takes_class_attributes(client_a: Client, wallet: Wallet) -> None:
+    rf = RequestFactory()
+
+    class Limited(IdempotentMixin, APIView):
+        idempotent_actions = ("put",)
+        idempotency_required = True
+
+        def post(self, request: Any) -> HttpResponse:
+            return HttpResponse(json.dumps({"n": Effect.objects.create(label="p").pk}), status=201)
+
+        def put(self, request: Any) -> HttpResponse:
+            return HttpResponse(json.dumps({"n": Effect.objects.create(label="u").pk}), status=200)
+
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.get(username="alice")
+    view = Limited.as_view()
+
+    def call(method: str, key: str | None) -> Any:
+        extra = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
+        request: HttpRequest = getattr(rf, method)(
+            "/x/", data="{}", content_type="application/json", **extra
+        )
+        force_authenticate(request, user=user)
+        return view(request)
+
+    assert call("post", None).status_code == 201  # not an idempotent action: no key needed
+    assert call("put", None).status_code == 400  # required on put
+    k = str(uuid.uuid4())
+    first = call("put", k)
+    again = call("put", k)
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.content == first.content
+
+
+def test_in_flow_sees_a_context_bound_on_either_request() -> None:
+    """An inner interface finds ``request.idempotency`` whether the outer one bound it on
+    the DRF ``Request`` (the mixin) or on the Django request it wraps (the middleware)
+    (on a plain request alone: tests/http/test_decorators.py)."""
+    from idempotency.http.requests import IdempotencyContext, in_flow
+    from idempotency.stores.cache import CacheStore
+
+    def context() -> IdempotencyContext:
+        return IdempotencyContext("scope", "key", "fp", "lease", CacheStore())
+
+    plain = RequestFactory().post("/x/")
+    wrapped = Request(RequestFactory().post("/x/"))
+    assert not in_flow(wrapped)
+    plain.idempotency = context()  # type: ignore[attr-defined]
+    assert in_flow(Request(plain))  # the middleware bound it, DRF wrapped it after
+    wrapped.idempotency = context()  # type: ignore[attr-defined]
+    assert in_flow(wrapped)  # the mixin bound it on the DRF request
+    assert not in_flow(wrapped._request)
