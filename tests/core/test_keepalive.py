@@ -73,11 +73,12 @@ def until_answered(call: Any, *, timeout: float = 30.0) -> Any:
 def test_extend_is_fenced(store: str) -> None:
     backend = get_store(store)
     key = unique("k")
-    owner = backend.claim("s", key, fingerprint="f", lease=0.2, ttl=60)
+    # a lease no stall of the test process outlasts before the renewal (0.2 s could)
+    owner = backend.claim("s", key, fingerprint="f", lease=5, ttl=60)
     assert owner.owned
     assert backend.extend("s", key, fence=owner.fence, lease=30)
     assert not backend.extend("s", key, fence=owner.fence + 1, lease=30)  # a stale fence
-    age(backend, "s", key, 1)  # the first lease has passed: only the renewal keeps the key
+    age(backend, "s", key, 6)  # the first lease has passed: only the renewal keeps the key
     assert backend.claim("s", key, fingerprint="f", lease=5, ttl=60).status.value == "in_progress"
     response = StoredResponse(200, [], b"done")
     assert backend.complete("s", key, fence=owner.fence, response=response, ttl=60)
