@@ -178,7 +178,7 @@ def test_a_sigkilled_owner_is_taken_over_after_one_lease_period(store: str, tmp_
         assert wait_until(marker.exists, timeout=60), "the owner never started its body"
         body = keepalive_owner.BODIES[store]
         # alive past its first lease: every retry meets the running owner, kept by renewals
-        alive_until = time.monotonic() + 1.5 * lease
+        alive_until = time.monotonic() + 1.25 * lease
         while time.monotonic() < alive_until:
             with pytest.raises(CallInProgress):
                 body(ref, 0.0)
