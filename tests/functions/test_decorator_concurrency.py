@@ -88,13 +88,15 @@ def test_stale_owner_takeover_with_the_database_store() -> None:
     ref = unique("ref")
     store = store_of(DB_STORE)
     fingerprint = fingerprint_of("function", qualified_name(work.__wrapped__))
-    dead = store.claim("functions", f"db-slow:{ref}", fingerprint=fingerprint, lease=0.5, ttl=60)
+    # a long lease, aged past below: a stalled test process cannot let it run out before
+    # the duplicate meets it (a 0.5 s lease could)
+    dead = store.claim("functions", f"db-slow:{ref}", fingerprint=fingerprint, lease=30, ttl=60)
     assert dead.owned
     with pytest.raises(CallInProgress):
         idempotent_function(key="db-slow:{ref}", store=store_of(DB_STORE), lease=60, mode="lease")(
             work.__wrapped__
         )(ref)
-    age(store, "functions", f"db-slow:{ref}", 1)
+    age(store, "functions", f"db-slow:{ref}", 31)
     assert work(ref) == 1  # the dead owner's lease ran out: taken over
     from idempotency.stores.base import StoredResponse
 

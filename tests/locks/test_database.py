@@ -102,9 +102,11 @@ def test_one_session_holds_the_lock_and_its_timeout_is_the_idle_timeout(
     postgres_holdings: Holdings,
 ) -> None:
     name = unique("pg-lock")
-    first, second = postgres_holdings(name, 2.5), postgres_holdings(name, None)
+    # a timeout no stall of this process between the first's statements outlasts (2.5 s
+    # could: the server ended its session, and the second took the lock)
+    first, second = postgres_holdings(name, 25.5), postgres_holdings(name, None)
     assert first.try_acquire() and first.owned()
-    assert session(first, "SHOW idle_in_transaction_session_timeout") == "2500ms"
+    assert session(first, "SHOW idle_in_transaction_session_timeout") == "25500ms"
     assert not second.try_acquire() and not second.owned()
     # the failed attempt's transaction ended: it pins no server connection (psycopg's own
     # view of the session, which asks the server nothing)
@@ -198,10 +200,12 @@ def test_one_session_holds_the_lock_and_its_timeout_is_the_wait_timeout(
     mysql_holdings: Holdings,
 ) -> None:
     name = unique("my-lock")
-    first, second = mysql_holdings(name, 2.2), mysql_holdings(name, None)
+    # a timeout no stall of this process between the first's statements outlasts (2.2 s
+    # could: the server ended its session, and the second took the lock)
+    first, second = mysql_holdings(name, 22.2), mysql_holdings(name, None)
     assert first.name == lock_name(name, "beyond-locks")
     assert first.try_acquire() and first.owned()
-    assert wait_timeout(first) == 3  # rounded up
+    assert wait_timeout(first) == 23  # rounded up
     with connection.cursor() as cursor:  # Django's own session sees it taken
         cursor.execute("SELECT IS_FREE_LOCK(%s)", [first.name])
         assert cursor.fetchone()[0] == 0

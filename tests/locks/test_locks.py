@@ -126,9 +126,11 @@ def test_release_after_expiry_leaves_the_new_owners_lock(
     caplog.set_level(logging.WARNING, logger="idempotency.locks")
     name = unique("expiring")
     first = Lock(name, timeout=0.3)
-    assert first.acquire()
-    second = Lock(name, timeout=10, wait=5)
+    # before the first is taken: its timeout ends 0.3 s after this at the earliest, however
+    # long the process stalls (taken after, a 0.3 s stall let the second in at once)
     started = time.monotonic()
+    assert first.acquire()
+    second = Lock(name, timeout=10, wait=30)
     assert second.acquire()  # once the first one's timeout has passed
     assert time.monotonic() - started >= 0.2
     assert not first.owned()
@@ -141,14 +143,18 @@ def test_release_after_expiry_leaves_the_new_owners_lock(
 
 def test_extend_keeps_the_lock(backend: str) -> None:
     name = unique("long")
-    held = Lock(name, timeout=0.5)
+    # a timeout no stall of the process between the acquire and the extend outlasts (0.5 s
+    # could: the lock was gone before the extend)
+    timeout = 3.0
+    held = Lock(name, timeout=timeout)
+    taken = time.monotonic()
     assert held.acquire()
     assert held.extend(30.0)
     # real time: the backend times the lock; past the original timeout (the extension's is far)
-    time.sleep(0.8)
+    time.sleep(max(0.0, taken + timeout + 0.3 - time.monotonic()))
     assert held.owned()
     assert Lock(name).acquire() is False
-    assert held.extend(1.0, replace_ttl=True)
+    assert held.extend(10.0, replace_ttl=True)
     assert held.release()
     assert held.extend(1.0) is False  # not held any more
 

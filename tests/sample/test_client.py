@@ -283,7 +283,9 @@ def test_the_deadline_is_honoured_and_says_the_payment_may_have_happened(
         client.post(f"/api/orders/{order.pk}/pay/", json={"pay_no": "p-1"})
     elapsed = time.monotonic() - started
     error = raised.value
-    assert elapsed < deadline + 1.0
+    # the deadline, and room for a stall of this loaded process (1 s was tight); that each
+    # attempt's timeout is cut to what is left of the deadline: tests/test_client.py
+    assert elapsed < deadline + 3.0
     assert error.may_have_happened
     assert "MAY HAVE HAPPENED" in str(error)
     assert error.attempts == len(proxy.of(error.key or "")) >= 2

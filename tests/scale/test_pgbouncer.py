@@ -189,10 +189,14 @@ def test_postgres_lock_through_pgbouncer_excludes_expires_and_fences(
     assert peak[0] == 1 and acquired[0] == 15
 
     first = Lock(name, timeout=0.3, backend=backend)
+    # before the first is taken: its timeout ends 0.3 s after this at the earliest, however
+    # long the process stalls (an attempt right after the first's acquire, asserted to
+    # fail, found the lock free once a stall outlasted the 0.3 s)
+    started = time.monotonic()
     assert first.acquire()
-    assert Lock(name, backend=backend).acquire() is False
-    second = Lock(name, timeout=5, wait=5, backend=backend)
+    second = Lock(name, timeout=5, wait=30, backend=backend)
     assert second.acquire()  # the server ended the first one's transaction at 0.3 s
+    assert time.monotonic() - started >= 0.2  # not before: the first held it till then
     assert first.release() is False  # and the late release frees nothing of the second's
     assert second.owned()
     assert second.release()

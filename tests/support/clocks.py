@@ -11,11 +11,14 @@ from datetime import timedelta
 
 from django.db.models import F
 
+from idempotency.models import SubmitToken
 from idempotency.stores.base import BaseStore
 from idempotency.stores.cache import CacheStore, dump_record, load_record
 from idempotency.stores.database import DatabaseStore
 from idempotency.stores.records import quota_window
 from idempotency.stores.redis import RedisStore
+from idempotency.tokens import DatabaseTokens, RedisTokens
+from idempotency.tokens.base import TokenBackend, hash_token
 
 
 def age(store: BaseStore, scope: str, key: str, seconds: float) -> None:
@@ -56,6 +59,31 @@ def age(store: BaseStore, scope: str, key: str, seconds: float) -> None:
             store.raw.delete(name)
         else:
             store.raw.set(name, dump_record(record), left)
+
+
+def age_token(backend: TokenBackend, token: str, seconds: float) -> None:
+    """Move one submit token's lifetime ``seconds`` into the past, on the clock its backend
+    judges it by: the row's timestamps (its consumption too), or the Redis TTLs of the token
+    and its tombstone (a key whose TTL that outlasts is gone, as Redis would drop it)."""
+    token_hash = hash_token(token)
+    if isinstance(backend, DatabaseTokens):
+        delta = timedelta(seconds=seconds)
+        SubmitToken.objects.using(backend.using).filter(token_hash=token_hash).update(
+            created_at=F("created_at") - delta,
+            expires_at=F("expires_at") - delta,
+            consumed_at=F("consumed_at") - delta,  # NULL (not consumed) stays NULL
+        )
+        return
+    assert isinstance(backend, RedisTokens)
+    ms = int(seconds * 1000)
+    for name in backend.keys(token_hash):
+        left = backend.client.pttl(name)
+        if left < 0:
+            continue  # no such key (or one without a TTL, which no token has)
+        if left <= ms:
+            backend.client.delete(name)
+        else:
+            backend.client.pexpire(name, left - ms)
 
 
 class QuotaClock:

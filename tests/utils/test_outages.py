@@ -36,6 +36,7 @@ from tests.support.http import post
 from tests.support.scopes import FIXED_SCOPE
 from tests.support.stores import DB_STORE, REDIS_STORE, using
 from tests.support.storms import wait_until
+from tests.testapp import views
 from tests.testapp.models import Effect, Wallet
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -107,8 +108,37 @@ def test_a_request_without_key_never_touches_the_store(client_a: Client, wallet:
     assert response.status_code == 201
 
 
+class FreezeInTheView:
+    """In ``tests.testapp.views.HOLD``'s place: a view called with ``?hold=before`` freezes
+    the private Redis where it would stop, after its claim and before its work, and has it
+    thawed ``outage`` seconds later (None: by the test). A timer started with the request
+    froze it 0.3 s in, which a stalled process could reach before the claim (answered
+    503) or after the completion (nothing failed)."""
+
+    def __init__(self, server: Any, outage: float | None = None) -> None:
+        self.server, self.outage = server, outage
+        self.frozen = threading.Event()
+        self.thawing: threading.Thread | None = None
+
+    def stop(self) -> None:
+        self.server.freeze()
+        self.frozen.set()
+        if self.outage is not None:
+            self.thawing = threading.Thread(target=self._thaw_later)
+            self.thawing.start()
+
+    def _thaw_later(self) -> None:
+        outage = self.outage or 0.0
+        time.sleep(outage)  # real time: the outage's length, not a wait for another thread
+        self.server.thaw()
+
+    def join(self) -> None:
+        if self.thawing is not None:
+            self.thawing.join(30)
+
+
 def test_store_lost_while_the_view_ran_and_back_within_the_lease_keeps_the_outcome(
-    client_a: Client, wallet: Wallet
+    client_a: Client, wallet: Wallet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Redis freezes while the view runs and thaws 4 s later, well within the lease but
     longer than redis-py's own retries of one call (3 x 0.5 s timeouts): the engine retries
@@ -122,30 +152,25 @@ def test_store_lost_while_the_view_ran_and_back_within_the_lease_keeps_the_outco
         ),
     ):
         key = str(uuid.uuid4())
-        frozen = threading.Event()
-
-        def outage() -> None:
-            server.freeze()
-            frozen.set()
-            time.sleep(4)  # real time: the outage's length, not a wait for another thread
-            server.thaw()
-
-        timer = threading.Timer(0.3, outage)
-        timer.start()
+        gate = FreezeInTheView(server, outage=4)
+        monkeypatch.setattr(views, "HOLD", gate)
         try:
-            first = post(client_a, "/t/lease-function/?sleep=1.0", key=key)
+            first = post(client_a, "/t/lease-function/?sleep=1.0&hold=before", key=key)
         finally:
-            timer.join()
+            gate.join()
             server.thaw()
-        retry = post(client_a, "/t/lease-function/?sleep=1.0", key=key)
-    assert frozen.is_set()
+        retry = post(client_a, "/t/lease-function/?sleep=1.0&hold=before", key=key)
+    assert gate.frozen.is_set()
     assert first.status_code == 201
     assert retry.status_code == 201 and retry["Idempotent-Replayed"] == "true"
     assert Effect.objects.count() == 1
 
 
 def test_store_lost_for_longer_than_the_lease_answers_what_the_view_did(
-    client_a: Client, wallet: Wallet, caplog: pytest.LogCaptureFixture
+    client_a: Client,
+    wallet: Wallet,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Redis freezes while the view runs and stays frozen past the lease: the completion is
     retried until the lease runs out, then the view's 201 goes out anyway (not a 5xx that
@@ -158,15 +183,15 @@ def test_store_lost_for_longer_than_the_lease_answers_what_the_view_did(
         ),
     ):
         key = str(uuid.uuid4())
-        timer = threading.Timer(0.3, server.freeze)
-        timer.start()
+        gate = FreezeInTheView(server)
+        monkeypatch.setattr(views, "HOLD", gate)
         try:
             started = time.monotonic()
-            first = post(client_a, "/t/lease-function/?sleep=1.0", key=key)
+            first = post(client_a, "/t/lease-function/?sleep=1.0&hold=before", key=key)
             took = time.monotonic() - started
         finally:
-            timer.join()
             server.thaw()
+    assert gate.frozen.is_set()
     assert first.status_code == 201
     assert Effect.objects.count() == 1
     assert took >= 1.0 + 2  # the view, then the completion retried for the whole lease
