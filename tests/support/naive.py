@@ -70,16 +70,21 @@ def naive_account_deduct(*, account_id: int, amount: Decimal, reference: str) ->
         if account.balance < amount:
             raise InsufficientFunds(account_id, account.balance, amount)
         _all_have_read()
-        account.balance -= amount
-        account.version += 1
-        account.save()
-        return LedgerEntry.objects.create(
-            account=account,
-            amount=-amount,
-            balance_after=account.balance,
-            reference=reference,
-            kind=LedgerEntryKind.DEDUCTION,
-        )
+        return _deduct(account, amount, reference)
+
+
+def _deduct(account: Account, amount: Decimal, reference: str) -> LedgerEntry:
+    """Write what was decided from ``account`` as read: its balance less ``amount``."""
+    account.balance -= amount
+    account.version += 1
+    account.save()
+    return LedgerEntry.objects.create(
+        account=account,
+        amount=-amount,
+        balance_after=account.balance,
+        reference=reference,
+        kind=LedgerEntryKind.DEDUCTION,
+    )
 
 
 def naive_payment_pay(*, user: User, order_id: int, pay_no: str) -> tuple[PaymentRecord, bool]:
@@ -103,8 +108,7 @@ def naive_payment_pay(*, user: User, order_id: int, pay_no: str) -> tuple[Paymen
             status=PaymentStatus.SUCCEEDED,
             ledger_reference=f"pay_{pay_no}",
         )
-        account = Account.objects.get(user=user)
-        naive_account_deduct(
-            account_id=account.pk, amount=order.amount, reference=record.ledger_reference
-        )
+        # no second wait here: the callers behind this one are blocked on the order's row,
+        # which this transaction holds, so a barrier would only stall until its timeout
+        _deduct(Account.objects.get(user=user), order.amount, record.ledger_reference)
         return record, True
