@@ -123,11 +123,8 @@ def add_problem(
     registry: ComponentRegistry,
     headers: dict[str, Any] | None = None,
 ) -> None:
-    """Document a problem+json answer ``status`` of ``operation`` (an operation of
-    drf-spectacular's schema, from ``AutoSchema.get_operation``): its ``description``
-    (merged with one already there), the problem document's schema (registered once in
-    ``registry``), and ``headers``. For the problems a project's own views answer with,
-    beside those the mixin documents."""
+    """Document a problem+json answer ``status`` of a drf-spectacular ``operation``
+    (descriptions merge; the problem schema is registered in ``registry`` once)."""
     responses = operation.setdefault("responses", {})
     response = responses.setdefault(str(status), {"description": description})
     if response.get("description") and description not in response["description"]:
