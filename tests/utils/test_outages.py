@@ -186,14 +186,17 @@ def test_store_lost_for_longer_than_the_lease_answers_what_the_view_did(
         gate = FreezeInTheView(server)
         monkeypatch.setattr(views, "HOLD", gate)
         try:
-            started = time.monotonic()
-            first = post(client_a, "/t/lease-function/?sleep=1.0&hold=before", key=key)
-            took = time.monotonic() - started
+            with received(signals.store_unavailable) as outages:
+                started = time.monotonic()
+                first = post(client_a, "/t/lease-function/?sleep=1.0&hold=before", key=key)
+                took = time.monotonic() - started
         finally:
             server.thaw()
     assert gate.frozen.is_set()
     assert first.status_code == 201
     assert Effect.objects.count() == 1
+    # the completion was sent again and again, not given up after its first failure
+    assert [o["operation"] for o in outages].count("complete") >= 2, outages
     assert took >= 1.0 + 2  # the view, then the completion retried for the whole lease
     assert "could not be stored" in caplog.text
 
