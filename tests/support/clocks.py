@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import Any
 
 from django.db.models import F
 
@@ -35,16 +36,12 @@ def age(store: BaseStore, scope: str, key: str, seconds: float) -> None:
         )
     elif isinstance(store, RedisStore):
         name, ms = store.record_key(scope, key), int(seconds * 1000)
-        left = store.client.pttl(name)
-        if left < 0:
+        if store.client.pttl(name) < 0:
             return
         lease = store.client.hget(name, "lease")
         if lease:  # a completed record's is empty
             store.client.hset(name, "lease", str(int(lease) - ms))
-        if left <= ms:
-            store.client.delete(name)
-        else:
-            store.client.pexpire(name, left - ms)
+        shorten_ttl(store.client, name, ms)
     else:
         assert isinstance(store, CacheStore)
         name = store.record_key(scope, key)
@@ -75,15 +72,21 @@ def age_token(backend: TokenBackend, token: str, seconds: float) -> None:
         )
         return
     assert isinstance(backend, RedisTokens)
-    ms = int(seconds * 1000)
     for name in backend.keys(token_hash):
-        left = backend.client.pttl(name)
-        if left < 0:
-            continue  # no such key (or one without a TTL, which no token has)
-        if left <= ms:
-            backend.client.delete(name)
-        else:
-            backend.client.pexpire(name, left - ms)
+        shorten_ttl(backend.client, name, int(seconds * 1000))
+
+
+def shorten_ttl(client: Any, name: str, ms: int) -> None:
+    """Take ``ms`` off the Redis key ``name``'s TTL; a key it outlasts is deleted, as Redis
+    would drop it. No such key (or one without a TTL, which none of the library's has):
+    nothing."""
+    left = client.pttl(name)
+    if left < 0:
+        return
+    if left <= ms:
+        client.delete(name)
+    else:
+        client.pexpire(name, left - ms)
 
 
 class QuotaClock:
